@@ -1,0 +1,106 @@
+"""Names, dtypes and attributes of an ooc store: the one source of truth.
+
+A store is a group (Zarr) or file (HDF5) holding the matrix twice, as CSR over
+rows and as CSC over columns, each as three 1-D arrays with global offsets, plus
+per-row / per-column statistics and the labels::
+
+    rows/indptr (n+1, int64)   rows/indices (nnz, int32|int64)   rows/data (nnz, float)
+    rows/block_ptr (n_row_blocks+1, int64): first row of each row block
+    cols/indptr (d+1, int64)   cols/indices (nnz, row ids)        cols/data (nnz, float)
+    cols/block_ptr (n_col_blocks+1, int64): first column of each column block
+    labels (n, float64)  row_nnz (n, int64)  row_sqnorm (n, float64)
+    col_nnz (d, int64)   col_sqnorm (d, float64)
+
+Every backend stores exactly these names; every reader and writer takes them from
+here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FORMAT = "ooc-store"
+FORMAT_VERSION = 1
+
+ROWS = "rows"
+COLS = "cols"
+LAYOUTS = (ROWS, COLS)
+
+INDPTR = "indptr"
+INDICES = "indices"
+DATA = "data"
+BLOCK_PTR = "block_ptr"
+
+LABELS = "labels"
+ROW_NNZ = "row_nnz"
+ROW_SQNORM = "row_sqnorm"
+COL_NNZ = "col_nnz"
+COL_SQNORM = "col_sqnorm"
+
+#: Label kinds recorded in the ``label_kind`` attribute.
+BINARY = "binary"
+MULTICLASS = "multiclass"
+REGRESSION = "regression"
+LABEL_KINDS = (BINARY, MULTICLASS, REGRESSION)
+
+#: Default decoded size of one block (rows or columns), in bytes.
+DEFAULT_BLOCK_BYTES = 64 << 20
+#: Elements per compressed chunk of the 1-D arrays. Small enough that a block read
+#: over-reads little (at most one chunk at each end), large enough to compress well
+#: and keep the number of files low.
+DEFAULT_CHUNK_LEN = 1 << 20
+
+INDPTR_DTYPE = np.dtype(np.int64)
+STAT_FLOAT = np.dtype(np.float64)
+LABEL_DTYPE = np.dtype(np.float64)
+DATA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: Attributes every complete store carries. ``complete`` is written last: a
+#: store without it is a half-written one and does not open.
+REQUIRED_ATTRS = (
+    "format", "format_version", "shape", "nnz", "dtype", "index_dtype",
+    "label_kind", "classes", "layouts", "block_bytes", "fingerprint", "complete",
+)
+
+
+def array_name(layout: str, field: str) -> str:
+    """Full array name of ``field`` (indptr, indices, data, block_ptr) in ``layout``."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
+    return f"{layout}/{field}"
+
+
+def index_dtype_for(n_max: int) -> np.dtype:
+    """Smallest index dtype (int32 or int64) that holds ids up to ``n_max``."""
+    return np.dtype(np.int32) if n_max < 2**31 - 1 else np.dtype(np.int64)
+
+
+def entry_bytes(data_dtype: np.dtype, index_dtype: np.dtype) -> int:
+    """Decoded bytes of one stored nonzero (index + value)."""
+    return np.dtype(data_dtype).itemsize + np.dtype(index_dtype).itemsize
+
+
+def block_boundaries(nnz_per_line: np.ndarray, entry_nbytes: int, block_bytes: int) -> np.ndarray:
+    """Split lines (rows or columns) into consecutive blocks of about ``block_bytes``.
+
+    A block closes as soon as its decoded size (entries plus one indptr slot per
+    line) reaches ``block_bytes``; a single line larger than that is a block of
+    its own. Returns the block pointer: first line of each block, then the count.
+    """
+    sizes = np.asarray(nnz_per_line, dtype=np.int64) * entry_nbytes + INDPTR_DTYPE.itemsize
+    n = len(sizes)
+    if n == 0:
+        return np.zeros(1, dtype=np.int64)
+    cum = np.cumsum(sizes)
+    ptr = [0]
+    base = 0
+    while True:
+        # first line index at which the running size since ``ptr[-1]`` reaches the budget
+        stop = int(np.searchsorted(cum, base + block_bytes, side="left")) + 1
+        stop = max(stop, ptr[-1] + 1)
+        if stop >= n:
+            ptr.append(n)
+            break
+        ptr.append(stop)
+        base = int(cum[stop - 1])
+    return np.asarray(ptr, dtype=np.int64)

@@ -1,0 +1,253 @@
+"""Reading a store: metadata, statistics, and blocks by index in either layout."""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from . import layout as L
+from .backend import Backend, MemoryBackend, StoreError
+from .hdf5_backend import HDF5Backend
+from .zarr_backend import ZarrBackend
+
+BACKENDS: dict[str, type[Backend]] = {
+    ZarrBackend.name: ZarrBackend,
+    HDF5Backend.name: HDF5Backend,
+    MemoryBackend.name: MemoryBackend,
+}
+
+
+def backend_for_path(path: str) -> type[Backend]:
+    """The backend class whose container is at ``path``."""
+    if path.startswith("memory://"):
+        return MemoryBackend
+    for cls in (HDF5Backend, ZarrBackend):
+        if cls.detect(path):
+            return cls
+    if not os.path.exists(path) and "://" not in path:
+        raise StoreError(f"{path}: no such store")
+    raise StoreError(f"{path}: not an ooc store (neither a Zarr v3 group nor an HDF5 file)")
+
+
+class Block(NamedTuple):
+    """One block of one layout, decoded into memory and ready for the kernels.
+
+    For the ``rows`` layout, lines are rows (examples) ``start..stop-1`` and
+    ``indices`` are column ids; for ``cols``, lines are columns and ``indices``
+    are row ids. ``indptr`` is local (starts at 0).
+    """
+
+    layout: str
+    index: int
+    start: int
+    stop: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
+
+    @property
+    def n_lines(self) -> int:
+        return self.stop - self.start
+
+
+class Store:
+    """An opened ooc store.
+
+    Parameters
+    ----------
+    backend : Backend
+        An opened backend whose container holds a complete store.
+
+    Notes
+    -----
+    Opening reads only the attributes and the two block pointers; statistics
+    and labels (O(n) or O(d)) are read on first use and kept.
+    """
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.path = backend.path
+        attrs = backend.attrs
+        if attrs.get("format") != L.FORMAT:
+            raise StoreError(f"{self.path}: not an ooc store (no '{L.FORMAT}' format attribute)")
+        if not attrs.get("complete"):
+            raise StoreError(f"{self.path}: incomplete store (a convert did not finish); convert again")
+        if attrs.get("format_version") != L.FORMAT_VERSION:
+            raise StoreError(
+                f"{self.path}: store format version {attrs.get('format_version')} is not supported "
+                f"by this ooc (expects {L.FORMAT_VERSION}); convert the input again"
+            )
+        self.attrs = attrs
+        self.n_rows, self.n_cols = (int(x) for x in attrs["shape"])
+        self.shape = (self.n_rows, self.n_cols)
+        self.nnz = int(attrs["nnz"])
+        self.dtype = np.dtype(attrs["dtype"])
+        self.index_dtype = np.dtype(attrs["index_dtype"])
+        self.label_kind = attrs["label_kind"]
+        self.classes = attrs["classes"]
+        self.layouts = tuple(attrs["layouts"])
+        self.fingerprint = attrs["fingerprint"]
+        self._block_ptr = {lay: backend.read(L.array_name(lay, L.BLOCK_PTR)) for lay in self.layouts}
+        self._cached: dict[str, np.ndarray] = {}
+
+    # -- metadata ------------------------------------------------------------------
+    def has_layout(self, layout: str) -> bool:
+        return layout in self.layouts
+
+    def _need(self, layout: str) -> None:
+        if layout not in self.layouts:
+            raise StoreError(
+                f"{self.path}: the store has no {layout!r} layout; convert with --layout both"
+            )
+
+    def block_ptr(self, layout: str) -> np.ndarray:
+        """First line of each block of ``layout``, then the line count."""
+        self._need(layout)
+        return self._block_ptr[layout]
+
+    def n_blocks(self, layout: str) -> int:
+        return len(self.block_ptr(layout)) - 1
+
+    def _vector(self, name: str) -> np.ndarray:
+        if name not in self._cached:
+            self._cached[name] = self.backend.read(name)
+        return self._cached[name]
+
+    @property
+    def labels(self) -> np.ndarray:
+        """All labels (n floats; binary stores hold -1/+1)."""
+        return self._vector(L.LABELS)
+
+    def read_labels(self, start: int, stop: int) -> np.ndarray:
+        """Labels of rows ``start..stop-1`` without loading all of them."""
+        if L.LABELS in self._cached:
+            return self._cached[L.LABELS][start:stop]
+        return self.backend.read(L.LABELS, start, stop)
+
+    @property
+    def row_nnz(self) -> np.ndarray:
+        return self._vector(L.ROW_NNZ)
+
+    @property
+    def row_sqnorm(self) -> np.ndarray:
+        return self._vector(L.ROW_SQNORM)
+
+    @property
+    def col_nnz(self) -> np.ndarray:
+        return self._vector(L.COL_NNZ)
+
+    @property
+    def col_sqnorm(self) -> np.ndarray:
+        return self._vector(L.COL_SQNORM)
+
+    @property
+    def label_values(self) -> list:
+        """Original values of the binary labels ``[negative, positive]`` (binary stores)."""
+        return self.attrs.get("label_values", [-1.0, 1.0])
+
+    # -- blocks --------------------------------------------------------------------
+    def block_bounds(self, layout: str, b: int) -> tuple[int, int]:
+        ptr = self.block_ptr(layout)
+        if not 0 <= b < len(ptr) - 1:
+            raise IndexError(f"{layout} block {b} out of range (0..{len(ptr) - 2})")
+        return int(ptr[b]), int(ptr[b + 1])
+
+    def read_lines(self, layout: str, start: int, stop: int, index: int = -1) -> Block:
+        """Lines ``start..stop-1`` of ``layout`` as a :class:`Block` (local indptr)."""
+        self._need(layout)
+        be = self.backend
+        indptr = be.read(L.array_name(layout, L.INDPTR), start, stop + 1)
+        lo, hi = int(indptr[0]), int(indptr[-1])
+        indices = be.read(L.array_name(layout, L.INDICES), lo, hi)
+        data = be.read(L.array_name(layout, L.DATA), lo, hi)
+        return Block(layout, index, start, stop, indptr - lo, indices, data)
+
+    def block(self, layout: str, b: int) -> Block:
+        """Block ``b`` of ``layout``; reads only the chunks that hold it."""
+        start, stop = self.block_bounds(layout, b)
+        return self.read_lines(layout, start, stop, b)
+
+    def row_block(self, b: int) -> Block:
+        return self.block(L.ROWS, b)
+
+    def col_block(self, b: int) -> Block:
+        return self.block(L.COLS, b)
+
+    def iter_blocks(self, layout: str):
+        for b in range(self.n_blocks(layout)):
+            yield self.block(layout, b)
+
+    # -- whole-matrix helpers (small data, tests) ------------------------------------
+    def to_scipy(self, layout: str = L.ROWS):
+        """The whole matrix as scipy CSR (``rows``) or CSC (``cols``): small stores only."""
+        import scipy.sparse as sp
+
+        blk = self.read_lines(layout, 0, self.n_rows if layout == L.ROWS else self.n_cols)
+        if layout == L.ROWS:
+            return sp.csr_matrix((blk.data, blk.indices, blk.indptr), shape=self.shape)
+        return sp.csc_matrix((blk.data, blk.indices, blk.indptr), shape=self.shape)
+
+    def bytes_on_disk(self) -> int:
+        return self.backend.bytes_on_disk()
+
+    def info(self) -> dict:
+        """The facts ``ooc info`` prints (also its ``--json`` object)."""
+        a = self.attrs
+        n, d = self.shape
+        decoded = 0
+        entry = L.entry_bytes(self.dtype, self.index_dtype)
+        for lay in self.layouts:
+            decoded += self.nnz * entry + (self.n_rows if lay == L.ROWS else self.n_cols) * 8
+        on_disk = self.bytes_on_disk()
+        out = {
+            "path": self.path,
+            "backend": self.backend.name,
+            "format_version": a["format_version"],
+            "n_rows": n,
+            "n_cols": d,
+            "nnz": self.nnz,
+            "density": self.nnz / (n * d) if n and d else 0.0,
+            "dtype": str(self.dtype),
+            "index_dtype": str(self.index_dtype),
+            "label_kind": self.label_kind,
+            "classes": self.classes,
+            "label_counts": a.get("label_counts"),
+            "label_values": a.get("label_values"),
+            "index_base": a.get("index_base"),
+            "layouts": list(self.layouts),
+            "block_bytes": a["block_bytes"],
+            "blocks": {lay: self.n_blocks(lay) for lay in self.layouts},
+            "bytes_on_disk": on_disk,
+            "bytes_decoded": decoded,
+            "compression_ratio": decoded / on_disk if on_disk else None,
+            "fingerprint": self.fingerprint,
+            "source": a.get("source"),
+        }
+        out.update(a.get("stats", {}))
+        return out
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<ooc.Store {self.path!r} {self.n_rows}x{self.n_cols} nnz={self.nnz} "
+                f"{self.dtype} {self.label_kind} layouts={list(self.layouts)}>")
+
+
+def open_store(path: str | os.PathLike) -> Store:
+    """Open the ooc store at ``path`` (a Zarr directory, an HDF5 file, or a URL)."""
+    path = os.fspath(path)
+    cls = backend_for_path(path)
+    return Store(cls.open(path, "r"))
