@@ -5,5 +5,10 @@ __version__ = "0.1.0"
 from .store import Store, StoreCorruptError, StoreError, open_store  # noqa: E402
 from .store.ingest import convert  # noqa: E402
 from .synth import synth  # noqa: E402
+from .model import LinearModel, load_model  # noqa: E402
+from .train import ConvergenceWarning, Run, resume, train  # noqa: E402
+from .estimators import LinearClassifier, LinearRegressor  # noqa: E402
 
-__all__ = ["Store", "StoreCorruptError", "StoreError", "convert", "open_store", "synth", "__version__"]
+__all__ = ["ConvergenceWarning", "LinearClassifier", "LinearModel", "LinearRegressor", "Run", "Store",
+           "StoreCorruptError", "StoreError", "convert", "load_model", "open_store", "resume", "synth", "train",
+           "__version__"]

@@ -28,6 +28,7 @@ class UserError(click.ClickException):
 
 def _user_errors(fn):
     """Turn the exceptions a user can cause into one-line errors."""
+    from .runs.rundir import RunError
     from .store.backend import StoreError
     from .store.readers import InputError
 
@@ -35,7 +36,7 @@ def _user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (InputError, StoreError, FileExistsError, FileNotFoundError, ValueError) as exc:
+        except (InputError, StoreError, RunError, FileExistsError, FileNotFoundError, ValueError) as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise UserError(msg) from None
         except KeyboardInterrupt:
@@ -163,6 +164,156 @@ def format_info(i: dict) -> str:
         f"fingerprint  {i['fingerprint']}",
     ]
     return "\n".join(lines)
+
+
+# -- train / resume ------------------------------------------------------------------------------
+class EpochProgress:
+    """A tqdm bar over epochs showing the gap and throughput; silent when disabled."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="epoch", desc="train", file=sys.stderr, leave=False)
+
+    def __call__(self, h: dict) -> None:
+        if self.bar is None:
+            return
+        self.bar.n = h["epoch"]
+        self.bar.set_postfix(gap=f"{h['rel_gap']:.2e}", rows_s=f"{(h.get('rows_per_s') or 0):.3g}",
+                             MB_s=f"{(h.get('mb_per_s') or 0):.3g}", refresh=False)
+        self.bar.refresh()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _report(result: dict, as_json: bool) -> None:
+    if as_json:
+        _emit_json(result)
+        return
+    status = "converged" if result["converged"] else "NOT converged (max epochs reached)"
+    click.echo(f"{status}: epochs {result['epochs']}, primal {result['primal']:.10g}, dual {result['dual']:.10g}, "
+               f"relative gap {result['rel_gap']:.3g} (tol {result['tol']:g}), nnz(w) {result['nnz_w']}, "
+               f"{result['seconds']:.2f} s")
+    click.echo(f"run directory: {result['run']}")
+
+
+@main.command()
+@click.argument("store", type=click.Path())
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory to create.")
+@click.option("--loss", type=click.Choice(["logistic", "squared", "smooth-hinge", "hinge"]), default="logistic",
+              show_default=True)
+@click.option("--gamma", type=float, default=1.0, show_default=True, help="Smoothing of the smooth hinge.")
+@click.option("--multiclass", type=click.Choice(["ovr", "crammer-singer"]), default=None)
+@click.option("--l2", type=float, default=1e-6, show_default=True, help="L2 weight (LIBLINEAR C = 1/(l2 n)).")
+@click.option("--l1", type=float, default=0.0, show_default=True, help="L1 weight.")
+@click.option("--solver", type=click.Choice(["auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc"]),
+              default="auto", show_default=True)
+@click.option("--sampling", default="uniform", show_default=True)
+@click.option("--tol", type=float, default=1e-6, show_default=True, help="Relative duality gap to certify.")
+@click.option("--max-epochs", type=int, default=100, show_default=True)
+@click.option("--memory", default="1GiB", show_default=True, help="Block cache budget.")
+@click.option("--bias", type=float, default=0.0, show_default=True, help="Intercept feature value B (0: none).")
+@click.option("--class-weight", type=click.Choice(["balanced"]), default=None)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--checkpoint-every", type=float, default=300.0, show_default=True, help="Seconds between checkpoints.")
+@click.option("--distributed", default=None, help="local:N or a Dask scheduler address.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("-v", "--verbose", is_flag=True)
+@_user_errors
+def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, tol, max_epochs, memory, bias,
+          class_weight, seed, checkpoint_every, distributed, overwrite, as_json, verbose):
+    """Train on STORE into the run directory OUT, to a certified relative duality gap."""
+    import warnings
+
+    from .train import train as do_train
+
+    if distributed:
+        raise UserError("--distributed is not implemented yet in this version")
+    bar = EpochProgress(wanted(verbose), max_epochs)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the summary line says whether it converged
+            run = do_train(store, out, overwrite=overwrite, progress=bar, loss=loss, gamma=gamma,
+                           multiclass=multiclass, l2=l2, l1=l1, solver=solver, sampling=sampling, tol=tol,
+                           max_epochs=max_epochs, memory=memory, bias=bias, class_weight=class_weight,
+                           seed=seed, checkpoint_every=checkpoint_every)
+    finally:
+        bar.close()
+    _report(run.result, as_json)
+
+
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False))
+@click.option("--max-epochs", type=int, default=None, help="New epoch limit (default: the run's).")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("-v", "--verbose", is_flag=True)
+@_user_errors
+def resume(run, max_epochs, as_json, verbose):
+    """Continue RUN from its last checkpoint (exactly as if it had never stopped)."""
+    import warnings
+
+    from .train import resume as do_resume
+
+    bar = EpochProgress(wanted(verbose), max_epochs or 0)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = do_resume(run, max_epochs=max_epochs, progress=bar)
+    finally:
+        bar.close()
+    _report(r.result, as_json)
+
+
+# -- predict / evaluate ---------------------------------------------------------------------------
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False))
+@click.argument("input", type=click.Path())
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
+              help="Write predictions here (default: stdout).")
+@click.option("--proba", is_flag=True, help="Print the probability of the positive class (logistic).")
+@click.option("--memory", default="256MiB", show_default=True)
+@_user_errors
+def predict(run, input, out_file, proba, memory):
+    """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
+    from .evaluate import iter_predictions
+
+    fh = open(out_file, "w") if out_file else sys.stdout
+    try:
+        for pred in iter_predictions(run, input, proba=proba, memory=memory):
+            fh.write("\n".join(_fmt_label(p) for p in pred))
+            if len(pred):
+                fh.write("\n")
+    finally:
+        if out_file:
+            fh.close()
+
+
+def _fmt_label(x) -> str:
+    x = float(x)
+    return str(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)
+
+
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False))
+@click.argument("input", type=click.Path())
+@click.option("--memory", default="256MiB", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@_user_errors
+def evaluate(run, input, memory, as_json):
+    """Score RUN's model on INPUT: accuracy, logloss, primal objective, ..."""
+    from .evaluate import evaluate as do_evaluate
+
+    m = do_evaluate(run, input, memory=memory)
+    if as_json:
+        _emit_json(m)
+        return
+    for k, v in m.items():
+        click.echo(f"{k:>14}  {v}")
 
 
 # -- synth -----------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from ..kernels import transpose as _kt
 from . import layout as L
 from .readers import InputError, RowChunk, detect_format, iter_csv, iter_svmlight
 from .store import BACKENDS, Store, open_store
@@ -210,11 +211,13 @@ def convert(
         "index_dtype": np.dtype(np.int32),
     }
     layouts = {"both": (L.ROWS, L.COLS), "rows": (L.ROWS,), "cols": (L.COLS,)}[layout]
+    # "memory://" stores live in this process (tests, small data); whatever --format says
+    backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     t0 = time.perf_counter()
     while True:
         tmp = temporary_path(store)
         try:
-            _build(make_chunks, tmp, BACKENDS[format], dtype, settings, bb, cl, mem, layouts,
+            _build(make_chunks, tmp, backend_cls, dtype, settings, bb, cl, mem, layouts,
                    label_kind, n_features, total, progress,
                    source_desc)
         except _Restart as r:
@@ -226,7 +229,7 @@ def convert(
             raise
         break
     if layout == "cols":
-        _drop_rows(tmp, BACKENDS[format])
+        _drop_rows(tmp, backend_cls)
     if exists:
         remove_path(store)
     publish(tmp, store)
@@ -296,6 +299,7 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     row_ptr = backend.read(L.array_name(L.ROWS, L.BLOCK_PTR))
     # row pieces for bucketing: blocks of the row layout, split further if memory is tight
     piece_bytes = max(memory // 6, 1 << 16)
+    piece_entries = max(piece_bytes // rec.itemsize, 1)
     bdir = tempfile.mkdtemp(prefix=".ooc-transpose-", dir=tmpdir)
     try:
         paths = [os.path.join(bdir, f"b{k}.bin") for k in range(n_cb)]
@@ -306,42 +310,44 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
             s = r0
             while s < r1:
                 # cut the block so one piece's records stay within piece_bytes
-                lim = int(np.searchsorted(rip, rip[s - r0] + max(piece_bytes // rec.itemsize, 1), side="right")) - 1 + r0
+                lim = int(np.searchsorted(rip, rip[s - r0] + piece_entries, side="right")) - 1 + r0
                 e = min(r1, max(lim, s + 1))
                 lo, hi = int(rip[s - r0]), int(rip[e - r0])
                 cols = backend.read(L.array_name(L.ROWS, L.INDICES), lo, hi)
                 vals = backend.read(L.array_name(L.ROWS, L.DATA), lo, hi)
-                rows = np.repeat(np.arange(s, e, dtype=row_id_dtype), np.diff(rip[s - r0:e - r0 + 1]))
-                cb = np.searchsorted(col_ptr, cols, side="right") - 1
-                order = np.argsort(cb, kind="stable")
                 recs = np.empty(len(cols), dtype=rec)
-                recs["col"], recs["row"], recs["val"] = cols[order], rows[order], vals[order]
-                cuts = np.searchsorted(cb[order], np.arange(n_cb + 1))
+                cuts = _kt.bucket_entries(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, col_ptr, recs)
+                del cols, vals
                 for k in np.flatnonzero(np.diff(cuts)):
                     with open(paths[k], "ab") as f:
                         recs[cuts[k]:cuts[k + 1]].tofile(f)
+                del recs
                 s = e
             if progress:
                 progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
         for k in range(n_cb):
             if not os.path.exists(paths[k]):
                 continue
-            if col_ptr[k + 1] - col_ptr[k] == 1:
+            c0, c1 = int(col_ptr[k]), int(col_ptr[k + 1])
+            if c1 - c0 == 1:
                 # a single column: already in row order, stream it without loading it whole
-                step = max(piece_bytes // rec.itemsize, 1)
                 with open(paths[k], "rb") as f:
                     while True:
-                        r = np.fromfile(f, dtype=rec, count=step)
+                        r = np.fromfile(f, dtype=rec, count=piece_entries)
                         if not len(r):
                             break
                         out_ind.append(r["row"])
                         out_dat.append(r["val"])
             else:
                 r = np.fromfile(paths[k], dtype=rec)
-                order = np.argsort(r["col"], kind="stable")
-                out_ind.append(r["row"][order])
-                out_dat.append(r["val"][order])
-                del r, order
+                rows_out = np.empty(len(r), dtype=row_id_dtype)
+                vals_out = np.empty(len(r), dtype=dtype)
+                if not _kt.assemble_block(r, c0, indptr[c0:c1 + 1] - indptr[c0], rows_out, vals_out):
+                    raise RuntimeError(f"transpose: column block {k} does not match the column counts")
+                del r
+                out_ind.append(rows_out)
+                out_dat.append(vals_out)
+                del rows_out, vals_out
             os.remove(paths[k])
             if progress:
                 progress({"phase": "assemble", "done": k + 1, "total": n_cb})

@@ -1,0 +1,112 @@
+"""Streamed prediction and evaluation of a trained model on a store or a text file."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+
+from .model import LinearModel
+from .objectives.losses import make_loss
+from .objectives.penalties import ElasticNet, primal_value
+from .store import layout as L
+from .store.ingest import parse_bytes
+
+
+def _iter_rows(model: LinearModel, source: str, memory) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """(indptr, indices, data, original labels) pieces of ``source``, ids 0-based as in training."""
+    from .store.backend import StoreError
+    from .store.readers import detect_format, iter_csv, iter_svmlight
+    from .store.store import backend_for_path, open_store
+
+    is_store = source.startswith("memory://") or os.path.isdir(source)
+    if not is_store:
+        try:
+            backend_for_path(source)
+            is_store = True
+        except StoreError:
+            is_store = False
+    if is_store:
+        st = open_store(source)
+        vals = st.label_values
+        for b in range(st.n_blocks(L.ROWS)):
+            blk = st.block(L.ROWS, b)
+            y = st.read_labels(blk.start, blk.stop)
+            if st.label_kind == L.BINARY:
+                y = np.where(y > 0, vals[-1], vals[0])
+            yield blk.indptr.astype(np.int64), blk.indices, blk.data, y
+        return
+    chunk_bytes = int(min(64 << 20, max(parse_bytes(memory) // 12, 1 << 16)))
+    fmt = detect_format(source)
+    base = int(model.meta.get("index_base", 0)) if fmt == "svmlight" else 0
+    it = iter_svmlight(source, chunk_bytes=chunk_bytes) if fmt == "svmlight" else iter_csv(source, chunk_bytes=chunk_bytes)
+    for ch in it:
+        ind = ch.indices - base
+        if base and len(ind) and ind.min() < 0:
+            # an id 0 in a file read as 1-based: it cannot match any trained feature
+            keep = ind >= 0
+            counts = np.add.reduceat(keep.astype(np.int64), ch.indptr[:-1]) if len(keep) else np.zeros(0)
+            counts[np.diff(ch.indptr) == 0] = 0
+            indptr = np.concatenate(([0], np.cumsum(counts)))
+            yield indptr, ind[keep], ch.data[keep], ch.labels
+        else:
+            yield ch.indptr, ind, ch.data, ch.labels
+
+
+def iter_predictions(run: str, source: str, proba: bool = False, memory="256MiB") -> Iterator[np.ndarray]:
+    """Predicted labels (or positive-class probabilities) of ``source``, piece by piece."""
+    model = LinearModel.load(run)
+    if proba and model.loss != "logistic":
+        raise ValueError(f"--proba needs a logistic model (this one: {model.loss})")
+    for indptr, indices, data, _ in _iter_rows(model, source, memory):
+        m = model.decision_csr(indptr, indices, data)
+        if proba:
+            yield 1.0 / (1.0 + np.exp(-m))
+        else:
+            yield model.predict_from_margins(m)
+
+
+def evaluate(run: str, source: str, memory="256MiB") -> dict:
+    """Metrics of the run's model on ``source``.
+
+    Classification: ``accuracy``, ``logloss`` (logistic), and the ``primal`` objective of
+    the training problem (loss, l2, l1, bias) evaluated on these rows. Regression:
+    ``rmse`` and ``primal``.
+    """
+    model = LinearModel.load(run)
+    meta = model.meta
+    loss = make_loss(model.loss, gamma=meta.get("gamma", 1.0))
+    n = 0
+    correct = 0
+    loss_sum = 0.0
+    logloss = 0.0
+    sq = 0.0
+    for indptr, indices, data, y in _iter_rows(model, source, memory):
+        m = model.decision_csr(indptr, indices, data)
+        n += len(y)
+        if model.task == L.BINARY:
+            pos = model.classes_[-1]
+            ys = np.where(y == pos, 1.0, -1.0)
+            correct += int(np.sum(model.predict_from_margins(m) == y))
+            loss_sum += float(np.sum(loss.value(m, ys)))
+            if model.loss == "logistic":
+                logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
+        else:
+            loss_sum += float(np.sum(loss.value(m, y)))
+            sq += float(np.sum((m - y) ** 2))
+    if n == 0:
+        raise ValueError(f"{source}: no rows to evaluate")
+    bias = float(meta.get("bias", 0.0))
+    w = model.coef_
+    if bias > 0:
+        w = np.concatenate([w, [float(model.intercept_) / bias]])
+    pen = ElasticNet(float(meta.get("l2", 0.0)), float(meta.get("l1", 0.0)))
+    out = {"n_rows": n, "primal": loss_sum / n + primal_value(pen, w, bias)}
+    if model.task == L.BINARY:
+        out["accuracy"] = correct / n
+        if model.loss == "logistic":
+            out["logloss"] = logloss / n
+    else:
+        out["rmse"] = float(np.sqrt(sq / n))
+    return out

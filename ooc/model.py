@@ -1,0 +1,131 @@
+"""LinearModel: coefficients, intercept, classes and loss; save, load, predict.
+
+Decision function: ``f(x) = x . coef_ + intercept_`` where, for a run trained with
+``--bias B``, ``intercept_ = B * w_bias`` (LIBLINEAR's bias feature). Feature ids
+beyond the ones seen in training are ignored at prediction time, as LIBLINEAR does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from .runs.rundir import atomic_save_npy, atomic_write_bytes
+
+MODEL_FORMAT = 1
+
+
+class LinearModel:
+    """A trained linear model.
+
+    Attributes
+    ----------
+    coef_ : ndarray, shape (d,) for binary/regression, (k, d) for multiclass
+    intercept_ : float or ndarray (k,)
+    classes_ : ndarray or None
+        Original label values (binary: ``[negative, positive]``).
+    loss : str
+    task : {'binary', 'multiclass', 'regression'}
+    """
+
+    def __init__(self, coef, intercept, classes, loss, task, meta=None):
+        self.coef_ = np.asarray(coef, dtype=np.float64)
+        self.intercept_ = intercept
+        self.classes_ = None if classes is None else np.asarray(classes)
+        self.loss = loss
+        self.task = task
+        self.meta = dict(meta or {})
+
+    @property
+    def n_features(self) -> int:
+        return self.coef_.shape[-1]
+
+    def decision_function(self, X) -> np.ndarray:
+        """Margins of the rows of ``X`` (array or scipy matrix); extra columns are ignored."""
+        import scipy.sparse as sp
+
+        d = self.n_features
+        if sp.issparse(X):
+            X = X.tocsr()
+            if X.shape[1] > d:
+                X = X[:, :d]
+            elif X.shape[1] < d:
+                X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
+        else:
+            X = np.asarray(X, dtype=np.float64)
+            if X.ndim == 1:
+                X = X[None, :]
+            if X.shape[1] > d:
+                X = X[:, :d]
+            elif X.shape[1] < d:
+                X = np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]))])
+        out = X @ self.coef_.T
+        return np.asarray(out) + self.intercept_
+
+    def decision_csr(self, indptr, indices, data) -> np.ndarray:
+        """Margins of CSR rows given as arrays (streamed prediction); ids >= d ignored."""
+        from .kernels.predict import csr_margins
+
+        w = self.coef_ if self.coef_.ndim == 2 else self.coef_[None, :]
+        out = np.empty((len(indptr) - 1, w.shape[0]))
+        for k in range(w.shape[0]):
+            out[:, k] = csr_margins(indptr, indices, data, w[k])
+        out += self.intercept_
+        return out if self.coef_.ndim == 2 else out[:, 0]
+
+    def predict_from_margins(self, m: np.ndarray) -> np.ndarray:
+        if self.task == "regression":
+            return m
+        if self.task == "binary":
+            return np.where(m > 0, self.classes_[-1], self.classes_[0])
+        return self.classes_[np.argmax(m, axis=1)]
+
+    def predict(self, X) -> np.ndarray:
+        return self.predict_from_margins(self.decision_function(X))
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities (logistic loss only): ``sigmoid`` of the margin, per class for OvR."""
+        if self.loss != "logistic":
+            raise ValueError(f"predict_proba needs the logistic loss (this model: {self.loss})")
+        m = self.decision_function(X)
+        if self.task == "binary":
+            p = 1.0 / (1.0 + np.exp(-m))
+            return np.column_stack([1 - p, p])
+        p = 1.0 / (1.0 + np.exp(-m))
+        return p / p.sum(axis=1, keepdims=True)
+
+    # -- persistence ------------------------------------------------------------------------------
+    def save(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+        atomic_save_npy(os.path.join(path, "coef.npy"), self.coef_, fsync=True)
+        meta = {
+            "model_format": MODEL_FORMAT,
+            "intercept": np.asarray(self.intercept_).tolist(),
+            "classes": None if self.classes_ is None else self.classes_.tolist(),
+            "loss": self.loss,
+            "task": self.task,
+            "meta": self.meta,
+        }
+        atomic_write_bytes(os.path.join(path, "model.json"), json.dumps(meta, indent=2, default=float).encode())
+
+    @classmethod
+    def load(cls, path: str) -> "LinearModel":
+        """Load from a model directory or a run directory (its ``model/``)."""
+        if os.path.isdir(os.path.join(path, "model")):
+            path = os.path.join(path, "model")
+        mj = os.path.join(path, "model.json")
+        if not os.path.isfile(mj):
+            raise FileNotFoundError(f"{path}: no trained model here (is the run finished? try 'ooc resume')")
+        with open(mj) as f:
+            meta = json.load(f)
+        coef = np.load(os.path.join(path, "coef.npy"), allow_pickle=False)
+        icpt = meta["intercept"]
+        icpt = np.asarray(icpt) if isinstance(icpt, list) else float(icpt)
+        return cls(coef, icpt, meta["classes"], meta["loss"], meta["task"], meta.get("meta"))
+
+
+def load_model(run: str) -> LinearModel:
+    """The final model of a run directory (``ooc.load_model(RUN)``)."""
+    return LinearModel.load(os.fspath(run))

@@ -1,0 +1,223 @@
+"""The run directory: config, history, atomic checkpoints, and duals paged per block.
+
+::
+
+    RUN/run.json          config, store path and fingerprint, ooc version, state format, seed
+    RUN/history.jsonl     one line per certified state (epoch, seconds, primal, dual, gap, ...)
+    RUN/state/duals/0/    duals of each row block (b000012.npy), buffer 0
+    RUN/state/duals/1/    buffer 1: epoch e reads buffer e % 2 and writes buffer (e + 1) % 2
+    RUN/state/ckpt-N/     w, v, snapshots and meta.json of checkpoint N
+    RUN/LATEST            the name of the newest complete checkpoint, replaced atomically, last
+    RUN/model/            the final model and its metrics
+    RUN/convergence.png
+
+Why a crash never damages the last checkpoint: a checkpoint taken at position
+``k`` of epoch ``e`` refers to the duals of the blocks visited so far in buffer
+``(e + 1) % 2`` (never written again in epoch ``e``) and to the others in buffer
+``e % 2`` (not written during epoch ``e`` at all). Every file is written under a
+temporary name, fsynced and renamed; ``LATEST`` is replaced only after the
+checkpoint it names and the dual files it needs are durable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import numpy as np
+
+#: Bumped whenever the meaning of saved state changes; resume refuses other versions.
+STATE_FORMAT = 1
+
+
+class RunError(Exception):
+    """A run directory cannot be created or resumed."""
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def atomic_write_bytes(path: str, payload: bytes, fsync: bool = True) -> None:
+    """Write ``payload`` to ``path`` via a temporary file and a rename."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(payload)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_save_npy(path: str, arr: np.ndarray, fsync: bool = False) -> None:
+    """``np.save`` through a temporary file and a rename (a reader never sees half an array)."""
+    tmp = f"{path}.tmp-{os.getpid()}.npy"
+    with open(tmp, "wb") as f:
+        np.save(f, arr, allow_pickle=False)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RunDir:
+    """Files of one training run. Create with :meth:`create`, reopen with :meth:`open`."""
+
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        self.state = os.path.join(self.path, "state")
+        self._unsynced: set[str] = set()
+
+    # -- creation ------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str, config: dict, overwrite: bool = False) -> "RunDir":
+        path = os.path.abspath(path)
+        if os.path.exists(path):
+            if os.listdir(path) and not overwrite:
+                raise RunError(f"{path}: run directory exists and is not empty "
+                               "(use 'ooc resume' to continue it, or --overwrite)")
+            if overwrite:
+                shutil.rmtree(path)
+        os.makedirs(os.path.join(path, "state", "duals", "0"), exist_ok=True)
+        os.makedirs(os.path.join(path, "state", "duals", "1"), exist_ok=True)
+        rd = cls(path)
+        config = dict(config, state_format=STATE_FORMAT)
+        atomic_write_bytes(os.path.join(path, "run.json"), json.dumps(config, indent=2, default=str).encode())
+        return rd
+
+    @classmethod
+    def open(cls, path: str) -> "RunDir":
+        rd = cls(path)
+        if not os.path.isfile(os.path.join(rd.path, "run.json")):
+            raise RunError(f"{path}: not a run directory (no run.json)")
+        cfg = rd.config
+        if cfg.get("state_format") != STATE_FORMAT:
+            raise RunError(f"{path}: saved with state format {cfg.get('state_format')}, this ooc reads "
+                           f"format {STATE_FORMAT}; it cannot be resumed (train again)")
+        return rd
+
+    @property
+    def config(self) -> dict:
+        with open(os.path.join(self.path, "run.json")) as f:
+            return json.load(f)
+
+    # -- duals ------------------------------------------------------------------------------
+    def dual_path(self, buf: int, block: int) -> str:
+        return os.path.join(self.state, "duals", str(buf), f"b{block:06d}.npy")
+
+    def read_duals(self, buf: int, block: int) -> np.ndarray:
+        p = self.dual_path(buf, block)
+        try:
+            return np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise RunError(f"{p}: dual state unreadable ({exc})") from exc
+
+    def write_duals(self, buf: int, block: int, alpha: np.ndarray) -> None:
+        p = self.dual_path(buf, block)
+        atomic_save_npy(p, alpha)
+        self._unsynced.add(p)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def latest(self) -> str | None:
+        p = os.path.join(self.path, "LATEST")
+        if not os.path.exists(p):
+            return None
+        with open(p) as f:
+            name = f.read().strip()
+        return os.path.join(self.state, name) if name else None
+
+    def save_checkpoint(self, arrays: dict[str, np.ndarray], meta: dict) -> str:
+        """Write a checkpoint directory, make it durable, then point LATEST at it."""
+        seq = int(meta["seq"])
+        name = f"ckpt-{seq:06d}"
+        final = os.path.join(self.state, name)
+        tmp = final + f".tmp-{os.getpid()}"
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
+        os.makedirs(tmp)
+        for k, a in arrays.items():
+            atomic_save_npy(os.path.join(tmp, f"{k}.npy"), a, fsync=True)
+        atomic_write_bytes(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
+        for p in sorted(self._unsynced):
+            if os.path.exists(p):
+                _fsync_file(p)
+        self._unsynced.clear()
+        _fsync_dir(os.path.join(self.state, "duals", "0"))
+        _fsync_dir(os.path.join(self.state, "duals", "1"))
+        if os.path.exists(final):
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _fsync_dir(self.state)
+        atomic_write_bytes(os.path.join(self.path, "LATEST"), name.encode())
+        _fsync_dir(self.path)
+        # older checkpoints are no longer needed (their dual buffers may already be overwritten)
+        for old in os.listdir(self.state):
+            if old.startswith("ckpt-") and old != name:
+                shutil.rmtree(os.path.join(self.state, old), ignore_errors=True)
+        return final
+
+    def load_checkpoint(self) -> tuple[dict[str, np.ndarray], dict] | None:
+        ck = self.latest()
+        if ck is None:
+            return None
+        try:
+            with open(os.path.join(ck, "meta.json")) as f:
+                meta = json.load(f)
+            arrays = {fn[:-4]: np.load(os.path.join(ck, fn), allow_pickle=False)
+                      for fn in os.listdir(ck) if fn.endswith(".npy")}
+        except (OSError, ValueError) as exc:
+            raise RunError(f"{ck}: checkpoint unreadable ({exc})") from exc
+        return arrays, meta
+
+    # -- history -------------------------------------------------------------------------------
+    @property
+    def history_path(self) -> str:
+        return os.path.join(self.path, "history.jsonl")
+
+    def history(self) -> list[dict]:
+        if not os.path.exists(self.history_path):
+            return []
+        out = []
+        with open(self.history_path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        break  # a torn last line from a crash: everything before it is good
+        return out
+
+    def append_history(self, entry: dict) -> None:
+        with open(self.history_path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def truncate_history(self, n_lines: int) -> None:
+        """Keep the first ``n_lines`` entries (those the checkpoint being resumed knew)."""
+        kept = self.history()[:n_lines]
+        atomic_write_bytes(self.history_path, "".join(json.dumps(e) + "\n" for e in kept).encode(), fsync=False)
+
+    @property
+    def model_dir(self) -> str:
+        return os.path.join(self.path, "model")
+
+
+def now() -> float:
+    return time.perf_counter()

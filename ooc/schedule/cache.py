@@ -1,0 +1,70 @@
+"""A byte-budget LRU of decoded blocks, with the counters a user needs to tune ``--memory``."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+
+class BlockCache:
+    """Least-recently-used cache of decoded blocks bounded by their total bytes.
+
+    Parameters
+    ----------
+    budget : int
+        Bytes of decoded blocks kept. A block larger than the budget is still
+        returned but not kept. ``0`` keeps nothing.
+
+    Notes
+    -----
+    Thread-safe: the prefetch thread inserts while the solver reads. Counters:
+    ``hits``, ``misses``, ``evictions``, ``bytes_read`` (decoded bytes loaded from
+    the store, i.e. the I/O the cache did not save).
+    """
+
+    def __init__(self, budget: int):
+        self.budget = int(budget)
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.resident = 0
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+        self.bytes_read = 0
+
+    def get(self, key: Hashable, load: Callable[[], Any], nbytes: Callable[[Any], int]) -> Any:
+        """The block for ``key``, loading it with ``load()`` on a miss."""
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return hit[0]
+        value = load()  # outside the lock: loads run while the solver works
+        size = int(nbytes(value))
+        with self._lock:
+            self.misses += 1
+            self.bytes_read += size
+            if key not in self._items and size <= self.budget:
+                self._items[key] = (value, size)
+                self.resident += size
+                while self.resident > self.budget:
+                    _, (_, s) = self._items.popitem(last=False)
+                    self.resident -= s
+                    self.evictions += 1
+        return value
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def counters(self) -> dict:
+        return {"hits": self.hits, "misses": self.misses, "evictions": self.evictions,
+                "bytes_read": self.bytes_read, "resident_bytes": self.resident,
+                "hit_rate": self.hit_rate}

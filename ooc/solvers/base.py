@@ -1,0 +1,210 @@
+"""The shared block loop of the dual (row-block) solvers: paging, duals, gap, checkpoints.
+
+One *pass* visits every row block once in a seeded order. Pass ``e`` starts
+from the state ``S_e`` reached after ``e`` epochs and, on each block, first adds
+the block's terms of ``P(S_e)`` and ``D(S_e)`` (computed with a snapshot of
+``w`` taken at the start of the pass and with the block's duals before they are
+updated), then runs the solver's update on the block. At the end of the pass
+the duality gap of ``S_e`` is known exactly, at the cost of one extra sparse dot
+product per row and no extra I/O ("fused" gap evaluation). If ``S_e`` is
+certified (``gap <= tol * max(1, |P|)``) it is the result: its ``w`` is the
+snapshot and its duals are still intact in the buffer the pass read from. When
+``max_epochs`` is reached, a last pass without updates certifies the final state.
+
+A subclass provides :meth:`update_block`; extra state arrays it keeps in
+``self.extra`` are checkpointed with ``w`` and ``v``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from ..objectives.penalties import primal_value
+from ..kernels.sdca import block_dual_loss, block_primal_loss
+from ..runs.rundir import RunDir
+from ..schedule.cache import BlockCache
+from ..schedule.scheduler import Prefetcher, block_order
+from ..store import layout as L
+
+
+class TrainBlock(NamedTuple):
+    """A row block ready for the kernels: CSR arrays, labels and example weights."""
+
+    index: int
+    start: int
+    stop: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    y: np.ndarray
+    c: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y, self.c))
+
+
+class BlockLoopSolver:
+    """Drives passes over the row blocks of a store for a dual coordinate solver.
+
+    Parameters
+    ----------
+    problem : ooc.train.Problem
+        Store, loss, penalty, labels/weights mapping, bias.
+    rundir : RunDir
+    options : dict
+        ``tol, max_epochs, memory, seed, checkpoint_every``.
+    progress : callable, optional
+        Called with a dict after each pass.
+    """
+
+    name = "base"
+
+    def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
+        self.pb = problem
+        self.rd = rundir
+        self.opt = options
+        self.progress = progress
+        st = problem.store
+        self.store = st
+        self.n = st.n_rows
+        self.dim = st.n_cols + (1 if problem.bias > 0 else 0)
+        self.nb = st.n_blocks(L.ROWS)
+        self.cache = BlockCache(options["memory"])
+        self.row_ptr = st.block_ptr(L.ROWS)
+
+    # -- blocks ------------------------------------------------------------------------------------
+    def load_block(self, b: int) -> TrainBlock:
+        blk = self.store.block(L.ROWS, b)
+        y = self.pb.block_labels(self.store.read_labels(blk.start, blk.stop))
+        c = self.pb.example_weights(y)
+        indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
+        return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, c)
+
+    # -- state ---------------------------------------------------------------------------------------
+    def fresh_state(self) -> dict:
+        d = self.dim
+        return {"w": np.zeros(d), "v": np.zeros(d), "w_prev": np.zeros(d)}
+
+    def init_duals(self) -> None:
+        """Buffer 0 holds the starting duals (zeros) of every block."""
+        for b in range(self.nb):
+            lo, hi = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
+            self.rd.write_duals(0, b, np.zeros(hi - lo))
+
+    def update_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray,
+                     v: np.ndarray) -> None:  # pragma: no cover
+        """Update ``alpha`` (the block's duals), ``w`` and ``v`` in place."""
+        raise NotImplementedError
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def run(self, max_epochs: int, resume: bool) -> dict:
+        """Run until certified or ``max_epochs``; returns the result dict (the ``--json`` keys)."""
+        pb, rd, opt = self.pb, self.rd, self.opt
+        tol = float(opt["tol"])
+        ck_every = float(opt["checkpoint_every"])
+        loaded = rd.load_checkpoint() if resume else None
+        if loaded is None:
+            self.init_duals()
+            arrays = self.fresh_state()
+            meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "state_seconds": 0.0,
+                    "primal_sum": 0.0, "dual_sum": 0.0, "history_len": 0, "bytes_read": 0,
+                    "blocks_done": 0}
+            rd.truncate_history(0)
+            rd.save_checkpoint(arrays, meta)
+        else:
+            arrays, meta = loaded
+            rd.truncate_history(meta["history_len"])
+        w, v, w_prev = arrays["w"], arrays["v"], arrays["w_prev"]
+        self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev")}
+        e, k = int(meta["epoch"]), int(meta["position"])
+        seconds0 = float(meta["seconds"])
+        state_seconds = float(meta["state_seconds"])
+        psum, dsum = float(meta["primal_sum"]), float(meta["dual_sum"])
+        seq = int(meta["seq"])
+        bytes_read0 = int(meta["bytes_read"])
+        history_len = int(meta["history_len"])
+        t_start = time.perf_counter()
+        last_ck = t_start
+        result = None
+
+        def elapsed():
+            return seconds0 + time.perf_counter() - t_start
+
+        def checkpoint():
+            nonlocal seq, last_ck
+            seq += 1
+            m = {"seq": seq, "epoch": e, "position": k, "seconds": elapsed(), "state_seconds": state_seconds,
+                 "primal_sum": psum, "dual_sum": dsum, "history_len": history_len,
+                 "bytes_read": bytes_read0 + self.cache.bytes_read}
+            rd.save_checkpoint({"w": w, "v": v, "w_prev": w_prev, **self.extra}, m)
+            last_ck = time.perf_counter()
+
+        while result is None:
+            update = e < max_epochs
+            if k == 0:
+                np.copyto(w_prev, w)
+                psum = dsum = 0.0
+            order = block_order(self.nb, int(opt["seed"]), e)
+            cur, nxt = e % 2, (e + 1) % 2
+            pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
+            rows_done = 0
+            pf = Prefetcher(order[k:], self.load_block, self.cache, lambda t: t.nbytes, depth=1)
+            for b, blk in pf:
+                alpha = rd.read_duals(cur, b)
+                psum += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, w_prev,
+                                          pb.bias)
+                dsum += block_dual_loss(pb.loss, blk.y, blk.c, alpha)
+                if update:
+                    self.update_block(blk, alpha, e, w, v)
+                    rd.write_duals(nxt, b, alpha)
+                k += 1
+                rows_done += blk.stop - blk.start
+                if update and k < self.nb and time.perf_counter() - last_ck >= ck_every:
+                    checkpoint()
+            # the pass is complete: S_e is certified (or not)
+            gap = self._gap(psum, dsum, w_prev)
+            pass_seconds = time.perf_counter() - pass_t0
+            entry = {
+                "epoch": e,
+                "seconds": state_seconds,
+                "primal": gap[0], "dual": gap[1], "gap": gap[2],
+                "rel_gap": gap[2] / max(1.0, abs(gap[0])),
+                "nnz_w": int(np.count_nonzero(w_prev[: self.store.n_cols])),
+                "bytes_read": bytes_read0 + self.cache.bytes_read,
+                "cache_hit_rate": self.cache.hit_rate,
+                "pass_seconds": pass_seconds,
+                "rows_per_s": rows_done / pass_seconds if pass_seconds > 0 else None,
+                "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
+            }
+            rd.append_history(entry)
+            history_len += 1
+            if self.progress:
+                self.progress(entry)
+            converged = entry["rel_gap"] <= tol
+            if converged or not update:
+                result = dict(entry, converged=bool(converged), epochs=e, w=w_prev.copy())
+                break
+            e += 1
+            k = 0
+            state_seconds = elapsed()
+            # the next pass starts from S_e: snapshot w now so the checkpoint holds it
+            np.copyto(w_prev, w)
+            psum = dsum = 0.0
+            checkpoint()
+        result["total_seconds"] = elapsed()
+        return result
+
+    def _gap(self, psum: float, dsum: float, w_state: np.ndarray) -> tuple[float, float, float]:
+        """(P, D, gap) of the state whose ``w`` is ``w_state``; ``g*`` from the snapshot's v."""
+        pb = self.pb
+        n = float(self.n)
+        p = psum / n + primal_value(pb.penalty, w_state, pb.bias)
+        # for the elastic net l2 g*(v) = l2/2 ||soft_threshold(v, l1/l2)||^2 = l2/2 ||w||^2, and the
+        # kernels keep w = soft_threshold(v) exactly, so the snapshot of w is all D needs
+        d = dsum / n - 0.5 * pb.penalty.l2 * float(np.dot(w_state, w_state))
+        return p, d, (p - d) if math.isfinite(d) else math.inf

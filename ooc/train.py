@@ -1,0 +1,263 @@
+"""``ooc.train`` and ``ooc.resume``: options in, a finished run directory out."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from . import __version__
+from .model import LinearModel
+from .objectives.losses import make_loss
+from .objectives.penalties import ElasticNet
+from .runs.rundir import RunDir, RunError, atomic_write_bytes
+from .store import layout as L
+from .store import open_store
+from .store.ingest import parse_bytes
+
+LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
+SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
+AVAILABLE_SOLVERS = ("auto", "sdca")
+
+
+class ConvergenceWarning(UserWarning):
+    """The solver stopped at ``max_epochs`` before certifying ``tol``."""
+
+
+class Problem(NamedTuple):
+    """What the solvers need to know about the objective and the labels."""
+
+    store: object
+    loss: object
+    loss_name: str
+    penalty: ElasticNet
+    bias: float
+    task: str
+    weight_pos: float
+    weight_neg: float
+
+    def block_labels(self, labels: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(labels, dtype=np.float64)
+
+    def example_weights(self, y: np.ndarray) -> np.ndarray:
+        if self.task == L.REGRESSION or (self.weight_pos == 1.0 and self.weight_neg == 1.0):
+            return np.ones(len(y))
+        return np.where(y > 0, self.weight_pos, self.weight_neg)
+
+
+DEFAULTS = {
+    "loss": "logistic", "gamma": 1.0, "multiclass": None, "l2": 1e-6, "l1": 0.0, "solver": "auto",
+    "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
+    "class_weight": None, "seed": 0, "checkpoint_every": 300.0,
+}
+
+
+def _validate(opts: dict, store) -> dict:
+    o = dict(DEFAULTS)
+    unknown = set(opts) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
+    o.update({k: v for k, v in opts.items() if v is not None or k in ("class_weight", "multiclass")})
+    if o["loss"] not in LOSSES:
+        raise ValueError(f"--loss {o['loss']!r}: expected one of {', '.join(LOSSES)}")
+    if o["solver"] not in SOLVERS:
+        raise ValueError(f"--solver {o['solver']!r}: expected one of {', '.join(SOLVERS)}")
+    if o["solver"] not in AVAILABLE_SOLVERS:
+        raise ValueError(f"--solver {o['solver']} is not implemented yet in this version; use sdca (or auto)")
+    if o["sampling"] != "uniform":
+        raise ValueError(f"--sampling {o['sampling']!r}: sdca supports uniform (shuffled) sampling only")
+    for key in ("l2", "l1", "tol", "bias", "gamma"):
+        x = float(o[key])
+        if not np.isfinite(x) or x < 0:
+            raise ValueError(f"--{key} must be a finite number >= 0 (got {o[key]!r})")
+        o[key] = x
+    if o["l2"] <= 0:
+        raise ValueError("--l2 must be > 0 for sdca (pure L1 needs a primal solver; use a small --l2, e.g. 1e-8)")
+    if o["loss"] == "smooth-hinge" and o["gamma"] <= 0:
+        raise ValueError("--gamma must be > 0 for the smooth hinge")
+    if int(o["max_epochs"]) < 0:
+        raise ValueError("--max-epochs must be >= 0")
+    o["max_epochs"] = int(o["max_epochs"])
+    o["seed"] = int(o["seed"])
+    o["checkpoint_every"] = float(o["checkpoint_every"])
+    o["memory_bytes"] = parse_bytes(o["memory"])
+    if o["class_weight"] not in (None, "none", "balanced"):
+        raise ValueError("--class-weight: expected 'balanced' (or nothing)")
+    kind = store.label_kind
+    if kind == L.MULTICLASS or o["multiclass"] is not None:
+        raise ValueError(f"{store.path}: multiclass training (--multiclass ovr|crammer-singer) is not "
+                         "available yet in this version; convert with --label-kind binary/regression")
+    if kind == L.REGRESSION and o["loss"] != "squared":
+        raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
+    if not store.has_layout(L.ROWS):
+        raise ValueError(f"{store.path}: sdca needs the row layout; convert with --layout rows or both")
+    if o["solver"] == "auto":
+        # sdca is the only solver of this version; the C_P/C_D face-off decides once RCD exists
+        o["solver_used"] = "sdca"
+    else:
+        o["solver_used"] = o["solver"]
+    return o
+
+
+def _problem(store, o: dict) -> Problem:
+    loss = make_loss(o["loss"], gamma=o["gamma"])
+    task = L.REGRESSION if store.label_kind == L.REGRESSION else L.BINARY
+    wp = wn = 1.0
+    if o["class_weight"] == "balanced" and task == L.BINARY:
+        counts = store.attrs.get("label_counts") or {}
+        vals = list(counts.values())
+        if len(vals) == 2 and min(vals) > 0:
+            n = store.n_rows
+            # scikit-learn's rule: n_samples / (n_classes * count(class)); counts are in value order
+            wn, wp = n / (2.0 * vals[0]), n / (2.0 * vals[1])
+    return Problem(store, loss, o["loss"], ElasticNet(o["l2"], o["l1"]), o["bias"], task, wp, wn)
+
+
+class Run:
+    """A finished (or stopped) training run: its directory, result, history and model."""
+
+    def __init__(self, path: str, result: dict):
+        self.path = path
+        self.result = result
+
+    @property
+    def history(self) -> list[dict]:
+        return RunDir.open(self.path).history()
+
+    @property
+    def model(self) -> LinearModel:
+        return LinearModel.load(self.path)
+
+    def __repr__(self) -> str:
+        r = self.result
+        return (f"<ooc.Run {self.path!r} epochs={r.get('epochs')} gap={r.get('gap'):.3g} "
+                f"converged={r.get('converged')}>")
+
+
+def _solver_class(name: str):
+    from .solvers.sdca import SDCASolver
+
+    return {"sdca": SDCASolver}[name]
+
+
+def train(store, out: str | None = None, *, overwrite: bool = False, progress=None, **options) -> Run:
+    """Train a model on a store; returns the :class:`Run`.
+
+    Parameters
+    ----------
+    store : str or Store
+        Path of an ooc store (see :func:`ooc.convert`).
+    out : str, optional
+        Run directory (default: a new temporary directory).
+    **options
+        ``loss`` ('logistic', 'squared', 'smooth-hinge', 'hinge'), ``gamma``, ``l2``, ``l1``,
+        ``solver``, ``sampling``, ``tol`` (relative duality gap), ``max_epochs``, ``memory``
+        (block cache budget), ``bias``, ``class_weight`` ('balanced'), ``seed``,
+        ``checkpoint_every`` (seconds). The objective is
+        ``P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1``; LIBLINEAR's
+        ``C`` is ``1 / (l2 n)``.
+    """
+    st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
+    o = _validate(options, st)
+    out = out or tempfile.mkdtemp(prefix="ooc-run-")
+    config = {k: o[k] for k in DEFAULTS}
+    config.update({
+        "store": os.path.abspath(st.path) if "://" not in st.path else st.path,
+        "store_fingerprint": st.fingerprint,
+        "solver_used": o["solver_used"],
+        "ooc_version": __version__,
+        "n_rows": st.n_rows, "n_cols": st.n_cols,
+    })
+    rd = RunDir.create(out, config, overwrite=overwrite)
+    return _execute(rd, st, o, resume=False, progress=progress)
+
+
+def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
+    """Continue a run from its last checkpoint; bit-for-bit the same as never stopping."""
+    rd = RunDir.open(run)
+    cfg = rd.config
+    try:
+        st = open_store(cfg["store"])
+    except Exception as exc:
+        raise RunError(f"{run}: cannot open the run's store {cfg['store']}: {exc}") from exc
+    if st.fingerprint != cfg["store_fingerprint"]:
+        raise RunError(f"{run}: the store {cfg['store']} changed since training started (fingerprint "
+                       f"{st.fingerprint} != {cfg['store_fingerprint']}); resume refused")
+    opts = {k: cfg[k] for k in DEFAULTS}
+    if max_epochs is not None:
+        opts["max_epochs"] = max_epochs
+    o = _validate(opts, st)
+    if max_epochs is not None and max_epochs != cfg["max_epochs"]:
+        cfg["max_epochs"] = int(max_epochs)
+        atomic_write_bytes(os.path.join(rd.path, "run.json"), json.dumps(cfg, indent=2, default=str).encode())
+    return _execute(rd, st, o, resume=True, progress=progress)
+
+
+def _execute(rd: RunDir, st, o: dict, resume: bool, progress) -> Run:
+    pb = _problem(st, o)
+    solver = _solver_class(o["solver_used"])(
+        pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
+                 "checkpoint_every": o["checkpoint_every"]}, progress=progress)
+    res = solver.run(o["max_epochs"], resume=resume)
+    w = res.pop("w")
+    d = st.n_cols
+    coef, icpt = w[:d], (float(o["bias"] * w[d]) if o["bias"] > 0 else 0.0)
+    classes = st.label_values if pb.task == L.BINARY else None
+    meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "gamma": o["gamma"], "store": st.path,
+            "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
+    model = LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
+    model.save(rd.model_dir)
+    result = {
+        "run": rd.path, "solver": o["solver_used"], "loss": o["loss"],
+        "primal": res["primal"], "dual": res["dual"], "gap": res["gap"], "rel_gap": res["rel_gap"],
+        "epochs": res["epochs"], "seconds": res["total_seconds"], "state_seconds": res["seconds"],
+        "nnz_w": res["nnz_w"], "converged": res["converged"], "bytes_read": res["bytes_read"],
+        "cache_hit_rate": res["cache_hit_rate"], "tol": o["tol"],
+    }
+    atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), json.dumps(result, indent=2).encode())
+    try:
+        plot_convergence(rd)
+    except Exception as exc:  # a plot must never lose a trained model
+        warnings.warn(f"could not draw convergence.png: {exc}")
+    if not res["converged"]:
+        warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
+                      f"{o['tol']:g}; 'ooc resume {rd.path} --max-epochs N' continues", ConvergenceWarning)
+    return Run(rd.path, result)
+
+
+def plot_convergence(rd: RunDir) -> str:
+    """Draw ``RUN/convergence.png``: gap and primal/dual against training time, log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    h = rd.history()
+    t = [e["seconds"] for e in h]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    gaps = [max(e["gap"], 1e-300) for e in h]
+    a1.semilogy(t, gaps, "o-", label="duality gap")
+    a1.set_xlabel("training time (s)")
+    a1.set_ylabel("P(w) - D(a)")
+    a1.set_title("duality gap")
+    a1.grid(True, which="both", alpha=0.3)
+    p = np.array([e["primal"] for e in h])
+    dd = np.array([e["dual"] for e in h])
+    best = dd.max() if len(dd) else 0.0
+    a2.semilogy(t, np.maximum(p - best, 1e-300), "o-", label="P(w) - max D")
+    a2.semilogy(t, np.maximum(best - dd, 1e-300), "s-", label="max D - D(a)")
+    a2.set_xlabel("training time (s)")
+    a2.set_title("primal and dual objectives")
+    a2.legend()
+    a2.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(rd.path, "convergence.png")
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
