@@ -7,7 +7,16 @@ from .store.ingest import convert  # noqa: E402
 from .synth import synth  # noqa: E402
 from .model import LinearModel, load_model  # noqa: E402
 from .train import ConvergenceWarning, Run, resume, train  # noqa: E402
-from .estimators import LinearClassifier, LinearRegressor  # noqa: E402
+
+
+def __getattr__(name):
+    # the estimators import scikit-learn (seconds of start-up): only when asked for
+    if name in ("LinearClassifier", "LinearRegressor"):
+        from . import estimators
+
+        return getattr(estimators, name)
+    raise AttributeError(f"module 'ooc' has no attribute {name!r}")
+
 
 __all__ = ["ConvergenceWarning", "LinearClassifier", "LinearModel", "LinearRegressor", "Run", "Store",
            "StoreCorruptError", "StoreError", "convert", "load_model", "open_store", "resume", "synth", "train",

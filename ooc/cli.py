@@ -365,26 +365,47 @@ def synth(store, rows, cols, nnz_per_row, task, n_classes, zipf, informative, no
 @click.option("--rows", type=int, default=20000, show_default=True)
 @_user_errors
 def demo(workdir, rows):
-    """Generate a small svmlight file, convert it, describe it (and train on it once training lands)."""
+    """Generate text-like data, convert it, describe it, train a certified model, evaluate it."""
+    import warnings
+
+    from .evaluate import evaluate as do_evaluate
     from .store.ingest import convert as do_convert
     from .synth import SynthSource, write_svmlight
+    from .train import train as do_train
 
     workdir = workdir or tempfile.mkdtemp(prefix="ooc-demo-")
     os.makedirs(workdir, exist_ok=True)
-    src = os.path.join(workdir, "demo.svm.gz")
-    store = os.path.join(workdir, "demo.zarr")
-    click.echo(f"1. writing {rows} rows of synthetic text-like data to {src}")
-    write_svmlight(SynthSource(rows, 5000, 20, seed=0), src)
-    click.echo(f"2. ooc convert {src} {store}")
+    src = SynthSource(rows + rows // 4, 5000, 20, seed=0)
+    train_file = os.path.join(workdir, "train.svm.gz")
+    test_file = os.path.join(workdir, "test.svm")
+    store = os.path.join(workdir, "train.zarr")
+    run_dir = os.path.join(workdir, "run")
+    click.echo(f"1. writing {rows} training and {rows // 4} test rows of synthetic text-like data "
+               f"(5000 features, 20 per row, Zipf popularity, 5% label noise) to {workdir}")
+    write_svmlight(lambda: iter([src.chunk(0, rows)]), train_file)
+    write_svmlight(lambda: iter([src.chunk(rows, rows + rows // 4)]), test_file)
+    click.echo(f"2. ooc convert {train_file} {store}")
     bar = ConvertProgress(wanted(False))
     try:
-        st = do_convert(src, store, overwrite=True, progress=bar)
+        st = do_convert(train_file, store, overwrite=True, progress=bar)
     finally:
         bar.close()
     click.echo(f"3. ooc info {store}")
     click.echo(format_info(st.info()))
-    st.close()
-    click.echo(f"\ndemo files are in {workdir}")
+    click.echo(f"4. ooc train {store} --out {run_dir} --loss logistic --l2 1e-4 --bias 1 --tol 1e-6")
+    bar = EpochProgress(wanted(False), 100)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run = do_train(st, run_dir, overwrite=True, progress=bar, loss="logistic", l2=1e-4, bias=1.0,
+                           tol=1e-6)
+    finally:
+        bar.close()
+    _report(run.result, False)
+    click.echo(f"5. ooc evaluate {run_dir} {test_file}")
+    m = do_evaluate(run_dir, test_file)
+    click.echo(f"   held-out accuracy {m['accuracy']:.4f}, logloss {m['logloss']:.4f} on {m['n_rows']} rows")
+    click.echo(f"\ndemo files are in {workdir} (convergence plot: {os.path.join(run_dir, 'convergence.png')})")
 
 
 if __name__ == "__main__":  # pragma: no cover

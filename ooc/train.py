@@ -239,7 +239,7 @@ def plot_convergence(rd: RunDir) -> str:
     h = rd.history()
     t = [e["seconds"] for e in h]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    gaps = [max(e["gap"], 1e-300) for e in h]
+    gaps = [e["gap"] if e["gap"] > 0 else np.nan for e in h]
     a1.semilogy(t, gaps, "o-", label="duality gap")
     a1.set_xlabel("training time (s)")
     a1.set_ylabel("P(w) - D(a)")
@@ -248,8 +248,10 @@ def plot_convergence(rd: RunDir) -> str:
     p = np.array([e["primal"] for e in h])
     dd = np.array([e["dual"] for e in h])
     best = dd.max() if len(dd) else 0.0
-    a2.semilogy(t, np.maximum(p - best, 1e-300), "o-", label="P(w) - max D")
-    a2.semilogy(t, np.maximum(best - dd, 1e-300), "s-", label="max D - D(a)")
+    # the best dual is a lower bound on the optimum; zero distances (the best point itself) are not drawn
+    with np.errstate(invalid="ignore"):
+        a2.semilogy(t, np.where(p - best > 0, p - best, np.nan), "o-", label="P(w) - max D")
+        a2.semilogy(t, np.where(best - dd > 0, best - dd, np.nan), "s-", label="max D - D(a)")
     a2.set_xlabel("training time (s)")
     a2.set_title("primal and dual objectives")
     a2.legend()
