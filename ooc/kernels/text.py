@@ -1,0 +1,427 @@
+"""Numba kernels that parse svmlight/LIBSVM and dense CSV text held in a uint8 buffer.
+
+The kernels never raise: they stop at the first problem and return an error code with the
+byte position, line and column of the offending token; :mod:`ooc.store.readers` turns the
+code into a message. Every buffer handed to a kernel ends with a newline (the reader appends
+one when the file lacks it), which also stops ``strtod`` inside the buffer.
+
+Numbers are parsed exactly (bit-identical to Python's ``float``): a decimal with at most
+18 digits (leading zeros included), a mantissa at most 2**53 and a decimal exponent within
++-22 is one correctly rounded multiplication or division by an exact power of ten (Clinger's
+fast path); anything else goes to libc ``strtod`` (glibc's is correctly rounded). ``strtod``
+reads the C locale's decimal point, which Python leaves as '.' unless the program calls
+``locale.setlocale(LC_NUMERIC, ...)``.
+"""
+
+import numpy as np
+from numba import njit, types
+
+# Linked by symbol name rather than by address, so the on-disk Numba cache stays valid
+# across processes (a ctypes function pointer would make every function that calls it
+# uncacheable).
+_strtod = types.ExternalFunction("strtod", types.float64(types.intp, types.intp))
+
+# Error codes returned by the kernels; readers.py maps each one to a message.
+OK = 0
+ERR_BAD_LABEL = 1
+ERR_MISSING_LABEL = 2
+ERR_MULTILABEL = 3
+ERR_NONFINITE_LABEL = 4
+ERR_BAD_INDEX = 5
+ERR_NEGATIVE_INDEX = 6
+ERR_NONINTEGER_INDEX = 7
+ERR_MISSING_COLON = 8
+ERR_INDEX_TOO_LARGE = 9
+ERR_DECREASING_INDEX = 10
+ERR_DUPLICATE_INDEX = 11
+ERR_BAD_VALUE = 12
+ERR_NONFINITE_VALUE = 13
+ERR_BAD_CELL = 14
+ERR_NONFINITE_CELL = 15
+ERR_TOO_FEW_COLUMNS = 16
+ERR_TOO_MANY_COLUMNS = 17
+ERR_EMPTY_CELL = 18
+
+# Status of _parse_float.
+_F_OK = 0
+_F_BAD = 1
+_F_NONFINITE = 2
+
+_POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
+_INT64_MAX_DIGITS = np.frombuffer(b"9223372036854775807", dtype=np.uint8).copy()
+_MANT_DIGITS = 18  # 10**18 - 1 still fits in int64
+_TWO53 = np.int64(1) << np.int64(53)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_space(c):
+    # Python's bytes.split() whitespace minus the newline, which ends a row.
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_digit(c):
+    return c >= 48 and c <= 57
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ends_token(c):
+    # A token (label, value, id:value pair) ends at whitespace, a newline or a comment.
+    return c == 32 or c == 10 or c == 9 or c == 13 or c == 35 or c == 11 or c == 12
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _parse_float(buf, i, n):
+    """Parse a decimal float starting at ``buf[i]``.
+
+    Returns ``(value, end, status)`` where ``end`` is the index just past the number and
+    ``status`` is ``_F_OK``, ``_F_BAD`` (not a decimal float) or ``_F_NONFINITE`` (nan,
+    inf or overflow to inf). The caller checks what follows ``end``.
+    """
+    start = i
+    neg = False
+    if i < n and (buf[i] == 45 or buf[i] == 43):
+        neg = buf[i] == 45
+        i += 1
+    # Digits go into mant unchecked; with more than _MANT_DIGITS of them (leading zeros
+    # included, which is rare) mant may have wrapped and is not used: strtod decides.
+    mant = np.int64(0)
+    digits_start = i
+    while i < n and _is_digit(buf[i]):
+        mant = mant * 10 + np.int64(buf[i] - 48)
+        i += 1
+    nd = i - digits_start
+    exp10 = 0
+    if i < n and buf[i] == 46:  # '.'
+        i += 1
+        frac_start = i
+        while i < n and _is_digit(buf[i]):
+            mant = mant * 10 + np.int64(buf[i] - 48)
+            i += 1
+        exp10 = frac_start - i
+        nd -= exp10
+    if nd == 0:
+        # inf/nan spellings are valid for float() but not for training data: say so.
+        if i < n and (buf[i] == 105 or buf[i] == 73 or buf[i] == 110 or buf[i] == 78):
+            return 0.0, i, _F_NONFINITE
+        return 0.0, i, _F_BAD
+    if i < n and (buf[i] == 101 or buf[i] == 69):  # 'e' / 'E'
+        i += 1
+        eneg = False
+        if i < n and (buf[i] == 45 or buf[i] == 43):
+            eneg = buf[i] == 45
+            i += 1
+        if i >= n or not _is_digit(buf[i]):
+            return 0.0, i, _F_BAD
+        e = 0
+        while i < n and _is_digit(buf[i]):
+            if e < 100000:  # saturate: beyond this the result is 0 or inf anyway
+                e = e * 10 + (buf[i] - 48)
+            i += 1
+        exp10 += -e if eneg else e
+    if nd <= _MANT_DIGITS:
+        if mant == 0:
+            v = 0.0
+            return (-v if neg else v), i, _F_OK
+        if mant <= _TWO53 and exp10 >= -22 and exp10 <= 22:
+            v = float(mant)
+            if exp10 < 0:
+                v = v / _POW10[-exp10]
+            else:
+                v = v * _POW10[exp10]
+            return (-v if neg else v), i, _F_OK
+    v = _strtod(buf.ctypes.data + start, 0)  # applies the sign itself
+    if v != v or v == np.inf or v == -np.inf:
+        return 0.0, i, _F_NONFINITE
+    return v, i, _F_OK
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _result(row, nnz, code, pos, line, line_start, first_row_line):
+    # What the parse kernels return; the column of byte ``pos`` is 1-based.
+    return row, nnz, code, pos, line, pos - line_start + 1, first_row_line
+
+
+@njit(cache=True, nogil=True)
+def _int_too_large(buf, start, end):
+    """Whether the digits ``buf[start:end]`` exceed 2**63 - 1 (leading zeros allowed)."""
+    while start < end - 1 and buf[start] == 48:
+        start += 1
+    if end - start != 19:
+        return end - start > 19
+    for k in range(19):
+        d = buf[start + k]
+        c = _INT64_MAX_DIGITS[k]
+        if d != c:
+            return d > c
+    return False
+
+
+@njit(cache=True, nogil=True)
+def count_bytes(buf, nbuf, a, b):
+    """Count occurrences of bytes ``a`` and ``b`` in ``buf[:nbuf]``.
+
+    Used to size the parse outputs exactly: rows <= newlines + 1, entries <= colons
+    (svmlight) or delimiters + newlines + 1 (CSV).
+    """
+    na = 0
+    nb = 0
+    for k in range(nbuf):
+        c = buf[k]
+        na += c == a
+        nb += c == b
+    return na, nb
+
+
+@njit(cache=True, nogil=True)
+def parse_svmlight(buf, nbuf, first_line, out_labels, out_indptr, out_indices, out_data):
+    """Parse svmlight/LIBSVM rows from ``buf[:nbuf]``.
+
+    Parameters
+    ----------
+    buf : ndarray of uint8
+        Text; ``buf[nbuf - 1]`` must be a newline.
+    nbuf : int
+        Number of bytes to parse.
+    first_line : int
+        1-based line number of ``buf[0]``.
+    out_labels, out_indptr, out_indices, out_data : ndarray
+        Outputs (float64, int64, int64, float64) with room for every row and entry in the
+        buffer (see :func:`count_bytes`); ``out_indptr`` has one more slot than rows.
+
+    Returns
+    -------
+    n_rows, nnz : int
+        Rows and entries written.
+    err_code : int
+        ``OK`` or one of the ``ERR_*`` codes; parsing stops at the first error.
+    err_pos, err_line, err_col : int
+        Byte offset in ``buf``, 1-based line and 1-based byte column of the offending token.
+    first_row_line : int
+        Line number of the first row (0 when no row was parsed).
+    """
+    i = 0
+    line = first_line
+    line_start = 0
+    row = 0
+    nnz = 0
+    first_row_line = 0
+    out_indptr[0] = 0
+    n = nbuf
+    while i < n:
+        while i < n and _is_space(buf[i]):
+            i += 1
+        if i >= n:
+            break
+        c = buf[i]
+        if c == 10:
+            i += 1
+            line += 1
+            line_start = i
+            continue
+        if c == 35:  # comment-only line
+            while i < n and buf[i] != 10:
+                i += 1
+            continue
+        # label
+        tok = i
+        y, i, st = _parse_float(buf, i, n)
+        if st == _F_NONFINITE:
+            return _result(row, nnz, ERR_NONFINITE_LABEL, tok, line, line_start, first_row_line)
+        if st != _F_OK or not _ends_token(buf[i]):
+            # Look at the rest of the token to tell a missing label or a multilabel from a typo.
+            code = ERR_BAD_LABEL
+            j = tok
+            while j < n and not _ends_token(buf[j]):
+                if buf[j] == 58:  # ':'
+                    code = ERR_MISSING_LABEL
+                    break
+                if buf[j] == 44:  # ','
+                    code = ERR_MULTILABEL
+                    break
+                j += 1
+            return _result(row, nnz, code, tok, line, line_start, first_row_line)
+        out_labels[row] = y
+        if row == 0:
+            first_row_line = line
+        prev = np.int64(-1)
+        first_feature = True
+        while True:
+            while i < n and _is_space(buf[i]):
+                i += 1
+            if i >= n:
+                break
+            c = buf[i]
+            if c == 10:
+                break
+            if c == 35:
+                while i < n and buf[i] != 10:
+                    i += 1
+                break
+            tok = i
+            if (
+                first_feature
+                and c == 113  # 'q'
+                and i + 3 < n
+                and buf[i + 1] == 105
+                and buf[i + 2] == 100
+                and buf[i + 3] == 58
+            ):
+                # qid:N is ignored (as scikit-learn does with query_id=False).
+                while i < n and not _ends_token(buf[i]):
+                    i += 1
+                first_feature = False
+                continue
+            first_feature = False
+            if c == 43:  # '+'
+                i += 1
+            elif c == 45:  # '-'
+                code = ERR_NEGATIVE_INDEX if i + 1 < n and _is_digit(buf[i + 1]) else ERR_BAD_INDEX
+                return _result(row, nnz, code, tok, line, line_start, first_row_line)
+            if i >= n or not _is_digit(buf[i]):
+                return _result(row, nnz, ERR_BAD_INDEX, tok, line, line_start, first_row_line)
+            idx = np.int64(0)
+            digits_start = i
+            while i < n and _is_digit(buf[i]):
+                idx = idx * 10 + np.int64(buf[i] - 48)
+                i += 1
+            too_large = i - digits_start > 18 and _int_too_large(buf, digits_start, i)
+            if buf[i] != 58:  # ':'
+                if _ends_token(buf[i]):
+                    code = ERR_MISSING_COLON
+                elif buf[i] == 46 or buf[i] == 101 or buf[i] == 69:
+                    code = ERR_NONINTEGER_INDEX
+                else:
+                    code = ERR_BAD_INDEX
+                return _result(row, nnz, code, tok, line, line_start, first_row_line)
+            if too_large:
+                return _result(
+                    row, nnz, ERR_INDEX_TOO_LARGE, tok, line, line_start, first_row_line
+                )
+            if idx <= prev:
+                code = ERR_DUPLICATE_INDEX if idx == prev else ERR_DECREASING_INDEX
+                return _result(row, nnz, code, tok, line, line_start, first_row_line)
+            i += 1
+            vtok = i
+            v, i, st = _parse_float(buf, i, n)
+            if st == _F_NONFINITE:
+                return _result(
+                    row, nnz, ERR_NONFINITE_VALUE, vtok, line, line_start, first_row_line
+                )
+            if st != _F_OK or not _ends_token(buf[i]):
+                return _result(row, nnz, ERR_BAD_VALUE, vtok, line, line_start, first_row_line)
+            out_indices[nnz] = idx
+            out_data[nnz] = v
+            nnz += 1
+            prev = idx
+        row += 1
+        out_indptr[row] = nnz
+    return _result(row, nnz, OK, i, line, line_start, first_row_line)
+
+
+@njit(cache=True, nogil=True)
+def parse_csv(
+    buf, nbuf, first_line, delim, ncols, label_col, out_labels, out_indptr, out_indices, out_data
+):
+    """Parse dense numeric delimited rows from ``buf[:nbuf]`` into sparse rows.
+
+    Parameters
+    ----------
+    buf : ndarray of uint8
+        Text; ``buf[nbuf - 1]`` must be a newline.
+    nbuf : int
+        Number of bytes to parse.
+    first_line : int
+        1-based line number of ``buf[0]``.
+    delim : int
+        Delimiter byte; 32 means "runs of spaces and tabs" (as ``numpy.loadtxt`` without a
+        delimiter).
+    ncols : int
+        Number of columns every row must have (found by the reader on the first row).
+    label_col : int
+        Column holding the label, in ``0 .. ncols-1``.
+    out_labels, out_indptr, out_indices, out_data : ndarray
+        Outputs, sized from :func:`count_bytes` (entries <= delimiters + newlines + 1).
+
+    Returns
+    -------
+    n_rows, nnz, err_code, err_pos, err_line, err_col, first_row_line : int
+        As :func:`parse_svmlight`. For ``ERR_TOO_FEW_COLUMNS`` ``err_pos`` is the number of
+        columns found instead of a byte offset, and the column is that of the line end.
+
+    Notes
+    -----
+    Zero cells are not stored; ids are 0-based positions among the feature columns.
+    Empty lines and ``#`` comments are skipped; cells may be padded with spaces.
+    """
+    i = 0
+    line = first_line
+    line_start = 0
+    row = 0
+    nnz = 0
+    first_row_line = 0
+    out_indptr[0] = 0
+    n = nbuf
+    ws = delim == 32
+    sep = -1 if ws else delim  # in whitespace mode any run of spaces separates cells
+    while i < n:
+        while i < n and _is_space(buf[i]):
+            i += 1
+        if i >= n:
+            break
+        c = buf[i]
+        if c == 10:
+            i += 1
+            line += 1
+            line_start = i
+            continue
+        if c == 35:
+            while i < n and buf[i] != 10:
+                i += 1
+            continue
+        if row == 0:
+            first_row_line = line
+        col = 0
+        y = 0.0
+        while True:
+            # at the start of a cell, padding already skipped
+            tok = i
+            c = buf[i]
+            if c == 10 or c == 35 or c == sep:
+                return _result(row, nnz, ERR_EMPTY_CELL, tok, line, line_start, first_row_line)
+            v, i, st = _parse_float(buf, i, n)
+            if st == _F_NONFINITE:
+                return _result(row, nnz, ERR_NONFINITE_CELL, tok, line, line_start, first_row_line)
+            end = i
+            while _is_space(buf[i]) and buf[i] != sep:
+                i += 1
+            c = buf[i]
+            at_end = c == 10 or c == 35
+            if st != _F_OK or not (at_end or c == sep or (ws and i > end)):
+                return _result(row, nnz, ERR_BAD_CELL, tok, line, line_start, first_row_line)
+            if col >= ncols:
+                return _result(
+                    row, nnz, ERR_TOO_MANY_COLUMNS, tok, line, line_start, first_row_line
+                )
+            if col == label_col:
+                y = v
+            elif v != 0.0:
+                out_indices[nnz] = col - (col > label_col)
+                out_data[nnz] = v
+                nnz += 1
+            col += 1
+            if at_end:
+                break
+            if not ws:
+                i += 1  # past the delimiter
+                while _is_space(buf[i]) and buf[i] != sep:
+                    i += 1
+        if col < ncols:
+            # err_pos carries the count found; the column is that of the line end
+            return row, nnz, ERR_TOO_FEW_COLUMNS, col, line, i - line_start + 1, first_row_line
+        out_labels[row] = y
+        row += 1
+        out_indptr[row] = nnz
+        while buf[i] != 10:  # a trailing comment
+            i += 1
+    return _result(row, nnz, OK, i, line, line_start, first_row_line)

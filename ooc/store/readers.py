@@ -1,0 +1,609 @@
+"""Streaming readers for svmlight/LIBSVM and dense CSV/TSV text, plain or compressed.
+
+The file is read in pieces of ``chunk_bytes`` by a background thread (decompression runs
+there, overlapping with parsing, since zlib/bz2/lzma and the Numba kernels all release the
+GIL), each piece is cut at its last newline and parsed by :mod:`ooc.kernels.text`; the
+remainder is carried over to the next piece. Memory stays near 6 x ``chunk_bytes`` whatever
+the file size (pieces in flight, the parsed block, its CSR output and the previous chunk still
+held by the caller); a line longer than ``chunk_bytes`` grows the buffer as needed.
+"""
+
+from __future__ import annotations
+
+import bz2
+import io
+import lzma
+import os
+import queue
+import threading
+import zlib
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from ooc.kernels import text as _k
+
+__all__ = [
+    "InputError",
+    "RowChunk",
+    "open_text",
+    "iter_svmlight",
+    "iter_csv",
+    "detect_format",
+]
+
+
+class InputError(ValueError):
+    """Bad input, located in the file.
+
+    ``str(e)`` is one line: ``'{path}:{line}:{column}: {message}'``, or
+    ``'{path}:{line}: {message}'`` when the column is unknown, or ``'{path}: {message}'``
+    for problems with the whole file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    message : str
+        What is wrong; newlines are replaced so the text stays on one line.
+    line, column : int, optional
+        1-based position of the problem.
+    """
+
+    def __init__(self, path, message, line=None, column=None):
+        self.path = os.fspath(path)
+        self.message = " ".join(str(message).split())
+        self.line = line
+        self.column = column if line is not None else None
+        where = self.path
+        if line is not None:
+            where += f":{line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        super().__init__(f"{where}: {self.message}")
+
+    def __reduce__(self):
+        # Keep the fields when the error crosses a process boundary (Dask workers).
+        return (type(self), (self.path, self.message, self.line, self.column))
+
+
+class RowChunk(NamedTuple):
+    """Consecutive rows of a text file in CSR form.
+
+    Attributes
+    ----------
+    labels : ndarray of float64, shape (m,)
+    indptr : ndarray of int64, shape (m + 1,)
+        ``indptr[0] == 0``.
+    indices : ndarray of int64, shape (nnz,)
+        Feature ids exactly as written in the file (svmlight) or 0-based positions among the
+        feature columns (CSV).
+    data : ndarray of float64, shape (nnz,)
+        Explicit zeros of an svmlight file are kept, as scikit-learn does.
+    first_line : int
+        1-based line number of the chunk's first row.
+    bytes_consumed : int
+        Input bytes (compressed, for a compressed file) read so far; for progress bars.
+    """
+
+    labels: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    first_line: int
+    bytes_consumed: int
+
+
+# --------------------------------------------------------------------------- opening files
+
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "xz"),
+)
+_COMPRESSED_EXT = (".gz", ".bz2", ".xz")
+# Errors the decompressors raise on damaged or truncated input.
+_DECOMPRESS_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
+class _GzipMembers:
+    """Decompress a (multi-member) gzip stream with zlib directly.
+
+    ``gzip.GzipFile`` feeds zlib 128 KiB at a time and recomputes the CRC in Python land;
+    zlib already checks each member's CRC and length, and big reads make it about 1.4x
+    faster, which matters because decompression is usually slower than parsing.
+    """
+
+    def __init__(self, raw):
+        self._raw = raw
+        self._d = None  # None between members
+        self._in = b""
+
+    def read(self, max_out):
+        """Up to ``max_out`` decompressed bytes; ``b''`` at the end of the stream."""
+        while True:
+            if not self._in:
+                self._in = self._raw.read(1 << 20)
+                if not self._in:
+                    if self._d is not None:
+                        raise EOFError("compressed file ended before the end-of-stream marker")
+                    return b""
+            if self._d is None:
+                self._in = self._in.lstrip(b"\0")  # zero padding after a member is allowed
+                if not self._in:
+                    continue
+                self._d = zlib.decompressobj(31)
+            out = self._d.decompress(self._in, max_out)
+            self._in = self._d.unconsumed_tail
+            if self._d.eof:
+                self._in = self._d.unused_data
+                self._d = None
+            if out:
+                return out
+
+    def close(self):
+        pass
+
+
+class _Decompressed(io.RawIOBase):
+    """A decompressing stream that owns its compressed file and reports damage as InputError."""
+
+    def __init__(self, path, raw, kind):
+        self._path = path
+        self._raw = raw
+        self.kind = kind
+        if kind == "gzip":
+            self._f = _GzipMembers(raw)
+        elif kind == "bz2":
+            self._f = bz2.BZ2File(raw, mode="rb")
+        else:
+            self._f = lzma.LZMAFile(raw, mode="rb")
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        try:
+            out = self._f.read(len(b))
+        except _DECOMPRESS_ERRORS as e:
+            raise InputError(self._path, f"damaged or truncated {self.kind} file ({e})") from e
+        n = len(out)
+        b[:n] = out
+        return n
+
+    def raw_tell(self):
+        """Compressed bytes read so far."""
+        return self._raw.tell()
+
+    def close(self):
+        if not self.closed:
+            try:
+                self._f.close()
+            finally:
+                self._raw.close()
+        super().close()
+
+
+def _compression_of(head):
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    return None
+
+
+def open_text(path):
+    """Open a possibly compressed file for binary reading.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A plain, gzip, bzip2 or xz file; the compression is found from the magic bytes, not
+        the extension.
+
+    Returns
+    -------
+    file object
+        Binary, readable; decompresses on the fly. Reading a damaged or truncated compressed
+        file raises :class:`InputError` naming the file.
+
+    Raises
+    ------
+    InputError
+        The file cannot be opened or read.
+    """
+    path = os.fspath(path)
+    try:
+        raw = open(path, "rb")
+    except OSError as e:
+        raise InputError(path, f"cannot open: {e.strerror or e}") from e
+    try:
+        head = raw.read(6)
+        raw.seek(0)
+    except OSError as e:
+        raw.close()
+        raise InputError(path, f"cannot read: {e.strerror or e}") from e
+    kind = _compression_of(head)
+    if kind is None:
+        return raw
+    return io.BufferedReader(_Decompressed(path, raw, kind), buffer_size=1 << 20)
+
+
+def _input_position(f):
+    """Best-effort count of input (compressed) bytes consumed from ``f``."""
+    raw = getattr(f, "raw", None)
+    if isinstance(raw, _Decompressed):
+        return raw.raw_tell()
+    try:
+        return f.tell()
+    except (OSError, ValueError):
+        return 0
+
+
+# --------------------------------------------------------------------------- chunking
+
+
+def _read_pieces(f, path, piece_bytes, out, stop):
+    """Reader thread: put ``(bytes, input_position)`` pieces, then ``None``, on ``out``."""
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    try:
+        while not stop.is_set():
+            try:
+                piece = f.read(piece_bytes)
+            except InputError:
+                raise
+            except OSError as e:
+                raise InputError(path, f"cannot read: {e.strerror or e}") from e
+            if not piece:
+                break
+            if not put((piece, _input_position(f))):
+                return
+        put(None)
+    except BaseException as e:  # handed to the consumer, which re-raises it
+        put(e)
+
+
+def _iter_blocks(path, chunk_bytes):
+    """Yield ``(buf, nbuf, input_position)`` where ``buf[:nbuf]`` holds whole lines.
+
+    ``buf`` is a read-only uint8 array and ``buf[nbuf - 1]`` is always a newline (one is
+    appended to a last line without it), so kernels and ``strtod`` stop inside the buffer.
+    """
+    chunk_bytes = max(int(chunk_bytes), 1)
+    f = open_text(path)
+    pieces = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    reader = threading.Thread(
+        target=_read_pieces, args=(f, path, chunk_bytes, pieces, stop), daemon=True
+    )
+    reader.start()
+    try:
+        carry = []  # pieces of an unfinished line
+        while True:
+            item = pieces.get()
+            if isinstance(item, BaseException):
+                raise item
+            if item is None:
+                if carry:
+                    tail = b"".join(carry)
+                    if not tail.endswith(b"\n"):
+                        tail += b"\n"
+                    yield np.frombuffer(tail, np.uint8), len(tail), _input_position(f)
+                return
+            piece, pos = item
+            cut = piece.rfind(b"\n") + 1
+            if cut == 0:
+                carry.append(piece)  # a line longer than chunk_bytes
+                continue
+            if carry:
+                carry.append(piece)
+                block = b"".join(carry)
+                cut += len(block) - len(piece)
+                carry = [block[cut:]] if cut < len(block) else []
+            else:
+                block = piece
+                if cut < len(piece):
+                    carry = [piece[cut:]]
+            yield np.frombuffer(block, np.uint8), cut, pos
+    finally:
+        stop.set()
+        reader.join()
+        f.close()
+
+
+# --------------------------------------------------------------------------- svmlight
+
+_MESSAGES = {
+    _k.ERR_BAD_LABEL: "bad label {tok!r}: expected a number",
+    _k.ERR_MISSING_LABEL: "missing label: the line starts with {tok!r}",
+    _k.ERR_MULTILABEL: "multilabel rows ({tok!r}) are not supported",
+    _k.ERR_NONFINITE_LABEL: "label {tok!r} is not finite (NaN and inf are not allowed)",
+    _k.ERR_BAD_INDEX: "bad feature {tok!r}: expected 'id:value' with an integer id",
+    _k.ERR_NEGATIVE_INDEX: "negative feature id in {tok!r}",
+    _k.ERR_NONINTEGER_INDEX: "feature id in {tok!r} is not an integer",
+    _k.ERR_MISSING_COLON: "bad feature {tok!r}: expected 'id:value' (missing ':')",
+    _k.ERR_INDEX_TOO_LARGE: "feature id in {tok!r} is too large (at most 2**63 - 1)",
+    _k.ERR_DECREASING_INDEX: (
+        "decreasing feature id in {tok!r}: ids must increase within a row"
+    ),
+    _k.ERR_DUPLICATE_INDEX: "duplicate feature id in {tok!r}",
+    _k.ERR_BAD_VALUE: "bad value {tok!r}: expected a number",
+    _k.ERR_NONFINITE_VALUE: "value {tok!r} is not finite (NaN and inf are not allowed)",
+    _k.ERR_BAD_CELL: "bad cell {tok!r}: expected a number",
+    _k.ERR_NONFINITE_CELL: "cell {tok!r} is not finite (NaN and inf are not allowed)",
+    _k.ERR_EMPTY_CELL: "empty cell",
+    _k.ERR_TOO_MANY_COLUMNS: "too many columns: expected {ncols}, {tok!r} is one more",
+    _k.ERR_TOO_FEW_COLUMNS: "too few columns: expected {ncols}, found {found}",
+}
+
+
+_SPACE = b" \t\r\n\v\f"
+
+
+def _token_at(buf, pos, nbuf, stops=_SPACE, limit=40):
+    """The token at ``buf[pos]`` (up to a byte in ``stops``), shortened for a message."""
+    end = pos
+    stop = min(nbuf, pos + 4 * limit)
+    while end < stop and buf[end] not in stops:
+        end += 1
+    tok = bytes(buf[pos:end]).decode("utf-8", "replace")
+    if len(tok) > limit:
+        tok = tok[:limit] + "..."
+    return tok
+
+
+def _raise_parse_error(path, buf, nbuf, code, pos, line, col, ncols=None, stops=_SPACE):
+    """Turn a kernel error code into an InputError."""
+    if code == _k.ERR_TOO_FEW_COLUMNS:
+        msg = _MESSAGES[code].format(ncols=ncols, found=pos)
+    else:
+        msg = _MESSAGES[code].format(tok=_token_at(buf, pos, nbuf, stops), ncols=ncols)
+    raise InputError(path, msg, line=int(line), column=int(col))
+
+
+def iter_svmlight(path, chunk_bytes=32 << 20) -> Iterator[RowChunk]:
+    """Stream an svmlight/LIBSVM file as CSR row chunks.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Plain, .gz, .bz2 or .xz file (compression found from the magic bytes).
+    chunk_bytes : int, default 32 MiB
+        Bytes of (decompressed) text parsed per chunk; memory stays at a few times this.
+
+    Yields
+    ------
+    RowChunk
+        Rows in file order; feature ids as written (0- or 1-based is for the caller to
+        decide). Matches ``sklearn.datasets.load_svmlight_file(path, zero_based=True)``
+        row for row, explicit zeros included.
+
+    Raises
+    ------
+    InputError
+        With file, line and column of the first bad token, or ``'{path}: no data rows'``.
+    """
+    path = os.fspath(path)
+    line = 1
+    any_rows = False
+    for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
+        n_newlines, n_colons = _k.count_bytes(buf, nbuf, 10, 58)
+        labels = np.empty(n_newlines, np.float64)
+        indptr = np.empty(n_newlines + 1, np.int64)
+        indices = np.empty(n_colons, np.int64)
+        data = np.empty(n_colons, np.float64)
+        m, nnz, code, epos, eline, ecol, row_line = _k.parse_svmlight(
+            buf, nbuf, line, labels, indptr, indices, data
+        )
+        if code != _k.OK:
+            _raise_parse_error(path, buf, nbuf, code, epos, eline, ecol)
+        line += n_newlines
+        if m == 0:
+            continue
+        any_rows = True
+        yield RowChunk(labels[:m], indptr[: m + 1], _trim(indices, nnz), _trim(data, nnz),
+                       int(row_line), int(pos))
+    if not any_rows:
+        raise InputError(path, "no data rows")
+
+
+def _trim(a, n):
+    # A view would pin the whole buffer; copy when much of it is unused (qid, comments).
+    return a[:n] if 2 * n >= len(a) else a[:n].copy()
+
+
+# --------------------------------------------------------------------------- CSV
+
+_DELIMITERS = {",": 44, "\t": 9, ";": 59, " ": 32}
+
+
+def _first_lines(path, max_lines, max_bytes=1 << 20):
+    """Up to ``max_lines`` non-empty, non-comment lines near the top, with their line numbers."""
+    out = []
+    with open_text(path) as f:
+        head = f.read(max_bytes)
+    lines = head.split(b"\n")
+    if len(head) == max_bytes and len(lines) > 1:
+        lines = lines[:-1]  # the last one may be cut
+    for k, ln in enumerate(lines, start=1):
+        s = ln.split(b"#", 1)[0].strip()
+        if s:
+            out.append((k, s))
+            if len(out) >= max_lines:
+                break
+    return out
+
+
+def _is_number(cell):
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return b"_" not in cell
+
+
+def _split_cells(line, delim):
+    return line.split() if delim == " " else [c.strip() for c in line.split(delim.encode())]
+
+
+def iter_csv(
+    path, chunk_bytes=32 << 20, delimiter=None, label_column=0, header="auto"
+) -> Iterator[RowChunk]:
+    """Stream a dense numeric CSV/TSV file as sparse CSR row chunks.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Plain, .gz, .bz2 or .xz file.
+    chunk_bytes : int, default 32 MiB
+        Bytes of text parsed per chunk.
+    delimiter : {None, ',', '\\t', ';', ' '}
+        None detects it from the first line (tab, then comma, then semicolon, else runs of
+        whitespace).
+    label_column : int, default 0
+        Column holding the label; negative counts from the end.
+    header : {'auto', True, False}
+        Whether the first non-empty line is a header; 'auto' says yes when one of its cells
+        is not a number.
+
+    Yields
+    ------
+    RowChunk
+        Labels and the nonzero feature cells; ids are 0-based positions among the feature
+        columns (the label column removed). Empty lines and ``#`` comments are skipped.
+
+    Raises
+    ------
+    InputError
+        Bad or non-finite cell, empty cell, ragged row (with line and column), or no rows.
+    """
+    path = os.fspath(path)
+    first = _first_lines(path, 1)
+    if not first:
+        raise InputError(path, "no data rows")
+    first_no, first_text = first[0]
+    if delimiter is None:
+        for d in ("\t", ",", ";"):
+            if d.encode() in first_text:
+                delimiter = d
+                break
+        else:
+            delimiter = " "
+    if delimiter not in _DELIMITERS:
+        raise InputError(
+            path, f"unsupported delimiter {delimiter!r} (use one of , \\t ; or space)"
+        )
+    delim = _DELIMITERS[delimiter]
+    cells = _split_cells(first_text, delimiter)
+    if header == "auto":
+        header = not all(_is_number(c) for c in cells)
+    ncols = len(cells)
+    label_col = label_column + ncols if label_column < 0 else label_column
+    if not 0 <= label_col < ncols:
+        raise InputError(
+            path, f"label column {label_column} does not exist: the file has {ncols} columns",
+            line=first_no,
+        )
+    skip_to = first_no if header else 0  # lines up to this one are not data
+    count_a, count_b = (32, 9) if delim == 32 else (delim, delim)
+
+    line = 1
+    any_rows = False
+    for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
+        start = 0
+        if line <= skip_to:
+            # Drop the header lines from this block (the header is in the first megabyte,
+            # so in the first block unless chunk_bytes is tiny).
+            while start < nbuf and line <= skip_to:
+                start = int(np.argmax(buf[start:nbuf] == 10)) + start + 1
+                line += 1
+            if line <= skip_to:
+                continue
+        view = buf[start:]
+        n = nbuf - start
+        n_newlines, n_a = _k.count_bytes(view, n, 10, count_a)
+        if delim == 32:
+            n_a += _k.count_bytes(view, n, count_b, count_b)[0]
+        cap = min(n_newlines * max(ncols - 1, 0), n_a + n_newlines)
+        labels = np.empty(n_newlines, np.float64)
+        indptr = np.empty(n_newlines + 1, np.int64)
+        indices = np.empty(cap, np.int64)
+        data = np.empty(cap, np.float64)
+        m, nnz, code, epos, eline, ecol, row_line = _k.parse_csv(
+            view, n, line, delim, ncols, label_col, labels, indptr, indices, data
+        )
+        if code != _k.OK:
+            stops = _SPACE if delim == 32 else _SPACE + bytes([delim])
+            _raise_parse_error(path, view, n, code, epos, eline, ecol, ncols=ncols, stops=stops)
+        line += n_newlines
+        if m == 0:
+            continue
+        any_rows = True
+        yield RowChunk(labels[:m], indptr[: m + 1], _trim(indices, nnz), _trim(data, nnz),
+                       int(row_line), int(pos))
+    if not any_rows:
+        raise InputError(path, "no data rows")
+
+
+# --------------------------------------------------------------------------- format detection
+
+_EXT_FORMATS = {
+    ".svm": "svmlight",
+    ".svmlight": "svmlight",
+    ".libsvm": "svmlight",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".npz": "npz",
+}
+
+
+def detect_format(path):
+    """Tell the input format of a file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    {'svmlight', 'csv', 'npz'}
+        From the extension (after stripping .gz/.bz2/.xz: .svm .svmlight .libsvm -> svmlight,
+        .csv .tsv -> csv, .npz -> npz); otherwise (.txt, no extension, ...) from the content:
+        a zip archive is npz, ``id:value`` tokens mean svmlight, numbers in columns mean csv.
+
+    Raises
+    ------
+    InputError
+        The file cannot be read, or its content fits none of the formats.
+    """
+    path = os.fspath(path)
+    name = os.path.basename(path).lower()
+    for ext in _COMPRESSED_EXT:
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    fmt = _EXT_FORMATS.get(os.path.splitext(name)[1])
+    if fmt is not None:
+        return fmt
+    with open_text(path) as f:
+        head = f.read(4)
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "npz"
+    lines = _first_lines(path, 20)
+    if not lines:
+        raise InputError(path, "no data rows")
+    if any(b":" in t for _, t in lines):
+        return "svmlight"
+    if all(len(t.split()) == 1 for _, t in lines) and not any(
+        d in t for _, t in lines for d in (b",", b";", b"\t")
+    ):
+        return "svmlight"  # label-only rows: svmlight with empty rows and a 1-column CSV agree
+    return "csv"
