@@ -36,7 +36,8 @@ def _user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (InputError, StoreError, RunError, FileExistsError, FileNotFoundError, ValueError) as exc:
+        except (InputError, StoreError, RunError, FileExistsError, FileNotFoundError, ValueError,
+                RuntimeError) as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise UserError(msg) from None
         except KeyboardInterrupt:
@@ -314,6 +315,40 @@ def evaluate(run, input, memory, as_json):
         return
     for k, v in m.items():
         click.echo(f"{k:>14}  {v}")
+
+
+# -- batch ---------------------------------------------------------------------------------------
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--scheduler", default=None, help="Address of an existing Dask scheduler (default: a LocalCluster).")
+@click.option("--workers", type=int, default=None, help="Worker processes of the LocalCluster (default: min(4, cores)).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@click.option("-v", "--verbose", is_flag=True)
+@_user_errors
+def batch(spec, scheduler, workers, as_json, verbose):
+    """Run the grid / regularization path of the TOML SPEC as Dask tasks (see ooc/batch.py)."""
+    from .batch import load_spec, run_batch
+
+    show = wanted(verbose)
+
+    def progress(ev):
+        if show:
+            click.echo(f"\rruns: {ev['done']} done, {ev['failed']} failed, {ev['running']} running "
+                       f"of {ev['total']}   ", err=True, nl=False)
+
+    rows = run_batch(spec, scheduler=scheduler, workers=workers, progress=progress)
+    if show:
+        click.echo("", err=True)
+    ok = sum(r["status"] == "ok" for r in rows)
+    if as_json:
+        _emit_json({"runs": len(rows), "ok": ok, "failed": len(rows) - ok, "results": rows})
+    else:
+        for r in rows:
+            if r["status"] == "failed":
+                click.echo(f"failed: {r['run']}: {r['error']}", err=True)
+        out = load_spec(spec)["out"]
+        click.echo(f"{ok} of {len(rows)} runs ok; {os.path.join(out, 'results.csv')}, "
+                   f"{os.path.join(out, 'summary.md')}")
 
 
 # -- synth -----------------------------------------------------------------------------------------
