@@ -1,0 +1,49 @@
+"""Losses, penalties and the duality gap: the math every solver shares."""
+
+from ooc.objectives.losses import (
+    LOSSES,
+    Hinge,
+    Logistic,
+    SmoothHinge,
+    Squared,
+    dual_step,
+    loss_conj_neg,
+    loss_deriv,
+    loss_value,
+    make_loss,
+    weighted_conj_neg,
+)
+from ooc.objectives.penalties import (
+    ElasticNet,
+    conj_value,
+    grad_conj,
+    primal_value,
+    require_l2,
+    soft_threshold,
+)
+from ooc.objectives.gap import GapResult, dual, duality_gap, gap_from_sums, primal
+
+__all__ = [
+    "LOSSES",
+    "Hinge",
+    "Logistic",
+    "SmoothHinge",
+    "Squared",
+    "dual_step",
+    "loss_conj_neg",
+    "loss_deriv",
+    "loss_value",
+    "make_loss",
+    "weighted_conj_neg",
+    "ElasticNet",
+    "conj_value",
+    "grad_conj",
+    "primal_value",
+    "require_l2",
+    "soft_threshold",
+    "GapResult",
+    "dual",
+    "duality_gap",
+    "gap_from_sums",
+    "primal",
+]

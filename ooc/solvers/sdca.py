@@ -32,4 +32,4 @@ class SDCASolver(BlockLoopSolver):
         pb = self.pb
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
         sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, alpha, order, v, w,
-                  float(pb.penalty.l2), float(pb.penalty.l1), self.n, float(pb.bias))
+                  float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))

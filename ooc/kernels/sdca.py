@@ -1,0 +1,218 @@
+r"""Prox-SDCA (option I) over one resident row block, and the block pieces of the gap.
+
+Problem (``DESIGN.md``)::
+
+    P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1
+    D(a) = -1/n sum_i c_i phi*(-a_i / c_i, y_i) - l2 g*(v)
+    v = 1/(l2 n) sum_i a_i x_i,   w = grad g*(v) = soft_threshold(v, l1 / l2)
+
+(LIBLINEAR's ``C`` is ``1 / (l2 n)``.) Shalev-Shwartz & Zhang, Fig. 1, option I: for a
+visited example ``i`` with ``z = x_i . w`` and ``q = ||x_i||^2 / (l2 n)``, set
+``a_i += d`` with ``d = argmax -c_i phi*(-(a_i + d)/c_i) - z d - q d^2 / 2``
+(:func:`ooc.objectives.losses.dual_step`), then ``v += d x_i / (l2 n)`` and
+``w = soft_threshold(v, l1 / l2)`` on the entries ``x_i`` touches.
+
+Conventions shared by the kernels:
+
+* The block is CSR with a local ``indptr`` (int64, starts at 0), ``indices`` (int32 or
+  int64 column ids, no duplicates within a row) and ``data`` (float32 or float64).
+  Every sum is accumulated in float64 whatever the data dtype.
+* ``y``, ``c``, ``alpha`` are float64 arrays of the block's length (views into the global
+  arrays are fine; ``alpha`` is updated in place). ``c_i >= 0`` is the example weight.
+* ``v`` and ``w`` are float64 of length ``d``, or ``d + 1`` when ``bias > 0``: then every row
+  has an extra feature of constant value ``bias`` (LIBLINEAR's ``-B``) at index ``d``, whose
+  weight is regularized by ``l2`` only (``w[d] = v[d]``, never soft-thresholded).
+* Scalars ``l2, l1, n_total, bias`` should be floats: an int compiles another
+  specialization. ``n_total`` is the number of examples of the whole data set, not the
+  block's. ``l2 > 0`` is required (the caller checks it; the kernels do not raise).
+* ``loss`` is a loss NamedTuple from :mod:`ooc.objectives.losses`; one specialization per
+  (loss class, dtypes) is compiled and cached on disk.
+"""
+
+import numpy as np
+from numba import njit
+
+from ooc.objectives.losses import dual_step, loss_value, weighted_conj_neg
+from ooc.objectives.penalties import soft_threshold_scalar
+
+__all__ = [
+    "sdca_pass",
+    "sdca_pass_gap",
+    "block_primal_loss",
+    "block_dual_loss",
+    "block_accumulate_v",
+]
+
+
+@njit(cache=True, nogil=True)
+def _pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias, fused):
+    inv_l2n = 1.0 / (l2 * n_total)
+    k = l1 / l2
+    has_bias = bias > 0.0
+    b = v.shape[0] - 1
+    bias_sq = bias * bias
+    sum_d2 = 0.0
+    primal_sum = 0.0
+    dual_sum = 0.0
+    for t in range(order.shape[0]):
+        i = order[t]
+        ci = c[i]
+        ai = alpha[i]
+        if ci <= 0.0 and ai == 0.0:
+            continue  # weightless row already at its only feasible dual value
+        start = indptr[i]
+        end = indptr[i + 1]
+        z = 0.0
+        sq = 0.0
+        for p in range(start, end):
+            x = np.float64(data[p])
+            z += x * w[indices[p]]
+            sq += x * x
+        if has_bias:
+            z += bias * w[b]
+            sq += bias_sq
+        yi = y[i]
+        if fused and ci > 0.0:
+            primal_sum += ci * loss_value(loss, z, yi)
+        d = dual_step(loss, ai, z, yi, sq * inv_l2n, ci)
+        if d != 0.0:
+            ai = ai + d
+            alpha[i] = ai
+            s = d * inv_l2n
+            for p in range(start, end):
+                j = indices[p]
+                vj = v[j] + s * np.float64(data[p])
+                v[j] = vj
+                w[j] = soft_threshold_scalar(vj, k)
+            if has_bias:
+                vb = v[b] + s * bias
+                v[b] = vb
+                w[b] = vb
+            sum_d2 += d * d
+        if fused:
+            dual_sum -= weighted_conj_neg(loss, ai, yi, ci)
+    return sum_d2, primal_sum, dual_sum
+
+
+@njit(cache=True, nogil=True)
+def sdca_pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias):
+    r"""One Prox-SDCA (option I) pass over the rows ``order`` of a resident block.
+
+    For each ``i`` in ``order`` (local row positions; a permutation, or any sequence):
+    ``z = x_i . w (+ bias w[d])``, ``q = (||x_i||^2 (+ bias^2)) / (l2 n_total)``,
+    ``d = dual_step(loss, alpha[i], z, y[i], q, c[i])``, then ``alpha[i] += d``,
+    ``v_j += d x_ij / (l2 n_total)`` and ``w_j = soft_threshold(v_j, l1/l2)`` for the
+    entries of row ``i`` (and ``v[d] += d bias / (l2 n_total)``, ``w[d] = v[d]``).
+
+    Parameters
+    ----------
+    loss : loss NamedTuple
+    indptr : int64 array (n_block + 1,)
+    indices : int32 or int64 array (nnz,)
+    data : float32 or float64 array (nnz,)
+    y, c : float64 arrays (n_block,)
+        Labels (-1/+1 for classification) and example weights ``c_i >= 0``.
+    alpha : float64 array (n_block,)
+        Dual variables, updated in place; must be feasible on entry (0 is).
+    order : int64 array
+        Local rows to visit, in order.
+    v, w : float64 arrays (d,) or (d + 1,)
+        Updated in place. On entry ``v = 1/(l2 n) sum_i alpha_i x_i`` over the whole data
+        set and ``w = grad g*(v)``; both invariants are kept.
+    l2, l1, n_total, bias : float
+
+    Returns
+    -------
+    float
+        ``sum d^2`` over the steps, a cheap progress figure (0 at a fixed point).
+    """
+    return _pass(
+        loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias, False
+    )[0]
+
+
+@njit(cache=True, nogil=True)
+def sdca_pass_gap(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias):
+    r""":func:`sdca_pass` that also returns the loss sums of a free, approximate gap.
+
+    Same arguments and updates as :func:`sdca_pass`.
+
+    Returns
+    -------
+    sum_d2 : float
+        ``sum d^2`` over the steps.
+    primal_sum : float
+        ``sum c_i phi(z_i, y_i)`` over the visited rows, at the margins ``z_i`` evaluated
+        just before each row's step: the primal loss at a ``w`` that lags by less than one
+        pass (stale, so only an estimate of ``sum c_i phi(x_i . w_end)``).
+    dual_sum : float
+        ``sum -c_i phi*(-a_i / c_i, y_i)`` over the visited rows at their new duals. When
+        ``order`` visits each row exactly once this is :func:`block_dual_loss` of the block
+        after the pass, so the dual built from it is exact.
+
+    Notes
+    -----
+    Summed over the blocks of an epoch (each visited once),
+    ``primal_sum / n + penalty(w)`` and ``dual_sum / n - l2 g*(v)`` give an approximate
+    gap at the cost of one ``phi`` and one ``phi*`` per row and no extra pass over the data
+    (:func:`ooc.objectives.gap.gap_from_sums`). It is not a certificate: confirm
+    convergence with :func:`ooc.objectives.gap.duality_gap`.
+    """
+    return _pass(
+        loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias, True
+    )
+
+
+@njit(cache=True, nogil=True)
+def block_primal_loss(loss, indptr, indices, data, y, c, w, bias):
+    r"""``sum_i c_i phi(x_i . w + bias w[d], y_i)`` over the rows of a block.
+
+    Rows with ``c_i = 0`` contribute 0. ``w`` has length ``d`` (+1 when ``bias > 0``).
+    """
+    has_bias = bias > 0.0
+    b = w.shape[0] - 1
+    total = 0.0
+    for i in range(indptr.shape[0] - 1):
+        ci = c[i]
+        if ci <= 0.0:
+            continue
+        z = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            z += np.float64(data[p]) * w[indices[p]]
+        if has_bias:
+            z += bias * w[b]
+        total += ci * loss_value(loss, z, y[i])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def block_dual_loss(loss, y, c, alpha):
+    r"""``sum_i -c_i phi*(-a_i / c_i, y_i)`` over the rows of a block.
+
+    ``-inf`` if some ``a_i`` is infeasible (outside the conjugate's domain, or nonzero with
+    ``c_i = 0``).
+    """
+    total = 0.0
+    for i in range(alpha.shape[0]):
+        total -= weighted_conj_neg(loss, alpha[i], y[i], c[i])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def block_accumulate_v(indptr, indices, data, alpha, v, scale, bias):
+    r"""``v += scale * sum_i alpha_i x_i`` over the rows of a block (in place).
+
+    With ``scale = 1 / (l2 n)`` and summed over all blocks this rebuilds
+    ``v = 1/(l2 n) sum_i alpha_i x_i`` from the duals (start from nonzero duals, resume,
+    or check drift). The bias feature adds ``scale * bias * sum_i alpha_i`` to ``v[d]``.
+    """
+    has_bias = bias > 0.0
+    b = v.shape[0] - 1
+    for i in range(indptr.shape[0] - 1):
+        s = scale * alpha[i]
+        if s == 0.0:
+            continue
+        for p in range(indptr[i], indptr[i + 1]):
+            v[indices[p]] += s * np.float64(data[p])
+        if has_bias:
+            v[b] += s * bias
