@@ -233,8 +233,6 @@ def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, tol, ma
 
     from .train import train as do_train
 
-    if distributed:
-        raise UserError("--distributed is not implemented yet in this version")
     bar = EpochProgress(wanted(verbose), max_epochs)
     try:
         with warnings.catch_warnings():
@@ -242,7 +240,7 @@ def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, tol, ma
             run = do_train(store, out, overwrite=overwrite, progress=bar, loss=loss, gamma=gamma,
                            multiclass=multiclass, l2=l2, l1=l1, solver=solver, sampling=sampling, tol=tol,
                            max_epochs=max_epochs, memory=memory, bias=bias, class_weight=class_weight,
-                           seed=seed, checkpoint_every=checkpoint_every)
+                           seed=seed, checkpoint_every=checkpoint_every, distributed=distributed)
     finally:
         bar.close()
     _report(run.result, as_json)

@@ -52,7 +52,7 @@ class Problem(NamedTuple):
 DEFAULTS = {
     "loss": "logistic", "gamma": 1.0, "multiclass": None, "l2": 1e-6, "l1": 0.0, "solver": "auto",
     "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
-    "class_weight": None, "seed": 0, "checkpoint_every": 300.0,
+    "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None,
 }
 
 
@@ -61,7 +61,7 @@ def _validate(opts: dict, store) -> dict:
     unknown = set(opts) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
-    o.update({k: v for k, v in opts.items() if v is not None or k in ("class_weight", "multiclass")})
+    o.update({k: v for k, v in opts.items() if v is not None or k in ("class_weight", "multiclass", "distributed")})
     if o["loss"] not in LOSSES:
         raise ValueError(f"--loss {o['loss']!r}: expected one of {', '.join(LOSSES)}")
     if o["solver"] not in SOLVERS:
@@ -138,7 +138,13 @@ class Run:
                 f"converged={r.get('converged')}>")
 
 
-def _solver_class(name: str):
+def _solver_class(name: str, distributed: str | None):
+    if distributed:
+        if name != "sdca":
+            raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {name} is not distributed")
+        from .solvers.cocoa import CoCoASolver
+
+        return CoCoASolver
     from .solvers.sdca import SDCASolver
 
     return {"sdca": SDCASolver}[name]
@@ -199,9 +205,11 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
 
 def _execute(rd: RunDir, st, o: dict, resume: bool, progress) -> Run:
     pb = _problem(st, o)
-    solver = _solver_class(o["solver_used"])(
+    solver = _solver_class(o["solver_used"], o["distributed"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
-                 "checkpoint_every": o["checkpoint_every"]}, progress=progress)
+                 "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"],
+                 "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
+        progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)
     w = res.pop("w")
     d = st.n_cols

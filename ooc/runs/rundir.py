@@ -134,6 +134,13 @@ class RunDir:
         atomic_save_npy(p, alpha)
         self._unsynced.add(p)
 
+    def sync_duals(self) -> None:
+        """Make the dual files written through this object durable (workers of distributed runs)."""
+        for p in sorted(self._unsynced):
+            if os.path.exists(p):
+                _fsync_file(p)
+        self._unsynced.clear()
+
     # -- checkpoints -------------------------------------------------------------------------
     def latest(self) -> str | None:
         p = os.path.join(self.path, "LATEST")
@@ -155,10 +162,7 @@ class RunDir:
         for k, a in arrays.items():
             atomic_save_npy(os.path.join(tmp, f"{k}.npy"), a, fsync=True)
         atomic_write_bytes(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
-        for p in sorted(self._unsynced):
-            if os.path.exists(p):
-                _fsync_file(p)
-        self._unsynced.clear()
+        self.sync_duals()
         _fsync_dir(os.path.join(self.state, "duals", "0"))
         _fsync_dir(os.path.join(self.state, "duals", "1"))
         if os.path.exists(final):

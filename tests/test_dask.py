@@ -1,0 +1,170 @@
+"""Batch runs and distributed training on Dask: a LocalCluster and a real scheduler with two workers."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import ooc
+from ooc.batch import run_batch
+from ooc.synth import SynthSource
+
+OOC = [sys.executable, "-m", "ooc.cli"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dask")
+    store = str(root / "train.zarr")
+    ooc.convert(SynthSource(3000, 300, 10, seed=5), store, dtype="float64", block_bytes=8000)
+    return root, store
+
+
+def _read_results(out):
+    with open(os.path.join(out, "results.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def _spec(root, name, stores, l2s, extra=""):
+    spec = root / f"{name}.toml"
+    spec.write_text(
+        f'[batch]\nout = "{name}-out"\n\n[grid]\nstore = {json.dumps(stores)}\nl2 = {json.dumps(l2s)}\n'
+        f'loss = ["logistic"]\ntol = [1e-6]\n{extra}'
+    )
+    return str(spec)
+
+
+def test_grid_with_a_broken_entry_finishes_the_others_and_rerun_skips(data):
+    root, store = data
+    spec = _spec(root, "grid", [store, str(root / "missing.zarr")], [1e-2, 1e-3])
+    rows = run_batch(spec, workers=2)
+    assert len(rows) == 4
+    by_store = {}
+    for r in rows:
+        by_store.setdefault(r["store"], []).append(r)
+    assert all(r["status"] == "ok" and r["converged"] for r in by_store[store])
+    broken = by_store[str(root / "missing.zarr")]
+    assert all(r["status"] == "failed" and "no such store" in r["error"] for r in broken)
+    out = str(root / "grid-out")
+    csv_rows = _read_results(out)
+    assert len(csv_rows) == 4
+    assert {"run", "store", "loss", "l2", "l1", "solver", "status", "primal", "gap", "epochs", "seconds",
+            "error"} <= set(csv_rows[0])
+    assert os.path.exists(os.path.join(out, "summary.md")) and os.path.exists(os.path.join(out, "comparison.png"))
+    # every finished run is an ordinary run directory with a certified model
+    for r in by_store[store]:
+        m = ooc.load_model(os.path.join(out, r["run"]))
+        assert m.coef_.shape == (300,)
+    again = run_batch(spec, workers=2)
+    assert sorted(r.get("state") for r in again if r["status"] == "ok") == ["skipped", "skipped"]
+
+
+def test_batch_spec_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[batch]\nout='x'\n[grid]\nstore=['a']\nlearning_rate=[1]\n")
+    r = subprocess.run(OOC + ["batch", str(bad)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "bad.toml" in r.stderr and "learning_rate" in r.stderr and "Traceback" not in r.stderr
+
+
+def _start_cluster(tmp_path):
+    sched_file = str(tmp_path / "scheduler.json")
+    env = dict(os.environ)
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", "0", "--scheduler-file", sched_file, "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    for _ in range(200):
+        if os.path.exists(sched_file):
+            break
+        time.sleep(0.1)
+    with open(sched_file) as f:
+        address = json.load(f)["address"]
+    for _ in range(2):
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                       "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+    from distributed import Client
+
+    with Client(address, timeout=30) as c:
+        c.wait_for_workers(2, timeout=60)
+    return address, procs
+
+
+def _stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    address, procs = _start_cluster(tmp_path)
+    yield address, procs
+    _stop(procs)
+
+
+def test_killing_a_worker_mid_batch_leaves_every_run_finished_or_resumable(data, cluster, tmp_path):
+    root, store = data
+    address, procs = cluster
+    spec = _spec(root, "killed", [store], [1e-2, 3e-3, 1e-3, 3e-4], extra="max_epochs = [400]\n")
+    out = str(root / "killed-out")
+    shutil.rmtree(out, ignore_errors=True)
+    batch = subprocess.Popen(OOC + ["batch", spec, "--scheduler", address], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    time.sleep(4.0)
+    procs[1].kill()  # one worker dies mid-batch; the scheduler moves its task or reports it
+    batch.communicate(timeout=240)
+    # a re-run (on a LocalCluster) skips finished runs and resumes interrupted ones: all end ok
+    rows = run_batch(spec, workers=2)
+    assert len(rows) == 4
+    assert all(r["status"] == "ok" and r["converged"] for r in rows), rows
+    assert {r["state"] for r in rows} <= {"skipped", "resumed", "trained"}
+
+
+def _reference(store, tmp_path, **opts):
+    return ooc.train(store, str(tmp_path / "single"), **opts)
+
+
+@pytest.mark.parametrize("how", ["local", "scheduler"])
+def test_distributed_training_reaches_the_single_machine_optimum(data, tmp_path, how, request):
+    root, store = data
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, max_epochs=400, bias=1.0)
+    single = _reference(store, tmp_path, **opts)
+    if how == "local":
+        target, url = "local:2", store
+    else:
+        address, _ = request.getfixturevalue("cluster")
+        target, url = address, "file://" + os.path.abspath(store)  # workers open the store by fsspec URL
+    dist = ooc.train(url, str(tmp_path / "dist"), distributed=target, **opts)
+    assert dist.result["converged"]
+    assert dist.result["primal"] >= dist.result["dual"]
+    a, b = single.model.coef_, dist.model.coef_
+    assert np.abs(a - b).max() <= 1e-6 * np.abs(a).max()
+    assert abs(dist.result["primal"] - single.result["primal"]) <= 1e-6 * abs(single.result["primal"])
+    hist = [json.loads(line) for line in open(os.path.join(dist.path, "history.jsonl"))]
+    assert hist[-1]["workers"] == 2 and hist[-1]["bytes_sent"] > 0
+
+
+def test_distributed_run_resumes_bit_for_bit(data, tmp_path):
+    root, store = data
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, distributed="local:2")
+    full = ooc.train(store, str(tmp_path / "full"), max_epochs=6, **opts)
+    part = ooc.train(store, str(tmp_path / "part"), max_epochs=3, **opts)
+    assert part.result["epochs"] == 3
+    resumed = ooc.resume(part.path, max_epochs=6)
+    assert resumed.result["epochs"] == full.result["epochs"] == 6
+    assert np.array_equal(full.model.coef_, resumed.model.coef_)
