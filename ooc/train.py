@@ -150,7 +150,27 @@ def _solver_class(name: str, distributed: str | None):
     return {"sdca": SDCASolver}[name]
 
 
-def train(store, out: str | None = None, *, overwrite: bool = False, progress=None, **options) -> Run:
+def _warm_source(path: str, st, o: dict):
+    """(RunDir, dual buffer) of a finished run whose duals can start this one."""
+    prev = RunDir.open(path)
+    cfg = prev.config
+    metrics = os.path.join(prev.model_dir, "metrics.json")
+    if not os.path.exists(metrics):
+        raise RunError(f"warm start from {path}: that run has not finished")
+    if cfg.get("store_fingerprint") != st.fingerprint:
+        raise RunError(f"warm start from {path}: it was trained on different data")
+    for key in ("loss", "gamma", "bias", "class_weight"):
+        if cfg.get(key) != o[key]:
+            raise RunError(f"warm start from {path}: its {key} ({cfg.get(key)!r}) differs from this run's ({o[key]!r})")
+    with open(metrics) as f:
+        m = json.load(f)
+    if "dual_buffer" not in m or cfg.get("distributed"):
+        raise RunError(f"warm start from {path}: its final duals are not recorded")
+    return prev, int(m["dual_buffer"])
+
+
+def train(store, out: str | None = None, *, overwrite: bool = False, progress=None, warm_start: str | None = None,
+          **options) -> Run:
     """Train a model on a store; returns the :class:`Run`.
 
     Parameters
@@ -163,7 +183,9 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         ``loss`` ('logistic', 'squared', 'smooth-hinge', 'hinge'), ``gamma``, ``l2``, ``l1``,
         ``solver``, ``sampling``, ``tol`` (relative duality gap), ``max_epochs``, ``memory``
         (block cache budget), ``bias``, ``class_weight`` ('balanced'), ``seed``,
-        ``checkpoint_every`` (seconds). The objective is
+        ``checkpoint_every`` (seconds), ``distributed`` ('local:N' or a scheduler address).
+        ``warm_start`` names a finished run on the same store whose duals start this
+        one (regularization paths). The objective is
         ``P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1``; LIBLINEAR's
         ``C`` is ``1 / (l2 n)``.
     """
@@ -177,9 +199,13 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         "solver_used": o["solver_used"],
         "ooc_version": __version__,
         "n_rows": st.n_rows, "n_cols": st.n_cols,
+        "warm_start": os.path.abspath(warm_start) if warm_start else None,
     })
+    if warm_start and o["distributed"]:
+        raise ValueError("warm starts are for single-machine runs (not --distributed)")
+    warm = _warm_source(warm_start, st, o) if warm_start else None
     rd = RunDir.create(out, config, overwrite=overwrite)
-    return _execute(rd, st, o, resume=False, progress=progress)
+    return _execute(rd, st, o, resume=False, progress=progress, warm=warm)
 
 
 def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
@@ -203,11 +229,11 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
     return _execute(rd, st, o, resume=True, progress=progress)
 
 
-def _execute(rd: RunDir, st, o: dict, resume: bool, progress) -> Run:
+def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     pb = _problem(st, o)
     solver = _solver_class(o["solver_used"], o["distributed"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
-                 "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"],
+                 "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)
@@ -225,6 +251,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress) -> Run:
         "epochs": res["epochs"], "seconds": res["total_seconds"], "state_seconds": res["seconds"],
         "nnz_w": res["nnz_w"], "converged": res["converged"], "bytes_read": res["bytes_read"],
         "cache_hit_rate": res["cache_hit_rate"], "tol": o["tol"],
+        # the returned state's duals: the buffer its certifying pass read (warm starts copy them)
+        "dual_buffer": res["epochs"] % 2,
     }
     atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), json.dumps(result, indent=2).encode())
     try:

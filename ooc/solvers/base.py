@@ -24,7 +24,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..objectives.penalties import primal_value
-from ..kernels.sdca import block_dual_loss, block_primal_loss
+from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
+from ..objectives.penalties import grad_conj
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.scheduler import Prefetcher, block_order
@@ -87,14 +88,36 @@ class BlockLoopSolver:
 
     # -- state ---------------------------------------------------------------------------------------
     def fresh_state(self) -> dict:
+        """Starting ``w``, ``v`` (zeros, or rebuilt from warm-start duals) and the snapshot."""
         d = self.dim
-        return {"w": np.zeros(d), "v": np.zeros(d), "w_prev": np.zeros(d)}
+        v = np.zeros(d)
+        if self.opt.get("warm_start"):
+            # v = 1/(l2 n) sum_i a_i x_i for the copied duals: one pass over the data
+            scale = 1.0 / (float(self.pb.penalty.l2) * self.n)
+            for b in range(self.nb):
+                blk = self.store.block(L.ROWS, b)
+                block_accumulate_v(np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
+                                   self.rd.read_duals(0, b), v, scale, float(self.pb.bias))
+        w = grad_conj(self.pb.penalty, v, self.pb.bias)
+        return {"w": w, "v": v, "w_prev": w.copy()}
 
     def init_duals(self) -> None:
-        """Buffer 0 holds the starting duals (zeros) of every block."""
+        """Buffer 0 holds the starting duals of every block: zeros, or a finished run's (warm start).
+
+        A finished run's duals stay feasible for another ``l2`` or ``l1`` (the dual
+        constraints depend on the loss and weights only), which is what makes
+        regularization paths cheap.
+        """
+        warm = self.opt.get("warm_start")
         for b in range(self.nb):
             lo, hi = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
-            self.rd.write_duals(0, b, np.zeros(hi - lo))
+            if warm:
+                a = warm[0].read_duals(warm[1], b)
+                if len(a) != hi - lo:
+                    raise ValueError(f"warm start: block {b} of the previous run has {len(a)} duals, expected {hi - lo}")
+            else:
+                a = np.zeros(hi - lo)
+            self.rd.write_duals(0, b, a)
 
     def update_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray,
                      v: np.ndarray) -> None:  # pragma: no cover
