@@ -92,18 +92,31 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
             loss_sum += float(np.sum(loss.value(m, ys)))
             if model.loss == "logistic":
                 logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
+        elif model.task == L.MULTICLASS:
+            pred = model.predict_from_margins(m)
+            correct += int(np.sum(pred == y))
+            for c, cls in enumerate(model.classes_):
+                loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
+            if model.loss == "logistic":
+                # one-vs-rest probabilities normalised over the classes, as predict_proba does
+                p = 1.0 / (1.0 + np.exp(-m))
+                p /= p.sum(axis=1, keepdims=True)
+                idx = np.searchsorted(model.classes_, y)
+                ok = (idx < len(model.classes_)) & (model.classes_[np.minimum(idx, len(model.classes_) - 1)] == y)
+                pt = np.where(ok, p[np.arange(len(y)), np.minimum(idx, len(model.classes_) - 1)], 1e-300)
+                logloss += float(-np.sum(np.log(np.maximum(pt, 1e-300))))
         else:
             loss_sum += float(np.sum(loss.value(m, y)))
             sq += float(np.sum((m - y) ** 2))
     if n == 0:
         raise ValueError(f"{source}: no rows to evaluate")
     bias = float(meta.get("bias", 0.0))
-    w = model.coef_
+    W = np.atleast_2d(model.coef_)
     if bias > 0:
-        w = np.concatenate([w, [float(model.intercept_) / bias]])
+        W = np.hstack([W, np.atleast_1d(model.intercept_).reshape(-1, 1) / bias])
     pen = ElasticNet(float(meta.get("l2", 0.0)), float(meta.get("l1", 0.0)))
-    out = {"n_rows": n, "primal": loss_sum / n + primal_value(pen, w, bias)}
-    if model.task == L.BINARY:
+    out = {"n_rows": n, "primal": loss_sum / n + sum(primal_value(pen, w, bias) for w in W)}
+    if model.task in (L.BINARY, L.MULTICLASS):
         out["accuracy"] = correct / n
         if model.loss == "logistic":
             out["logloss"] = logloss / n

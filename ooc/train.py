@@ -29,7 +29,11 @@ class ConvergenceWarning(UserWarning):
 
 
 class Problem(NamedTuple):
-    """What the solvers need to know about the objective and the labels."""
+    """What the solvers need to know about the objective and the labels.
+
+    ``n_sub`` problems are solved side by side: 1 for binary and regression
+    stores, one per class for one-vs-rest (class ``c`` against the rest).
+    """
 
     store: object
     loss: object
@@ -37,16 +41,28 @@ class Problem(NamedTuple):
     penalty: ElasticNet
     bias: float
     task: str
-    weight_pos: float
-    weight_neg: float
+    classes: tuple | None           # class values of a multiclass store (sorted)
+    class_weights: tuple | None     # weight per stored label value, in the order of ``weight_values``
+    weight_values: tuple | None
+
+    @property
+    def n_sub(self) -> int:
+        return len(self.classes) if self.task == L.MULTICLASS else 1
 
     def block_labels(self, labels: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(labels, dtype=np.float64)
 
+    def sub_labels(self, y: np.ndarray, c: int) -> np.ndarray:
+        """Labels of problem ``c``: -1/+1 (class ``c`` against the rest), or ``y`` itself."""
+        if self.task == L.MULTICLASS:
+            return np.where(y == self.classes[c], 1.0, -1.0)
+        return y
+
     def example_weights(self, y: np.ndarray) -> np.ndarray:
-        if self.task == L.REGRESSION or (self.weight_pos == 1.0 and self.weight_neg == 1.0):
+        if self.class_weights is None:
             return np.ones(len(y))
-        return np.where(y > 0, self.weight_pos, self.weight_neg)
+        idx = np.searchsorted(np.asarray(self.weight_values), y)
+        return np.asarray(self.class_weights)[np.clip(idx, 0, len(self.class_weights) - 1)]
 
 
 DEFAULTS = {
@@ -88,9 +104,12 @@ def _validate(opts: dict, store) -> dict:
     if o["class_weight"] not in (None, "none", "balanced"):
         raise ValueError("--class-weight: expected 'balanced' (or nothing)")
     kind = store.label_kind
-    if kind == L.MULTICLASS or o["multiclass"] is not None:
-        raise ValueError(f"{store.path}: multiclass training (--multiclass ovr|crammer-singer) is not "
-                         "available yet in this version; convert with --label-kind binary/regression")
+    if o["multiclass"] not in (None, "ovr"):
+        raise ValueError(f"--multiclass {o['multiclass']}: only ovr (one-vs-rest) is available in this version")
+    if kind == L.MULTICLASS and o["loss"] == "squared":
+        raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
+    if kind == L.MULTICLASS and o["distributed"]:
+        raise ValueError("--distributed trains binary and regression tasks in this version (not multiclass)")
     if kind == L.REGRESSION and o["loss"] != "squared":
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
     if not store.has_layout(L.ROWS):
@@ -105,16 +124,20 @@ def _validate(opts: dict, store) -> dict:
 
 def _problem(store, o: dict) -> Problem:
     loss = make_loss(o["loss"], gamma=o["gamma"])
-    task = L.REGRESSION if store.label_kind == L.REGRESSION else L.BINARY
-    wp = wn = 1.0
-    if o["class_weight"] == "balanced" and task == L.BINARY:
+    kind = store.label_kind
+    task = kind if kind in (L.REGRESSION, L.MULTICLASS) else L.BINARY
+    classes = tuple(float(c) for c in store.classes) if task == L.MULTICLASS else None
+    weights = values = None
+    if o["class_weight"] == "balanced" and task != L.REGRESSION:
         counts = store.attrs.get("label_counts") or {}
-        vals = list(counts.values())
-        if len(vals) == 2 and min(vals) > 0:
-            n = store.n_rows
-            # scikit-learn's rule: n_samples / (n_classes * count(class)); counts are in value order
-            wn, wp = n / (2.0 * vals[0]), n / (2.0 * vals[1])
-    return Problem(store, loss, o["loss"], ElasticNet(o["l2"], o["l1"]), o["bias"], task, wp, wn)
+        # scikit-learn's rule: n_samples / (n_classes * count(class)), the same weight in every OvR problem
+        vals = sorted((float(k), int(v)) for k, v in counts.items())
+        if task == L.BINARY:  # stored as -1/+1, counts are keyed by the original values in order
+            vals = list(zip((-1.0, 1.0), (c for _, c in vals)))
+        if vals and min(c for _, c in vals) > 0:
+            values = tuple(v for v, _ in vals)
+            weights = tuple(store.n_rows / (len(vals) * c) for _, c in vals)
+    return Problem(store, loss, o["loss"], ElasticNet(o["l2"], o["l1"]), o["bias"], task, classes, weights, values)
 
 
 class Run:
@@ -237,10 +260,14 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)
-    w = res.pop("w")
+    w = np.atleast_2d(res.pop("w"))
     d = st.n_cols
-    coef, icpt = w[:d], (float(o["bias"] * w[d]) if o["bias"] > 0 else 0.0)
-    classes = st.label_values if pb.task == L.BINARY else None
+    coef = w[:, :d]
+    icpt = o["bias"] * w[:, d] if o["bias"] > 0 else np.zeros(len(w))
+    if pb.task != L.MULTICLASS:
+        coef, icpt = coef[0], float(icpt[0])
+    classes = (st.label_values if pb.task == L.BINARY else
+               list(pb.classes) if pb.task == L.MULTICLASS else None)
     meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "gamma": o["gamma"], "store": st.path,
             "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
     model = LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)

@@ -11,6 +11,12 @@ certified (``gap <= tol * max(1, |P|)``) it is the result: its ``w`` is the
 snapshot and its duals are still intact in the buffer the pass read from. When
 ``max_epochs`` is reached, a last pass without updates certifies the final state.
 
+The loop solves ``k`` problems side by side on the same pass: ``k = 1`` for a
+binary or regression task, ``k`` classes for one-vs-rest multiclass, where one
+block read serves every class. The state is ``w, v`` of shape ``(k, dim)`` and
+duals of shape ``(k, rows)`` per block; the objective reported is the sum of the
+``k`` objectives (each is certified by its own gap, and their sum bounds all).
+
 A subclass provides :meth:`update_block`; extra state arrays it keeps in
 ``self.extra`` are checkpointed with ``w`` and ``v``.
 """
@@ -33,7 +39,11 @@ from ..store import layout as L
 
 
 class TrainBlock(NamedTuple):
-    """A row block ready for the kernels: CSR arrays, labels and example weights."""
+    """A row block ready for the kernels: CSR arrays, stored labels and example weights.
+
+    ``y`` holds the labels as stored (-1/+1, class values or targets); the
+    per-problem labels come from ``Problem.sub_labels``.
+    """
 
     index: int
     start: int
@@ -77,6 +87,7 @@ class BlockLoopSolver:
         self.nb = st.n_blocks(L.ROWS)
         self.cache = BlockCache(options["memory"])
         self.row_ptr = st.block_ptr(L.ROWS)
+        self.k = problem.n_sub
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
@@ -88,17 +99,18 @@ class BlockLoopSolver:
 
     # -- state ---------------------------------------------------------------------------------------
     def fresh_state(self) -> dict:
-        """Starting ``w``, ``v`` (zeros, or rebuilt from warm-start duals) and the snapshot."""
-        d = self.dim
-        v = np.zeros(d)
+        """Starting ``w``, ``v`` (zeros, or rebuilt from warm-start duals) and the snapshot, (k, dim) each."""
+        v = np.zeros((self.k, self.dim))
         if self.opt.get("warm_start"):
             # v = 1/(l2 n) sum_i a_i x_i for the copied duals: one pass over the data
             scale = 1.0 / (float(self.pb.penalty.l2) * self.n)
             for b in range(self.nb):
                 blk = self.store.block(L.ROWS, b)
-                block_accumulate_v(np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
-                                   self.rd.read_duals(0, b), v, scale, float(self.pb.bias))
-        w = grad_conj(self.pb.penalty, v, self.pb.bias)
+                alpha = self.rd.read_duals(0, b)
+                for c in range(self.k):
+                    block_accumulate_v(np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
+                                       alpha[c], v[c], scale, float(self.pb.bias))
+        w = np.stack([grad_conj(self.pb.penalty, v[c], self.pb.bias) for c in range(self.k)])
         return {"w": w, "v": v, "w_prev": w.copy()}
 
     def init_duals(self) -> None:
@@ -113,15 +125,16 @@ class BlockLoopSolver:
             lo, hi = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
             if warm:
                 a = warm[0].read_duals(warm[1], b)
-                if len(a) != hi - lo:
-                    raise ValueError(f"warm start: block {b} of the previous run has {len(a)} duals, expected {hi - lo}")
+                if a.shape != (self.k, hi - lo):
+                    raise ValueError(f"warm start: block {b} of the previous run has duals of shape {a.shape}, "
+                                     f"expected {(self.k, hi - lo)}")
             else:
-                a = np.zeros(hi - lo)
+                a = np.zeros((self.k, hi - lo))
             self.rd.write_duals(0, b, a)
 
     def update_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray,
                      v: np.ndarray) -> None:  # pragma: no cover
-        """Update ``alpha`` (the block's duals), ``w`` and ``v`` in place."""
+        """Update ``alpha`` (the block's duals, (k, rows)), ``w`` and ``v`` ((k, dim)) in place."""
         raise NotImplementedError
 
     # -- the loop ------------------------------------------------------------------------------------
@@ -135,8 +148,7 @@ class BlockLoopSolver:
             self.init_duals()
             arrays = self.fresh_state()
             meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "state_seconds": 0.0,
-                    "primal_sum": 0.0, "dual_sum": 0.0, "history_len": 0, "bytes_read": 0,
-                    "blocks_done": 0}
+                    "primal_sum": [0.0] * self.k, "dual_sum": [0.0] * self.k, "history_len": 0, "bytes_read": 0}
             rd.truncate_history(0)
             rd.save_checkpoint(arrays, meta)
         else:
@@ -147,7 +159,8 @@ class BlockLoopSolver:
         e, k = int(meta["epoch"]), int(meta["position"])
         seconds0 = float(meta["seconds"])
         state_seconds = float(meta["state_seconds"])
-        psum, dsum = float(meta["primal_sum"]), float(meta["dual_sum"])
+        psum = np.asarray(meta["primal_sum"], dtype=np.float64)
+        dsum = np.asarray(meta["dual_sum"], dtype=np.float64)
         seq = int(meta["seq"])
         bytes_read0 = int(meta["bytes_read"])
         history_len = int(meta["history_len"])
@@ -162,7 +175,7 @@ class BlockLoopSolver:
             nonlocal seq, last_ck
             seq += 1
             m = {"seq": seq, "epoch": e, "position": k, "seconds": elapsed(), "state_seconds": state_seconds,
-                 "primal_sum": psum, "dual_sum": dsum, "history_len": history_len,
+                 "primal_sum": psum.tolist(), "dual_sum": dsum.tolist(), "history_len": history_len,
                  "bytes_read": bytes_read0 + self.cache.bytes_read}
             rd.save_checkpoint({"w": w, "v": v, "w_prev": w_prev, **self.extra}, m)
             last_ck = time.perf_counter()
@@ -171,7 +184,8 @@ class BlockLoopSolver:
             update = e < max_epochs
             if k == 0:
                 np.copyto(w_prev, w)
-                psum = dsum = 0.0
+                psum[:] = 0.0
+                dsum[:] = 0.0
             order = block_order(self.nb, int(opt["seed"]), e)
             cur, nxt = e % 2, (e + 1) % 2
             pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
@@ -179,9 +193,11 @@ class BlockLoopSolver:
             pf = Prefetcher(order[k:], self.load_block, self.cache, lambda t: t.nbytes, depth=1)
             for b, blk in pf:
                 alpha = rd.read_duals(cur, b)
-                psum += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, w_prev,
-                                          pb.bias)
-                dsum += block_dual_loss(pb.loss, blk.y, blk.c, alpha)
+                for c in range(self.k):
+                    yc = pb.sub_labels(blk.y, c)
+                    psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_prev[c],
+                                                 pb.bias)
+                    dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
                 if update:
                     self.update_block(blk, alpha, e, w, v)
                     rd.write_duals(nxt, b, alpha)
@@ -197,7 +213,7 @@ class BlockLoopSolver:
                 "seconds": state_seconds,
                 "primal": gap[0], "dual": gap[1], "gap": gap[2],
                 "rel_gap": gap[2] / max(1.0, abs(gap[0])),
-                "nnz_w": int(np.count_nonzero(w_prev[: self.store.n_cols])),
+                "nnz_w": int(np.count_nonzero(w_prev[:, : self.store.n_cols])),
                 "bytes_read": bytes_read0 + self.cache.bytes_read,
                 "cache_hit_rate": self.cache.hit_rate,
                 "pass_seconds": pass_seconds,
@@ -217,17 +233,20 @@ class BlockLoopSolver:
             state_seconds = elapsed()
             # the next pass starts from S_e: snapshot w now so the checkpoint holds it
             np.copyto(w_prev, w)
-            psum = dsum = 0.0
+            psum[:] = 0.0
+            dsum[:] = 0.0
             checkpoint()
         result["total_seconds"] = elapsed()
         return result
 
-    def _gap(self, psum: float, dsum: float, w_state: np.ndarray) -> tuple[float, float, float]:
-        """(P, D, gap) of the state whose ``w`` is ``w_state``; ``g*`` from the snapshot's v."""
+    def _gap(self, psum: np.ndarray, dsum: np.ndarray, w_state: np.ndarray) -> tuple[float, float, float]:
+        """(P, D, gap) summed over the k problems of the state whose ``w`` is ``w_state``."""
         pb = self.pb
         n = float(self.n)
-        p = psum / n + primal_value(pb.penalty, w_state, pb.bias)
-        # for the elastic net l2 g*(v) = l2/2 ||soft_threshold(v, l1/l2)||^2 = l2/2 ||w||^2, and the
-        # kernels keep w = soft_threshold(v) exactly, so the snapshot of w is all D needs
-        d = dsum / n - 0.5 * pb.penalty.l2 * float(np.dot(w_state, w_state))
+        p = d = 0.0
+        for c in range(self.k):
+            p += psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
+            # for the elastic net l2 g*(v) = l2/2 ||soft_threshold(v, l1/l2)||^2 = l2/2 ||w||^2, and the
+            # kernels keep w = soft_threshold(v) exactly, so the snapshot of w is all D needs
+            d += dsum[c] / n - 0.5 * pb.penalty.l2 * float(np.dot(w_state[c], w_state[c]))
         return p, d, (p - d) if math.isfinite(d) else math.inf

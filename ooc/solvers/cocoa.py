@@ -81,7 +81,7 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, 
 
     for b in order:
         blk = cache.get(int(b), lambda: load(int(b)), lambda t: t.nbytes)
-        alpha = rd.read_duals(rnd % 2, int(b))
+        alpha = rd.read_duals(rnd % 2, int(b))[0]
         psum += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, w, pb.bias)
         dsum += block_dual_loss(pb.loss, blk.y, blk.c, alpha)
         if update:
@@ -89,7 +89,7 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, 
                 rows = row_order(blk.stop - blk.start, seed, rnd * local_passes + h, int(b))
                 sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, alpha, rows, v_loc, w_loc,
                           float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias))
-            rd.write_duals((rnd + 1) % 2, int(b), alpha)
+            rd.write_duals((rnd + 1) % 2, int(b), alpha[None, :])
     rd.sync_duals()
     dv = (v_loc - v) / n_workers
     return dv, psum, dsum, cache.bytes_read - bytes0, cache.hit_rate
@@ -138,8 +138,8 @@ class CoCoASolver:
         loaded = rd.load_checkpoint() if resume else None
         if loaded is None:
             for b in range(self.nb):
-                rd.write_duals(0, b, np.zeros(int(self.row_ptr[b + 1] - self.row_ptr[b])))
-            v = np.zeros(self.dim)
+                rd.write_duals(0, b, np.zeros((1, int(self.row_ptr[b + 1] - self.row_ptr[b]))))
+            v = np.zeros(self.dim)  # binary/regression only: one problem
             meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "state_seconds": 0.0, "primal_sum": 0.0,
                     "dual_sum": 0.0, "history_len": 0, "bytes_read": 0}
             rd.truncate_history(0)

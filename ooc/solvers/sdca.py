@@ -31,5 +31,6 @@ class SDCASolver(BlockLoopSolver):
     def update_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray, v: np.ndarray) -> None:
         pb = self.pb
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
-        sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, alpha, order, v, w,
-                  float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))
+        for c in range(self.k):  # one-vs-rest: every class on the block already in memory
+            sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c, alpha[c], order,
+                      v[c], w[c], float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))
