@@ -22,6 +22,15 @@ from ooc.objectives.penalties import (
     soft_threshold,
 )
 from ooc.objectives.gap import GapResult, dual, duality_gap, gap_from_sums, primal
+from ooc.objectives.multiclass import (
+    MulticlassHinge,
+    class_indices,
+    cs_duality_gap,
+    cs_gap_from_sums,
+    make_multiclass_loss,
+    ovr_labels,
+)
+from ooc.objectives.accel import AccelParams, accel_params
 
 __all__ = [
     "LOSSES",
@@ -46,4 +55,12 @@ __all__ = [
     "duality_gap",
     "gap_from_sums",
     "primal",
+    "MulticlassHinge",
+    "class_indices",
+    "cs_duality_gap",
+    "cs_gap_from_sums",
+    "make_multiclass_loss",
+    "ovr_labels",
+    "AccelParams",
+    "accel_params",
 ]
