@@ -67,7 +67,32 @@ class SynthSource:
         for s in range(0, self.rows, self.rows_per_chunk):
             yield self.chunk(s, min(self.rows, s + self.rows_per_chunk))
 
+    #: Rows drawn from one random stream. Chunks are cut out of these fixed spans, so
+    #: the data does not depend on ``rows_per_chunk`` (65536, the default chunk, keeps
+    #: the default output what it always was).
+    GEN_ROWS = 65536
+
     def chunk(self, start: int, stop: int) -> RowChunk:
+        """Rows ``start..stop-1`` (0-based ids), the same whatever the chunking."""
+        G = self.GEN_ROWS
+        parts = []
+        for g0 in range(start // G * G, stop, G):
+            ch = self._span(g0, min(self.rows, g0 + G))
+            lo, hi = max(start, g0) - g0, min(stop, g0 + G) - g0
+            if (lo, hi) != (0, len(ch.labels)):
+                a, b = ch.indptr[lo], ch.indptr[hi]
+                ch = RowChunk(ch.labels[lo:hi], ch.indptr[lo:hi + 1] - a, ch.indices[a:b], ch.data[a:b], 0, 0)
+            parts.append(ch)
+        if len(parts) == 1:
+            c = parts[0]
+            return RowChunk(c.labels, c.indptr, c.indices, c.data, start + 1, 0)
+        off = np.cumsum([0] + [int(c.indptr[-1]) for c in parts[:-1]])
+        return RowChunk(np.concatenate([c.labels for c in parts]),
+                        np.concatenate([parts[0].indptr[:1]] + [c.indptr[1:] + o for c, o in zip(parts, off)]),
+                        np.concatenate([c.indices for c in parts]), np.concatenate([c.data for c in parts]),
+                        start + 1, 0)
+
+    def _span(self, start: int, stop: int) -> RowChunk:
         m = stop - start
         rng = np.random.default_rng([self.seed, 2, start])
         k = self.k
@@ -143,3 +168,98 @@ def synth(store: str, rows: int, cols: int, nnz_per_row: int, **kwargs):
     conv.setdefault("n_features", cols)
     label_kind = {"binary": "binary", "multiclass": "multiclass", "regression": "regression"}[src.task]
     return convert(src, store, label_kind=label_kind, **conv)
+
+
+def _put_digits(buf: np.ndarray, ends: np.ndarray, values: np.ndarray, width: np.ndarray) -> None:
+    """Write the decimal digits of ``values`` so the last digit lands at ``ends - 1``.
+
+    Vectorised over all numbers of one width at a time (one pass per digit), so text
+    generation runs at numpy speed rather than one Python call per token.
+    """
+    for w in np.unique(width):
+        sel = np.flatnonzero(width == w)
+        v = values[sel].astype(np.int32 if values.max(initial=0) < 2**31 else np.int64)
+        pos = ends[sel] - 1
+        for k in range(int(w)):
+            q = v // 10
+            buf[pos - k] = (48 + (v - 10 * q)).astype(np.uint8)
+            v = q
+
+
+def textlike_svmlight_bytes(n_rows: int, rng: np.random.Generator, max_id: int = 1 << 20,
+                            nnz_range=(15, 30), zipf: float = 1.1, perm=None) -> bytes:
+    """``n_rows`` lines of text-like svmlight data as bytes (1-based ids, +-1 labels).
+
+    Each row has ``nnz_range`` ids (duplicates dropped, so a few rows have fewer) drawn
+    with Zipf-like popularity over ``1..max_id`` (``perm`` scatters popular ranks over the
+    id range), values with 6 significant digits in ``[0.01, 1)``.
+    """
+    k = rng.integers(nnz_range[0], nnz_range[1] + 1, size=n_rows)
+    row = np.repeat(np.arange(n_rows), k)
+    # Zipf-like ranks: inverse transform of a power law truncated to [1, max_id]
+    # (continuous approximation of the pmf r**-zipf; no per-row loop)
+    u = rng.random(len(row))
+    if zipf == 1.0:
+        r = np.exp(u * np.log(max_id))
+    else:
+        a = 1.0 - zipf
+        r = (1.0 + u * (float(max_id) ** a - 1.0)) ** (1.0 / a)
+    ranks = np.clip(r.astype(np.int64) - 1, 0, max_id - 1)
+    ids0 = perm[ranks] if perm is not None else ranks
+    # one sort of a combined key (row major) is ~10x faster than lexsort
+    key = row * np.int64(max_id) + ids0
+    key.sort()
+    key = key[np.concatenate(([True], key[1:] != key[:-1]))]  # drop repeated ids within a row
+    row, ids = key // max_id, key % max_id + 1
+    nnz = len(ids)
+    counts = np.bincount(row, minlength=n_rows)
+    mant = rng.integers(100000, 1000000, size=nnz)
+    lead0 = rng.random(nnz) < 0.5  # "0.0dddddd" or "0.dddddd": 6 significant digits either way
+    id_w = np.floor(np.log10(ids)).astype(np.int64) + 1
+    val_w = np.where(lead0, 9, 8)
+    tok_w = id_w + 1 + val_w + 1  # "id:value" plus a space (or the newline)
+    neg = rng.random(n_rows) < 0.5
+    lab_w = np.where(neg, 2, 1)  # "-1" or "1"
+    # line length: label, then " id:value" per token, then "\n"
+    line_w = lab_w + np.bincount(row, weights=tok_w, minlength=n_rows).astype(np.int64) + 1
+    line_start = np.concatenate(([0], np.cumsum(line_w)[:-1]))
+    total = int(line_w.sum())
+    buf = np.full(total, 32, dtype=np.uint8)
+    buf[line_start + line_w - 1] = 10
+    buf[line_start[neg]] = 45
+    buf[line_start + lab_w - 1] = 49
+    # token start: line start + label + 1 (space) + preceding tokens of the row
+    first_tok = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    before = np.cumsum(tok_w) - tok_w
+    tok_start = line_start[row] + lab_w[row] + 1 + before - before[first_tok][row]
+    colon = tok_start + id_w
+    _put_digits(buf, colon, ids, id_w)
+    buf[colon] = 58
+    buf[colon + 1] = 48
+    buf[colon + 2] = 46
+    buf[colon[lead0] + 3] = 48
+    _put_digits(buf, colon + 1 + val_w, mant, np.full(nnz, 6, dtype=np.int64))
+    return buf.tobytes()
+
+
+def write_textlike_svmlight(path: str, target_bytes: int, seed: int = 0, max_id: int = 1 << 20,
+                            nnz_range=(15, 30), zipf: float = 1.1, batch_rows: int = 100_000) -> int:
+    """Write a text-like svmlight file of about ``target_bytes`` bytes; returns its size.
+
+    Fast (hundreds of MB/s, numpy only): meant for benchmarks and memory-cap tests
+    that need files far larger than :func:`write_svmlight` produces in reasonable time.
+    """
+    target_bytes = int(target_bytes)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(max_id)
+    written = 0
+    with open(path, "wb") as f:
+        while written < target_bytes:
+            chunk = textlike_svmlight_bytes(batch_rows, rng, max_id, nnz_range, zipf, perm)
+            if written + len(chunk) > target_bytes:
+                # cut at a line end near the target so the size is about right
+                cut = chunk.find(b"\n", target_bytes - written) + 1 or len(chunk)
+                chunk = chunk[:cut]
+            f.write(chunk)
+            written += len(chunk)
+    return written

@@ -183,26 +183,33 @@ class MemoryBackend(Backend):
         self._c["arrays"][name] = np.zeros(length, dtype=dtype)
         self._c["chunks"][name] = int(chunk_len)
 
+    def _arr(self, name):
+        try:
+            return self._c["arrays"][name]
+        except KeyError:  # the same error the on-disk backends give
+            raise StoreError(f"{self.path}: array {name!r} is missing") from None
+
     def resize(self, name, length):
-        a = self._c["arrays"][name]
+        a = self._arr(name)
         b = np.zeros(length, dtype=a.dtype)
         m = min(len(a), length)
         b[:m] = a[:m]
         self._c["arrays"][name] = b
 
     def write(self, name, start, values):
-        self._c["arrays"][name][start:start + len(values)] = values
+        self._arr(name)[start:start + len(values)] = values
 
     def _read(self, name, start, stop):
-        return self._c["arrays"][name][start:stop].copy()
+        return self._arr(name)[start:stop].copy()
 
     def length(self, name):
-        return len(self._c["arrays"][name])
+        return len(self._arr(name))
 
     def dtype(self, name):
-        return self._c["arrays"][name].dtype
+        return self._arr(name).dtype
 
     def chunk_len(self, name):
+        self._arr(name)
         return self._c["chunks"][name]
 
     def has(self, name):

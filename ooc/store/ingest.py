@@ -6,11 +6,13 @@ then builds the column layout without ever loading the matrix:
 
 1. column blocks are sized from the column nonzero counts (known after the row
    pass);
-2. each row block is read back, its entries are bucketed by column block and
-   appended to one temporary file per column block;
-3. each bucket is loaded alone, stably sorted by column (row order within a
-   column is preserved because buckets are filled in row order), and appended
-   to ``cols/indices`` and ``cols/data``.
+2. each row block is read back, its entries are bucketed by column block (a
+   counting sort, :func:`ooc.kernels.transpose.bucket_entries`) and appended to one
+   temporary file per column block;
+3. each bucket is loaded alone and counting-sorted by column into place
+   (:func:`ooc.kernels.transpose.assemble_block`; row order within a column is
+   preserved because buckets are filled in row order), then appended to
+   ``cols/indices`` and ``cols/data``.
 
 Peak memory is about ``memory``: text chunks, row blocks and buckets are all
 sized from it.
@@ -28,6 +30,7 @@ import numpy as np
 from ..kernels import transpose as _kt
 from . import layout as L
 from .readers import InputError, RowChunk, detect_format, iter_csv, iter_svmlight
+from .backend import MemoryBackend
 from .store import BACKENDS, Store, open_store
 from .writer import Appender, StoreWriter, publish, remove_path, temporary_path
 
@@ -126,11 +129,23 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
             return (lambda: iter_csv(path, chunk_bytes=chunk_bytes)), size, path, True
         if fmt == "npz":
             X, yy = _load_npz(path)
-            return (lambda: _array_chunks(X, yy, rows_per_chunk)), None, path, True
+            return _with_n_cols(lambda: _array_chunks(X, yy, rows_per_chunk), X), None, path, True
         raise ValueError(f"unknown input format {fmt!r}")
     if y is None:
         raise ValueError("converting an array or matrix needs its labels: convert(X, store, y=y)")
-    return (lambda: _array_chunks(source, y, rows_per_chunk)), None, f"<{type(source).__name__}>", True
+    return (_with_n_cols(lambda: _array_chunks(source, y, rows_per_chunk), source), None,
+            f"<{type(source).__name__}>", True)
+
+
+def _with_n_cols(make, X):
+    """Tag a chunk factory with the column count of its matrix.
+
+    The data alone cannot tell trailing all-zero columns from absent ones, but a
+    matrix has a shape: a store built from it must have as many columns.
+    """
+    shape = getattr(X, "shape", ())
+    make.n_cols = int(shape[1]) if len(shape) == 2 else None
+    return make
 
 
 # -- the conversion ----------------------------------------------------------------------
@@ -201,11 +216,14 @@ def convert(
     cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
     chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
     rows_per_chunk = max(1024, chunk_bytes // 64)
-    exists = os.path.exists(store) if not store.startswith("memory://") else False
+    # a memory:// store exists in this process's registry, not on disk
+    exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
     if exists and not overwrite:
         raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
 
     make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes, rows_per_chunk)
+    if n_features is None:
+        n_features = getattr(make_chunks, "n_cols", None)
     settings = {
         "zero_based": True if known_zero else zero_based,
         "index_dtype": np.dtype(np.int32),
@@ -228,11 +246,15 @@ def convert(
             remove_path(tmp)
             raise
         break
-    if layout == "cols":
-        _drop_rows(tmp, backend_cls)
-    if exists:
-        remove_path(store)
-    publish(tmp, store)
+    try:
+        if layout == "cols":
+            _drop_rows(tmp, backend_cls)
+        if exists:
+            remove_path(store)
+        publish(tmp, store)
+    except BaseException:
+        remove_path(tmp)  # e.g. STORE appeared meanwhile: leave no hidden partial behind
+        raise
     if progress:
         progress({"phase": "done", "seconds": time.perf_counter() - t0})
     return open_store(store)

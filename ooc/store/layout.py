@@ -83,9 +83,12 @@ def entry_bytes(data_dtype: np.dtype, index_dtype: np.dtype) -> int:
 def block_boundaries(nnz_per_line: np.ndarray, entry_nbytes: int, block_bytes: int) -> np.ndarray:
     """Split lines (rows or columns) into consecutive blocks of about ``block_bytes``.
 
-    A block closes as soon as its decoded size (entries plus one indptr slot per
-    line) reaches ``block_bytes``; a single line larger than that is a block of
-    its own. Returns the block pointer: first line of each block, then the count.
+    A block holds as many whole lines as fit in ``block_bytes`` decoded bytes
+    (entries plus one indptr slot per line), and at least one line: a single line
+    larger than that is a block of its own. So no block exceeds ``block_bytes``
+    unless it is one line, which readers and the transpose rely on to stay within
+    their memory budget. Returns the block pointer: first line of each block, then
+    the count.
     """
     sizes = np.asarray(nnz_per_line, dtype=np.int64) * entry_nbytes + INDPTR_DTYPE.itemsize
     n = len(sizes)
@@ -95,8 +98,8 @@ def block_boundaries(nnz_per_line: np.ndarray, entry_nbytes: int, block_bytes: i
     ptr = [0]
     base = 0
     while True:
-        # first line index at which the running size since ``ptr[-1]`` reaches the budget
-        stop = int(np.searchsorted(cum, base + block_bytes, side="left")) + 1
+        # lines ptr[-1]..stop-1 are those whose running size since ptr[-1] fits the budget
+        stop = int(np.searchsorted(cum, base + block_bytes, side="right"))
         stop = max(stop, ptr[-1] + 1)
         if stop >= n:
             ptr.append(n)
@@ -104,3 +107,50 @@ def block_boundaries(nnz_per_line: np.ndarray, entry_nbytes: int, block_bytes: i
         ptr.append(stop)
         base = int(cum[stop - 1])
     return np.asarray(ptr, dtype=np.int64)
+
+
+class BlockCutter:
+    """:func:`block_boundaries` computed as lines stream in, in O(blocks) memory.
+
+    Feeding the per-line nonzero counts chunk by chunk gives the same pointer as
+    ``block_boundaries`` on all of them, however they are chunked, without ever
+    holding O(n) counts (the row pass must stay bounded whatever the row count).
+    """
+
+    def __init__(self, entry_nbytes: int, block_bytes: int):
+        self.entry_nbytes = int(entry_nbytes)
+        self.block_bytes = int(block_bytes)
+        self.ptr = [0]
+        self.n = 0          # lines seen
+        self.open_bytes = 0  # decoded bytes of the block being filled
+
+    def add(self, nnz_per_line: np.ndarray) -> None:
+        sizes = np.asarray(nnz_per_line, dtype=np.int64) * self.entry_nbytes + INDPTR_DTYPE.itemsize
+        m = len(sizes)
+        if m == 0:
+            return
+        cum = np.cumsum(sizes)
+        pos, base = 0, 0  # first line of this chunk not yet placed; cum before it
+        while pos < m:
+            stop = int(np.searchsorted(cum, base + self.block_bytes - self.open_bytes, side="right"))
+            if stop >= m:  # the rest fits in the open block, which stays open
+                self.open_bytes += int(cum[-1]) - base
+                break
+            if stop == pos:
+                if self.open_bytes:  # line ``pos`` does not fit: close the open block first
+                    self.ptr.append(self.n + pos)
+                    self.open_bytes = 0
+                    continue
+                stop = pos + 1  # a line larger than the budget is a block of its own
+            self.ptr.append(self.n + stop)
+            self.open_bytes = 0
+            base = int(cum[stop - 1])
+            pos = stop
+        self.n += m
+
+    def finish(self) -> np.ndarray:
+        """The block pointer: first line of each block, then the line count."""
+        ptr = list(self.ptr)
+        if self.n > ptr[-1]:
+            ptr.append(self.n)
+        return np.asarray(ptr, dtype=np.int64)

@@ -19,23 +19,48 @@ the smaller one names the side to work on.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def _row_stats(indptr, data, nnz, sq):
+    for r in range(len(indptr) - 1):
+        nnz[r] = indptr[r + 1] - indptr[r]
+        acc = 0.0
+        for j in range(indptr[r], indptr[r + 1]):
+            v = np.float64(data[j])
+            acc += v * v
+        sq[r] = acc
 
 
 def row_stats(indptr: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Nonzeros and squared norms of each row of a CSR chunk."""
-    nnz = np.diff(indptr).astype(np.int64)
-    sq = np.zeros(len(nnz), dtype=np.float64)
-    if len(data):
-        d2 = np.square(data, dtype=np.float64)
-        # reduceat misbehaves on empty rows: sum over the cumulative instead
-        c = np.concatenate(([0.0], np.cumsum(d2)))
-        sq = c[indptr[1:]] - c[indptr[:-1]]
-        sq = np.maximum(sq, 0.0)  # cumsum cancellation can leave -0.0-ish residue
+    """Nonzeros and squared norms of each row of a CSR chunk.
+
+    Each row is summed on its own (a difference of running sums over the whole
+    chunk would lose small rows next to large ones), without temporaries.
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    nnz = np.empty(len(indptr) - 1, dtype=np.int64)
+    sq = np.empty(len(indptr) - 1, dtype=np.float64)
+    _row_stats(indptr, np.asarray(data), nnz, sq)
     return nnz, sq
 
 
+@njit(cache=True, nogil=True)
+def _col_add(indices, data, nnz, sq):
+    for j in range(len(indices)):
+        c = indices[j]
+        v = np.float64(data[j])
+        nnz[c] += 1
+        sq[c] += v * v
+
+
 class ColumnAccumulator:
-    """Running per-column nonzero counts and squared norms, grown on demand."""
+    """Running per-column nonzero counts and squared norms, grown on demand.
+
+    Updated in place by a compiled loop: ``bincount`` would allocate two O(d)
+    temporaries per chunk, which for wide data is most of the ingest memory.
+    """
 
     def __init__(self) -> None:
         self.nnz = np.zeros(0, dtype=np.int64)
@@ -47,14 +72,16 @@ class ColumnAccumulator:
             return
         m = int(indices.max()) + 1
         if m > len(self.nnz):
-            grow = max(m, 2 * len(self.nnz))
+            # grow by a quarter at least (amortised), not doubling: d vectors can be large
+            grow = max(m, len(self.nnz) + len(self.nnz) // 4)
             self.nnz = np.concatenate((self.nnz, np.zeros(grow - len(self.nnz), np.int64)))
             self.sqnorm = np.concatenate((self.sqnorm, np.zeros(grow - len(self.sqnorm))))
-        self.nnz[:m] += np.bincount(indices, minlength=m)
-        self.sqnorm[:m] += np.bincount(indices, weights=np.square(data, dtype=np.float64), minlength=m)
+        _col_add(np.asarray(indices), np.asarray(data), self.nnz, self.sqnorm)
 
     def finish(self, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
         """Counts and squared norms truncated or padded to ``n_cols`` columns."""
+        if len(self.nnz) >= n_cols and not self.nnz[n_cols:].any():
+            return self.nnz[:n_cols], self.sqnorm[:n_cols]  # views: no O(d) copy
         nnz = np.zeros(n_cols, dtype=np.int64)
         sq = np.zeros(n_cols, dtype=np.float64)
         m = min(n_cols, len(self.nnz))
@@ -70,16 +97,55 @@ def faceoff(row_nnz, row_sqnorm, col_nnz, col_sqnorm) -> dict:
     return {"C_P": c_p, "C_D": c_d, "recommended_side": "primal" if c_p < c_d else "dual"}
 
 
+class RowSummary:
+    """The row side of :func:`summary`, accumulated chunk by chunk in O(1) memory.
+
+    The writer must not hold O(n) row statistics to summarise them: the row count
+    is the one thing that grows without bound with the input.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.sq_max = 0.0
+        self.sq_min = np.inf
+        self.norm_sum = 0.0
+        self.nnz_max = 0
+        self.empty = 0
+        self.c_d = 0.0
+
+    def add(self, row_nnz, row_sqnorm) -> None:
+        row_nnz = np.asarray(row_nnz)
+        row_sqnorm = np.asarray(row_sqnorm, dtype=np.float64)
+        if len(row_nnz) == 0:
+            return
+        self.n += len(row_nnz)
+        self.sq_max = max(self.sq_max, float(row_sqnorm.max()))
+        self.sq_min = min(self.sq_min, float(row_sqnorm.min()))
+        self.norm_sum += float(np.sqrt(row_sqnorm).sum())
+        self.nnz_max = max(self.nnz_max, int(row_nnz.max()))
+        self.empty += int(np.count_nonzero(row_nnz == 0))
+        self.c_d += float(np.dot(row_nnz.astype(np.float64), row_sqnorm))
+
+
+def summary_from(rows: RowSummary, col_nnz, col_sqnorm) -> dict:
+    """:func:`summary` from streamed row statistics and the O(d) column ones."""
+    c_p = float(np.dot(np.asarray(col_nnz, dtype=np.float64), col_sqnorm))
+    n = rows.n
+    return {
+        "R": float(np.sqrt(rows.sq_max)) if n else 0.0,
+        "row_norm_min": float(np.sqrt(rows.sq_min)) if n else 0.0,
+        "row_norm_mean": rows.norm_sum / n if n else 0.0,
+        "row_nnz_max": rows.nnz_max,
+        "empty_rows": rows.empty,
+        "empty_cols": int(np.count_nonzero(np.asarray(col_nnz) == 0)),
+        "C_P": c_p,
+        "C_D": rows.c_d,
+        "recommended_side": "primal" if c_p < rows.c_d else "dual",
+    }
+
+
 def summary(row_nnz, row_sqnorm, col_nnz, col_sqnorm) -> dict:
     """Everything ``ooc info`` reports about the matrix that the statistics determine."""
-    row_norm = np.sqrt(np.asarray(row_sqnorm, dtype=np.float64))
-    out = {
-        "R": float(row_norm.max()) if len(row_norm) else 0.0,
-        "row_norm_min": float(row_norm.min()) if len(row_norm) else 0.0,
-        "row_norm_mean": float(row_norm.mean()) if len(row_norm) else 0.0,
-        "row_nnz_max": int(np.max(row_nnz)) if len(row_nnz) else 0,
-        "empty_rows": int(np.count_nonzero(np.asarray(row_nnz) == 0)),
-        "empty_cols": int(np.count_nonzero(np.asarray(col_nnz) == 0)),
-    }
-    out.update(faceoff(row_nnz, row_sqnorm, col_nnz, col_sqnorm))
-    return out
+    rows = RowSummary()
+    rows.add(row_nnz, row_sqnorm)
+    return summary_from(rows, col_nnz, col_sqnorm)

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import layout as L
 from .backend import Backend, MemoryBackend
-from .stats import ColumnAccumulator, row_stats, summary
+from .stats import ColumnAccumulator, RowSummary, row_stats, summary_from
 
 #: Most distinct integer labels that still count as classes under ``label_kind="auto"``.
 MAX_AUTO_CLASSES = 1000
@@ -26,6 +26,9 @@ MAX_AUTO_CLASSES = 1000
 
 class Appender:
     """Append to a 1-D backend array in whole chunks, optionally hashing what is written."""
+
+    #: Most whole chunks handed to the backend in one write.
+    CHUNKS_PER_WRITE = 4
 
     def __init__(self, backend: Backend, name: str, dtype, chunk_len: int, hasher=None):
         self.backend, self.name = backend, name
@@ -40,7 +43,8 @@ class Appender:
     def append(self, values: np.ndarray) -> None:
         values = np.asarray(values, dtype=self.dtype)
         if self.hasher is not None:
-            self.hasher.update(self.name.encode())
+            # the hasher sees only this array's bytes, so the digest does not depend on
+            # how the rows were cut into chunks (text chunk size, --memory)
             self.hasher.update(np.ascontiguousarray(values).view(np.uint8))
         pos = 0
         n = len(values)
@@ -54,9 +58,14 @@ class Appender:
                 self._write(self._buf)
                 self._fill = 0
         whole = (n - pos) // self.chunk_len * self.chunk_len
-        if whole:
-            self._write(values[pos:pos + whole])
-            pos += whole
+        # a bounded number of chunks per backend write: the backend encodes a write's
+        # chunks together, and memory must not scale with the size of one append
+        step = self.chunk_len * self.CHUNKS_PER_WRITE
+        while whole:
+            k = min(whole, step)
+            self._write(values[pos:pos + k])
+            pos += k
+            whole -= k
         rest = n - pos
         if rest:
             self._buf[:rest] = values[pos:]
@@ -175,15 +184,20 @@ class StoreWriter:
         self.index_dtype = np.dtype(index_dtype)
         self.block_bytes = int(block_bytes)
         self.chunk_len = int(chunk_len)
-        self.hasher = hashlib.blake2b(digest_size=16)
+        # one hasher per array, combined in a fixed order at the end (see finalize)
+        self.hashers = {k: hashlib.blake2b(digest_size=16) for k in (L.INDPTR, L.INDICES, L.DATA, L.LABELS)}
         be, cl = self.backend, self.chunk_len
-        self.indptr = Appender(be, L.array_name(L.ROWS, L.INDPTR), L.INDPTR_DTYPE, cl, self.hasher)
-        self.indices = Appender(be, L.array_name(L.ROWS, L.INDICES), self.index_dtype, cl, self.hasher)
-        self.data = Appender(be, L.array_name(L.ROWS, L.DATA), self.dtype, cl, self.hasher)
+        self.indptr = Appender(be, L.array_name(L.ROWS, L.INDPTR), L.INDPTR_DTYPE, cl, self.hashers[L.INDPTR])
+        self.indices = Appender(be, L.array_name(L.ROWS, L.INDICES), self.index_dtype, cl,
+                                self.hashers[L.INDICES])
+        self.data = Appender(be, L.array_name(L.ROWS, L.DATA), self.dtype, cl, self.hashers[L.DATA])
         self.labels = Appender(be, L.LABELS, L.LABEL_DTYPE, cl)
         self.row_nnz = Appender(be, L.ROW_NNZ, np.int64, cl)
         self.row_sqnorm = Appender(be, L.ROW_SQNORM, np.float64, cl)
         self.cols = ColumnAccumulator()
+        # row blocks and the row summary are settled as rows stream in: O(blocks), not O(n)
+        self.row_blocks = L.BlockCutter(L.entry_bytes(self.dtype, self.index_dtype), self.block_bytes)
+        self.row_summary = RowSummary()
         self.label_tracker = LabelTracker()
         self.n_rows = 0
         self.nnz = 0
@@ -199,6 +213,8 @@ class StoreWriter:
         nnz, sq = row_stats(indptr, data)
         self.row_nnz.append(nnz)
         self.row_sqnorm.append(sq)
+        self.row_blocks.add(nnz)
+        self.row_summary.add(nnz, sq)
         self.cols.add(indices, data)
         self.label_tracker.add(np.asarray(labels, dtype=np.float64))
         self.n_rows += len(labels)
@@ -208,7 +224,9 @@ class StoreWriter:
         """Close the row arrays, settle labels and statistics; returns attributes so far."""
         for a in (self.indptr, self.indices, self.data, self.labels, self.row_nnz, self.row_sqnorm):
             a.close()
-        seen = len(self.cols.nnz) and int(np.flatnonzero(self.cols.nnz).max(initial=-1)) + 1
+        nz = self.cols.nnz != 0  # one byte per column, not flatnonzero's eight
+        seen = int(len(nz) - np.argmax(nz[::-1])) if nz.any() else 0
+        del nz
         if n_cols is None:
             n_cols = seen
         elif n_cols < seen:
@@ -217,16 +235,16 @@ class StoreWriter:
         col_nnz, col_sq = self.cols.finish(self.n_cols)
         be, cl = self.backend, self.chunk_len
         for name, arr in ((L.COL_NNZ, col_nnz), (L.COL_SQNORM, col_sq)):
-            be.create_array(name, arr.dtype, cl, len(arr))
-            be.write(name, 0, arr)
-        row_nnz = be.read(L.ROW_NNZ)
-        row_sq = be.read(L.ROW_SQNORM)
-        entry = L.entry_bytes(self.dtype, self.index_dtype)
-        row_ptr = L.block_boundaries(row_nnz, entry, self.block_bytes)
+            # through an Appender: a few chunks per backend write, so encoding an O(d)
+            # vector does not hold O(d) compressed copies at once
+            a = Appender(be, name, arr.dtype, cl)
+            a.append(arr)
+            a.close()
+        row_ptr = self.row_blocks.finish()
         be.create_array(L.array_name(L.ROWS, L.BLOCK_PTR), np.int64, max(len(row_ptr), 1), len(row_ptr))
         be.write(L.array_name(L.ROWS, L.BLOCK_PTR), 0, row_ptr)
         attrs = self._settle_labels(label_kind)
-        attrs["stats"] = summary(row_nnz, row_sq, col_nnz, col_sq)
+        attrs["stats"] = summary_from(self.row_summary, col_nnz, col_sq)
         self.col_nnz = col_nnz
         return attrs
 
@@ -248,7 +266,7 @@ class StoreWriter:
         # the labels enter the fingerprint as finally stored
         step = self.chunk_len * 4
         for s in range(0, self.n_rows, step):
-            self.hasher.update(self.backend.read(L.LABELS, s, s + step).view(np.uint8))
+            self.hashers[L.LABELS].update(self.backend.read(L.LABELS, s, s + step).view(np.uint8))
         return attrs
 
     def _map_binary_labels(self, vals) -> None:
@@ -267,7 +285,13 @@ class StoreWriter:
 
     def finalize(self, attrs: dict, layouts) -> None:
         """Write the attributes, ``complete`` last."""
-        self.hasher.update(repr((self.n_rows, self.n_cols, str(self.dtype))).encode())
+        h = hashlib.blake2b(digest_size=16)
+        for k in (L.INDPTR, L.INDICES, L.DATA, L.LABELS):
+            h.update(k.encode())
+            h.update(self.hashers[k].digest())
+        # binary labels are stored as -1/+1: the original values are part of the content
+        h.update(repr((self.n_rows, self.n_cols, str(self.dtype), attrs.get("label_kind"),
+                       attrs.get("label_values"))).encode())
         attrs = dict(attrs)
         attrs.update({
             "format": L.FORMAT,
@@ -279,7 +303,7 @@ class StoreWriter:
             "layouts": list(layouts),
             "block_bytes": self.block_bytes,
             "chunk_len": self.chunk_len,
-            "fingerprint": self.hasher.hexdigest(),
+            "fingerprint": h.hexdigest(),
         })
         self.backend.set_attrs(attrs)
         self.backend.set_attrs({"complete": True})

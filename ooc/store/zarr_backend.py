@@ -82,7 +82,14 @@ class ZarrBackend(Backend):
         self._arrays[name] = a
 
     def resize(self, name, length):
-        self._array(name).resize((int(length),))
+        a = self._array(name)
+        length, old = int(length), int(a.shape[0])
+        cl = int(a.chunks[0])
+        if length < old and length % cl:
+            # Zarr keeps the chunk that straddles the new end as is: clear its tail, or
+            # growing again later would bring the old values back instead of zeros
+            a[length:min(old, (length // cl + 1) * cl)] = 0
+        a.resize((length,))
 
     def write(self, name, start, values):
         values = np.asarray(values)

@@ -1,0 +1,170 @@
+"""Benchmark ``ooc convert`` against scikit-learn's ``load_svmlight_file`` on the same file.
+
+Generates a text-like svmlight file (labels +-1, 15-30 ids per row with Zipf-like
+popularity over 2**20 features, values with 6 significant digits) of at least
+``--gb`` GB, then in the same run times:
+
+* ``sklearn.datasets.load_svmlight_file`` (in a child process; the time of the call
+  alone, imports excluded: the most favourable figure for scikit-learn);
+* ``ooc convert --layout rows`` and ``--layout both`` as subprocesses with
+  ``--memory`` (wall time of the whole command, interpreter start-up included: the
+  least favourable figure for us), peak RSS of each from ``wait4``;
+* ``--layout both`` again under ``../shared/tools/run-capped`` (cgroup cap
+  ``--memory`` + ``--cap-margin``, page cache dropped first) when a writable cgroup
+  exists: its exit status and the cgroup's peak, page cache included.
+
+Prints ONE JSON line. Targets: rows/sklearn <= 0.5, both/sklearn <= 1.0, peak memory
+bounded by ``--memory`` (plus the interpreter's own ~110 MiB).
+
+Usage::
+
+    python scripts/bench_ingest.py [--gb 1.0] [--memory 512MiB] [--dir DIR] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUN_CAPPED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "run-capped"))
+
+SKLEARN_CHILD = """
+import sys, time
+from sklearn.datasets import load_svmlight_file
+t = time.perf_counter()
+X, y = load_svmlight_file(sys.argv[1])
+print(time.perf_counter() - t, X.shape[0], X.shape[1], X.nnz)
+"""
+
+
+def run_child(cmd, env=None):
+    """Run ``cmd``; returns (seconds, peak RSS in MiB, exit status, stdout, stderr).
+
+    The peak comes from GNU time's ``%M`` when /usr/bin/time exists: ``wait4``'s
+    ``ru_maxrss`` would be wrong here, because Linux carries the parent's high-water
+    mark across fork+exec and this process holds the generated text for a while.
+    """
+    timed = os.path.exists("/usr/bin/time")
+    full = (["/usr/bin/time", "-f", "OOC-BENCH-MAXRSS-KB=%M"] + cmd) if timed else cmd
+    t = time.perf_counter()
+    p = subprocess.run(full, capture_output=True, text=True, env=env)
+    secs = time.perf_counter() - t
+    err = p.stderr
+    rss = None
+    m = re.search(r"OOC-BENCH-MAXRSS-KB=(\d+)", err)
+    if m:
+        rss = int(m.group(1)) / 1024.0
+        err = err[:m.start()] + err[m.end():]
+    rc = p.returncode
+    return secs, rss, rc, p.stdout, err
+
+
+def ooc_cmd():
+    exe = os.path.join(os.path.dirname(sys.executable), "ooc")
+    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "ooc.cli"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gb", type=float, default=1.0, help="input size in GB (1e9 bytes), at least")
+    ap.add_argument("--memory", default="512MiB", help="ooc convert --memory")
+    ap.add_argument("--format", default="zarr", choices=["zarr", "hdf5"])
+    ap.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
+    ap.add_argument("--input", default=None, help="use this svmlight file instead of generating one")
+    ap.add_argument("--keep", action="store_true", help="keep the generated file and stores")
+    ap.add_argument("--cap-margin", default="256M", help="run-capped limit = --memory + this")
+    ap.add_argument("--no-capped", action="store_true", help="skip the run under run-capped")
+    ap.add_argument("--skip-sklearn", action="store_true")
+    args = ap.parse_args()
+
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from ooc.store.ingest import parse_bytes
+    from ooc.synth import write_textlike_svmlight
+
+    work = args.dir or tempfile.mkdtemp(prefix="ooc-bench-ingest-")
+    os.makedirs(work, exist_ok=True)
+    env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR",
+                                                            os.path.join(work, "numba-cache"))}
+    src = args.input or os.path.join(work, "bench.svm")
+    res = {"memory": args.memory, "format": args.format}
+    try:
+        if not args.input:
+            t = time.perf_counter()
+            write_textlike_svmlight(src, int(args.gb * 1e9), seed=0)
+            res["generate_s"] = round(time.perf_counter() - t, 2)
+        size = os.path.getsize(src)
+        mb = size / 1e6
+        res["file_MB"] = round(mb, 1)
+
+        # warm the Numba cache and the page cache, so neither side pays for them
+        small = os.path.join(work, "warm.svm")
+        with open(src, "rb") as f, open(small, "wb") as g:
+            g.write(f.read(1 << 20).rsplit(b"\n", 1)[0] + b"\n")
+        run_child(ooc_cmd() + ["convert", small, os.path.join(work, "warm.zarr"), "--overwrite"], env)
+        with open(src, "rb") as f:
+            while f.read(1 << 26):
+                pass
+
+        if not args.skip_sklearn:
+            secs, rss, rc, out, err = run_child([sys.executable, "-c", SKLEARN_CHILD, src], env)
+            if rc != 0:
+                raise SystemExit(f"scikit-learn failed: {err[-2000:]}")
+            sk = float(out.split()[0])
+            res.update({"sklearn_s": round(sk, 2), "sklearn_MBps": round(mb / sk, 1),
+                        "sklearn_peak_MiB": round(rss) if rss else None, "shape": [int(x) for x in out.split()[1:3]],
+                        "nnz": int(out.split()[3])})
+
+        for layout in ("rows", "both"):
+            store = os.path.join(work, f"bench-{layout}.{'zarr' if args.format == 'zarr' else 'h5'}")
+            cmd = ooc_cmd() + ["convert", src, store, "--layout", layout, "--memory", args.memory,
+                               "--format", args.format, "--overwrite"]
+            secs, rss, rc, out, err = run_child(cmd, env)
+            if rc != 0:
+                raise SystemExit(f"ooc convert --layout {layout} failed: {err[-2000:]}")
+            res[f"{layout}_s"] = round(secs, 2)
+            res[f"{layout}_MBps"] = round(mb / secs, 1)
+            res[f"{layout}_peak_MiB"] = round(rss) if rss else None
+            if not args.skip_sklearn:
+                res[f"ratio_{layout}_vs_sklearn"] = round(secs / res["sklearn_s"], 3)
+            if not args.keep:
+                shutil.rmtree(store, ignore_errors=True) if os.path.isdir(store) else os.remove(store)
+
+        if not args.no_capped and os.path.exists(RUN_CAPPED):
+            cap = parse_bytes(args.memory) + parse_bytes(args.cap_margin)
+            limit = f"{cap >> 20}M"
+            store = os.path.join(work, "bench-capped.zarr")
+            cmd = [RUN_CAPPED, limit, "--cold", "--"] + ooc_cmd() + [
+                "convert", src, store, "--layout", "both", "--memory", args.memory, "--format", args.format,
+                "--overwrite"]
+            secs, rss, rc, out, err = run_child(cmd, env)
+            last = err.strip().splitlines()[-1] if err.strip() else ""
+            if rc == 3:
+                res["capped"] = "skipped: no writable memory cgroup"
+            else:
+                m = re.search(r"peak=(\S+) oom_kills=(\d+)", last)
+                res["capped"] = {"limit": limit, "exit": rc, "s": round(secs, 2), "MBps": round(mb / secs, 1),
+                                 "cgroup_peak": m.group(1) if m else None,
+                                 "oom_kills": int(m.group(2)) if m else None, "cold_cache": True}
+            if not args.keep:
+                shutil.rmtree(store, ignore_errors=True)
+        res["targets_met"] = bool(
+            not args.skip_sklearn and res["ratio_rows_vs_sklearn"] <= 0.5 and res["ratio_both_vs_sklearn"] <= 1.0)
+    finally:
+        if not args.keep:
+            if not args.input and os.path.exists(src):
+                os.remove(src)
+            if not args.dir:
+                shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

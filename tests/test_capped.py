@@ -1,0 +1,82 @@
+"""A convert inside a memory cgroup several times smaller than its input.
+
+``../shared/tools/run-capped LIMIT --cold -- CMD`` runs CMD in a fresh memory cgroup
+(page cache included) and drops the page cache first; the kernel kills CMD if it
+needs more than LIMIT. The input is four times the cap, so a convert that loads the
+file, the matrix, or O(n) row statistics dies; one that streams succeeds.
+
+The cap is not tiny because the process itself (Python, numpy, Numba's LLVM, Zarr)
+takes ~105 MiB before reading a byte, and the O(d) column statistics of a 2**20
+feature file take ~30 MiB more; ``--memory 16MiB`` bounds the rest.
+Set ``OOC_CAPPED_LIMIT`` (e.g. ``256M``) to try another cap.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from ooc.store.store import open_store
+
+RUN_CAPPED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "tools", "run-capped")
+LIMIT = os.environ.get("OOC_CAPPED_LIMIT", "176M")
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _bytes(limit: str) -> int:
+    return int(float(limit[:-1]) * UNITS[limit[-1].upper()]) if limit[-1].isalpha() else int(limit)
+
+
+def _ooc():
+    exe = os.path.join(os.path.dirname(sys.executable), "ooc")
+    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "ooc.cli"]
+
+
+def _count(path):
+    """Data lines and ``id:value`` pairs of a (comment-free) svmlight file, streamed."""
+    lines = colons = 0
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 24)
+            if not b:
+                return lines, colons
+            lines += b.count(b"\n")
+            colons += b.count(b":")
+
+
+@pytest.mark.slow
+@pytest.mark.cgroup
+@pytest.mark.parametrize("fmt", ["zarr"])
+def test_convert_under_memory_cap(tmp_path, fmt):
+    if not os.path.exists(RUN_CAPPED):
+        pytest.skip(f"{RUN_CAPPED} not found")
+    probe = subprocess.run([RUN_CAPPED, "64M", "--", "true"], capture_output=True, text=True)
+    if probe.returncode == 3:
+        pytest.skip(f"run-capped: no writable memory cgroup here ({probe.stderr.strip().splitlines()[-1]})")
+    from ooc.synth import write_textlike_svmlight
+
+    cap = _bytes(LIMIT)
+    src = tmp_path / "big.svm"
+    size = write_textlike_svmlight(str(src), 4 * cap, seed=7)
+    assert size >= 4 * cap
+    store = tmp_path / ("big.zarr" if fmt == "zarr" else "big.h5")
+    r = subprocess.run([RUN_CAPPED, LIMIT, "--cold", "--"] + _ooc()
+                       + ["convert", str(src), str(store), "--format", fmt, "--memory", "16MiB"],
+                       capture_output=True, text=True, timeout=1800,
+                       env={**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", "/tmp/ooc_nc")})
+    report = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    m = re.search(r"oom_kills=(\d+)", report)
+    assert r.returncode == 0, f"convert under a {LIMIT} cap failed (input {size >> 20} MiB): {r.stderr[-2000:]}"
+    assert m and m.group(1) == "0", report
+    n_rows, nnz = _count(src)
+    with open_store(store) as st:
+        assert (st.n_rows, st.nnz) == (n_rows, nnz)
+        assert st.layouts == ("rows", "cols")
+        # spot-check a row block against its column view
+        blk = st.block("rows", st.n_blocks("rows") // 2)
+        assert blk.indptr[-1] == st.row_nnz[blk.start:blk.stop].sum()
+        assert int(st.col_nnz.sum()) == nnz
