@@ -14,6 +14,7 @@ from . import __version__
 from .model import LinearModel
 from .objectives.losses import make_loss
 from .objectives.penalties import ElasticNet
+from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
 from .store import layout as L
 from .store import open_store
@@ -174,7 +175,7 @@ def _solver_class(name: str, distributed: str | None):
 
 
 def _warm_source(path: str, st, o: dict):
-    """(RunDir, dual buffer) of a finished run whose duals can start this one."""
+    """``read(b)`` of the final duals of a finished run that can start this one."""
     prev = RunDir.open(path)
     cfg = prev.config
     metrics = os.path.join(prev.model_dir, "metrics.json")
@@ -187,9 +188,9 @@ def _warm_source(path: str, st, o: dict):
             raise RunError(f"warm start from {path}: its {key} ({cfg.get(key)!r}) differs from this run's ({o[key]!r})")
     with open(metrics) as f:
         m = json.load(f)
-    if "dual_buffer" not in m or cfg.get("distributed"):
-        raise RunError(f"warm start from {path}: its final duals are not recorded")
-    return prev, int(m["dual_buffer"])
+    if cfg.get("distributed"):
+        raise RunError(f"warm start from {path}: warm starts from distributed runs are not supported")
+    return final_duals_reader(prev.path, m, st.block_ptr(L.ROWS))
 
 
 def train(store, out: str | None = None, *, overwrite: bool = False, progress=None, warm_start: str | None = None,
@@ -228,7 +229,8 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         raise ValueError("warm starts are for single-machine runs (not --distributed)")
     warm = _warm_source(warm_start, st, o) if warm_start else None
     rd = RunDir.create(out, config, overwrite=overwrite)
-    return _execute(rd, st, o, resume=False, progress=progress, warm=warm)
+    with rd.lock():
+        return _execute(rd, st, o, resume=False, progress=progress, warm=warm)
 
 
 def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
@@ -242,14 +244,16 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
     if st.fingerprint != cfg["store_fingerprint"]:
         raise RunError(f"{run}: the store {cfg['store']} changed since training started (fingerprint "
                        f"{st.fingerprint} != {cfg['store_fingerprint']}); resume refused")
-    opts = {k: cfg[k] for k in DEFAULTS}
+    # options added after the run was made take their defaults (the state format is the same)
+    opts = {k: cfg.get(k, v) for k, v in DEFAULTS.items()}
     if max_epochs is not None:
         opts["max_epochs"] = max_epochs
     o = _validate(opts, st)
-    if max_epochs is not None and max_epochs != cfg["max_epochs"]:
-        cfg["max_epochs"] = int(max_epochs)
-        atomic_write_bytes(os.path.join(rd.path, "run.json"), json.dumps(cfg, indent=2, default=str).encode())
-    return _execute(rd, st, o, resume=True, progress=progress)
+    with rd.lock():
+        if max_epochs is not None and max_epochs != cfg["max_epochs"]:
+            cfg["max_epochs"] = int(max_epochs)
+            atomic_write_bytes(os.path.join(rd.path, "run.json"), json.dumps(cfg, indent=2, default=str).encode())
+        return _execute(rd, st, o, resume=True, progress=progress)
 
 
 def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
@@ -278,9 +282,9 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
         "epochs": res["epochs"], "seconds": res["total_seconds"], "state_seconds": res["seconds"],
         "nnz_w": res["nnz_w"], "converged": res["converged"], "bytes_read": res["bytes_read"],
         "cache_hit_rate": res["cache_hit_rate"], "tol": o["tol"],
-        # the returned state's duals: the buffer its certifying pass read (warm starts copy them)
-        "dual_buffer": res["epochs"] % 2,
     }
+    # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
+    result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
     atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), json.dumps(result, indent=2).encode())
     try:
         plot_convergence(rd)
@@ -319,9 +323,16 @@ def plot_convergence(rd: RunDir) -> str:
     a2.set_title("primal and dual objectives")
     a2.legend()
     a2.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
+    # plain "1e-05" tick labels and a fixed layout: mathtext labels and tight_layout's text
+    # measurements made the plot cost seconds per run
+    from matplotlib.ticker import LogFormatter, NullFormatter
+
+    for ax in (a1, a2):
+        ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=True))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.92, wspace=0.25)
     path = os.path.join(rd.path, "convergence.png")
-    tmp = path + ".tmp.png"
+    tmp = path + f".tmp-{os.getpid()}.png"
     fig.savefig(tmp, dpi=90)
     plt.close(fig)
     os.replace(tmp, path)

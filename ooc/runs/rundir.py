@@ -6,7 +6,7 @@
     RUN/history.jsonl     one line per certified state (epoch, seconds, primal, dual, gap, ...)
     RUN/state/duals/0/    duals of each row block (b000012.npy), buffer 0
     RUN/state/duals/1/    buffer 1: epoch e reads buffer e % 2 and writes buffer (e + 1) % 2
-    RUN/state/ckpt-N/     w, v, snapshots and meta.json of checkpoint N
+    RUN/state/ckpt-N/     state.npz (w, v, snapshots, in-memory duals) and meta.json of checkpoint N
     RUN/LATEST            the name of the newest complete checkpoint, replaced atomically, last
     RUN/model/            the final model and its metrics
     RUN/convergence.png
@@ -21,6 +21,7 @@ checkpoint it names and the dual files it needs are durable.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -94,6 +95,8 @@ class RunDir:
                 raise RunError(f"{path}: run directory exists and is not empty "
                                "(use 'ooc resume' to continue it, or --overwrite)")
             if overwrite:
+                with cls(path).lock():  # never delete a run another process is training
+                    pass
                 shutil.rmtree(path)
         os.makedirs(os.path.join(path, "state", "duals", "0"), exist_ok=True)
         os.makedirs(os.path.join(path, "state", "duals", "1"), exist_ok=True)
@@ -151,7 +154,11 @@ class RunDir:
         return os.path.join(self.state, name) if name else None
 
     def save_checkpoint(self, arrays: dict[str, np.ndarray], meta: dict) -> str:
-        """Write a checkpoint directory, make it durable, then point LATEST at it."""
+        """Write a checkpoint directory, make it durable, then point LATEST at it.
+
+        The arrays go into one ``state.npz`` (one write, one fsync), the metadata into
+        ``meta.json``; the directory is built under a temporary name and renamed.
+        """
         seq = int(meta["seq"])
         name = f"ckpt-{seq:06d}"
         final = os.path.join(self.state, name)
@@ -159,12 +166,15 @@ class RunDir:
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
         os.makedirs(tmp)
-        for k, a in arrays.items():
-            atomic_save_npy(os.path.join(tmp, f"{k}.npy"), a, fsync=True)
+        with open(os.path.join(tmp, "state.npz"), "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
         atomic_write_bytes(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
-        self.sync_duals()
-        _fsync_dir(os.path.join(self.state, "duals", "0"))
-        _fsync_dir(os.path.join(self.state, "duals", "1"))
+        if self._unsynced:  # paged duals written since the last checkpoint
+            self.sync_duals()
+            _fsync_dir(os.path.join(self.state, "duals", "0"))
+            _fsync_dir(os.path.join(self.state, "duals", "1"))
         if os.path.exists(final):
             shutil.rmtree(final)
         os.rename(tmp, final)
@@ -178,17 +188,66 @@ class RunDir:
         return final
 
     def load_checkpoint(self) -> tuple[dict[str, np.ndarray], dict] | None:
+        """The checkpoint LATEST names (arrays, meta), or None; clears what a killed process left."""
+        self.remove_stale()
         ck = self.latest()
         if ck is None:
             return None
         try:
             with open(os.path.join(ck, "meta.json")) as f:
                 meta = json.load(f)
-            arrays = {fn[:-4]: np.load(os.path.join(ck, fn), allow_pickle=False)
-                      for fn in os.listdir(ck) if fn.endswith(".npy")}
-        except (OSError, ValueError) as exc:
+            with np.load(os.path.join(ck, "state.npz"), allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError, KeyError) as exc:
             raise RunError(f"{ck}: checkpoint unreadable ({exc})") from exc
         return arrays, meta
+
+    def remove_stale(self) -> None:
+        """Delete the temporary files and directories of a process that died mid-write.
+
+        Only half-written files carry ``.tmp-`` in their names (complete ones are renamed), and
+        checkpoint directories LATEST does not name are never needed again. Call it only under
+        :meth:`lock`: then no other process is writing here.
+        """
+        keep = self.latest()
+        keep = os.path.basename(keep) if keep else None
+        for d in (self.path, self.state, os.path.join(self.state, "duals", "0"),
+                  os.path.join(self.state, "duals", "1"), self.model_dir):
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            for name in names:
+                p = os.path.join(d, name)
+                if ".tmp-" in name or (d == self.state and name.startswith("ckpt-") and name != keep):
+                    if os.path.isdir(p):
+                        shutil.rmtree(p, ignore_errors=True)
+                    else:
+                        try:
+                            os.unlink(p)
+                        except OSError:
+                            pass
+
+    @contextlib.contextmanager
+    def lock(self):
+        """Hold the run's lock (``RUN/.lock``; the kernel releases it if the process dies).
+
+        Raises :class:`RunError` when another live process trains or resumes this run: two
+        writers would interleave their dual buffers and checkpoints.
+        """
+        import fcntl
+
+        os.makedirs(self.path, exist_ok=True)
+        fd = os.open(os.path.join(self.path, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise RunError(f"{self.path}: the run is in use by another process (training or resuming "
+                               "it); wait for it to finish or stop it first") from None
+            yield self
+        finally:
+            os.close(fd)  # releases the lock
 
     # -- history -------------------------------------------------------------------------------
     @property

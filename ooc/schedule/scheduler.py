@@ -49,20 +49,25 @@ class Prefetcher:
     """
 
     def __init__(self, order: Sequence[int], load: Callable[[int], object], cache: BlockCache,
-                 nbytes: Callable[[object], int], depth: int = 1, key: Callable[[int], object] = None):
+                 nbytes: Callable[[object], int], depth: int = 1, key: Callable[[int], object] = None,
+                 pool: ThreadPoolExecutor | None = None):
         self.order = [int(b) for b in order]
         self.load = load
         self.cache = cache
         self.nbytes = nbytes
         self.depth = max(0, int(depth))
         self.key = key or (lambda b: b)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch") if self.depth else None
+        # a long-lived pool may be shared across passes; otherwise one is made for this iteration
+        self._own = pool is None and self.depth > 0
+        self._pool = pool if pool is not None else (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch") if self.depth else None)
 
     def _fetch(self, b: int):
         return self.cache.get(self.key(b), lambda: self.load(b), self.nbytes)
 
     def __iter__(self) -> Iterator[tuple[int, object]]:
-        if self._pool is None:
+        if self._pool is None or all(self.key(b) in self.cache for b in self.order):
+            # nothing to read ahead (no thread, or every block is cached): no hand-off cost
             for b in self.order:
                 yield b, self._fetch(b)
             return
@@ -78,4 +83,9 @@ class Prefetcher:
         finally:
             for f in futures:
                 f.cancel()
-            self._pool.shutdown(wait=True)
+            if self._own:
+                self._pool.shutdown(wait=True)
+            else:
+                for f in futures:  # a shared pool: let in-flight reads finish before the caller moves on
+                    if not f.cancelled():
+                        f.exception()

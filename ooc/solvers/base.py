@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -32,6 +33,7 @@ import numpy as np
 from ..objectives.penalties import primal_value
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
 from ..objectives.penalties import grad_conj
+from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.scheduler import Prefetcher, block_order
@@ -85,9 +87,13 @@ class BlockLoopSolver:
         self.n = st.n_rows
         self.dim = st.n_cols + (1 if problem.bias > 0 else 0)
         self.nb = st.n_blocks(L.ROWS)
-        self.cache = BlockCache(options["memory"])
         self.row_ptr = st.block_ptr(L.ROWS)
         self.k = problem.n_sub
+        # duals stay in memory when they take at most a quarter of the budget; the cache gets the rest
+        self.duals = make_duals(rundir, self.row_ptr, self.k, int(options["memory"]) // 4,
+                                options.get("dual_store"))
+        dual_bytes = 8 * self.n * self.k if self.duals.kind == "memory" else 0
+        self.cache = BlockCache(max(0, int(options["memory"]) - dual_bytes))
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
@@ -106,7 +112,7 @@ class BlockLoopSolver:
             scale = 1.0 / (float(self.pb.penalty.l2) * self.n)
             for b in range(self.nb):
                 blk = self.store.block(L.ROWS, b)
-                alpha = self.rd.read_duals(0, b)
+                alpha = self.duals.read(0, b)
                 for c in range(self.k):
                     block_accumulate_v(np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
                                        alpha[c], v[c], scale, float(self.pb.bias))
@@ -121,16 +127,18 @@ class BlockLoopSolver:
         regularization paths cheap.
         """
         warm = self.opt.get("warm_start")
-        for b in range(self.nb):
-            lo, hi = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
-            if warm:
-                a = warm[0].read_duals(warm[1], b)
-                if a.shape != (self.k, hi - lo):
-                    raise ValueError(f"warm start: block {b} of the previous run has duals of shape {a.shape}, "
-                                     f"expected {(self.k, hi - lo)}")
-            else:
-                a = np.zeros((self.k, hi - lo))
-            self.rd.write_duals(0, b, a)
+
+        def make(b):
+            rows = int(self.row_ptr[b + 1] - self.row_ptr[b])
+            if not warm:
+                return np.zeros((self.k, rows))
+            a = np.asarray(warm(b), dtype=np.float64)
+            if a.shape != (self.k, rows):
+                raise ValueError(f"warm start: block {b} of the previous run has duals of shape {a.shape}, "
+                                 f"expected {(self.k, rows)}")
+            return a
+
+        self.duals.init(make)
 
     def update_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray,
                      v: np.ndarray) -> None:  # pragma: no cover
@@ -150,12 +158,13 @@ class BlockLoopSolver:
             meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "state_seconds": 0.0,
                     "primal_sum": [0.0] * self.k, "dual_sum": [0.0] * self.k, "history_len": 0, "bytes_read": 0}
             rd.truncate_history(0)
-            rd.save_checkpoint(arrays, meta)
+            rd.save_checkpoint({**arrays, **self.duals.checkpoint_arrays()}, meta)
         else:
             arrays, meta = loaded
+            self.duals.restore(arrays)
             rd.truncate_history(meta["history_len"])
         w, v, w_prev = arrays["w"], arrays["v"], arrays["w_prev"]
-        self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev")}
+        self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev", "alpha")}
         e, k = int(meta["epoch"]), int(meta["position"])
         seconds0 = float(meta["seconds"])
         state_seconds = float(meta["state_seconds"])
@@ -177,65 +186,70 @@ class BlockLoopSolver:
             m = {"seq": seq, "epoch": e, "position": k, "seconds": elapsed(), "state_seconds": state_seconds,
                  "primal_sum": psum.tolist(), "dual_sum": dsum.tolist(), "history_len": history_len,
                  "bytes_read": bytes_read0 + self.cache.bytes_read}
-            rd.save_checkpoint({"w": w, "v": v, "w_prev": w_prev, **self.extra}, m)
+            rd.save_checkpoint({"w": w, "v": v, "w_prev": w_prev, **self.extra, **self.duals.checkpoint_arrays()}, m)
             last_ck = time.perf_counter()
 
-        while result is None:
-            update = e < max_epochs
-            if k == 0:
+        # one read-ahead thread for the whole run (a pool per pass costs more than small blocks)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
+        try:
+            while result is None:
+                update = e < max_epochs
+                if k == 0:
+                    np.copyto(w_prev, w)
+                    psum[:] = 0.0
+                    dsum[:] = 0.0
+                order = block_order(self.nb, int(opt["seed"]), e)
+                cur, nxt = e % 2, (e + 1) % 2
+                pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
+                rows_done = 0
+                pf = Prefetcher(order[k:], self.load_block, self.cache, lambda t: t.nbytes, depth=1, pool=pool)
+                for b, blk in pf:
+                    alpha = self.duals.read(cur, b)
+                    for c in range(self.k):
+                        yc = pb.sub_labels(blk.y, c)
+                        psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_prev[c],
+                                                     pb.bias)
+                        dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+                    if update:
+                        self.update_block(blk, alpha, e, w, v)
+                        self.duals.write(nxt, b, alpha)
+                    k += 1
+                    rows_done += blk.stop - blk.start
+                    if update and k < self.nb and time.perf_counter() - last_ck >= ck_every:
+                        checkpoint()
+                # the pass is complete: S_e is certified (or not)
+                gap = self._gap(psum, dsum, w_prev)
+                pass_seconds = time.perf_counter() - pass_t0
+                entry = {
+                    "epoch": e,
+                    "seconds": state_seconds,
+                    "primal": gap[0], "dual": gap[1], "gap": gap[2],
+                    "rel_gap": gap[2] / max(1.0, abs(gap[0])),
+                    "nnz_w": int(np.count_nonzero(w_prev[:, : self.store.n_cols])),
+                    "bytes_read": bytes_read0 + self.cache.bytes_read,
+                    "cache_hit_rate": self.cache.hit_rate,
+                    "pass_seconds": pass_seconds,
+                    "rows_per_s": rows_done / pass_seconds if pass_seconds > 0 else None,
+                    "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
+                }
+                rd.append_history(entry)
+                history_len += 1
+                if self.progress:
+                    self.progress(entry)
+                converged = entry["rel_gap"] <= tol
+                if converged or not update:
+                    result = dict(entry, converged=bool(converged), epochs=e, w=w_prev.copy(), **self.duals.final(cur))
+                    break
+                e += 1
+                k = 0
+                state_seconds = elapsed()
+                # the next pass starts from S_e: snapshot w now so the checkpoint holds it
                 np.copyto(w_prev, w)
                 psum[:] = 0.0
                 dsum[:] = 0.0
-            order = block_order(self.nb, int(opt["seed"]), e)
-            cur, nxt = e % 2, (e + 1) % 2
-            pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
-            rows_done = 0
-            pf = Prefetcher(order[k:], self.load_block, self.cache, lambda t: t.nbytes, depth=1)
-            for b, blk in pf:
-                alpha = rd.read_duals(cur, b)
-                for c in range(self.k):
-                    yc = pb.sub_labels(blk.y, c)
-                    psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_prev[c],
-                                                 pb.bias)
-                    dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
-                if update:
-                    self.update_block(blk, alpha, e, w, v)
-                    rd.write_duals(nxt, b, alpha)
-                k += 1
-                rows_done += blk.stop - blk.start
-                if update and k < self.nb and time.perf_counter() - last_ck >= ck_every:
-                    checkpoint()
-            # the pass is complete: S_e is certified (or not)
-            gap = self._gap(psum, dsum, w_prev)
-            pass_seconds = time.perf_counter() - pass_t0
-            entry = {
-                "epoch": e,
-                "seconds": state_seconds,
-                "primal": gap[0], "dual": gap[1], "gap": gap[2],
-                "rel_gap": gap[2] / max(1.0, abs(gap[0])),
-                "nnz_w": int(np.count_nonzero(w_prev[:, : self.store.n_cols])),
-                "bytes_read": bytes_read0 + self.cache.bytes_read,
-                "cache_hit_rate": self.cache.hit_rate,
-                "pass_seconds": pass_seconds,
-                "rows_per_s": rows_done / pass_seconds if pass_seconds > 0 else None,
-                "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
-            }
-            rd.append_history(entry)
-            history_len += 1
-            if self.progress:
-                self.progress(entry)
-            converged = entry["rel_gap"] <= tol
-            if converged or not update:
-                result = dict(entry, converged=bool(converged), epochs=e, w=w_prev.copy())
-                break
-            e += 1
-            k = 0
-            state_seconds = elapsed()
-            # the next pass starts from S_e: snapshot w now so the checkpoint holds it
-            np.copyto(w_prev, w)
-            psum[:] = 0.0
-            dsum[:] = 0.0
-            checkpoint()
+                checkpoint()
+        finally:
+            pool.shutdown(wait=True)
         result["total_seconds"] = elapsed()
         return result
 

@@ -1,0 +1,112 @@
+"""Where the dual variables live between blocks: in memory when they fit, paged from disk otherwise.
+
+Both keep the same contract with the block loop: ``read(buf, b)`` gives the
+``(k, rows)`` duals of block ``b`` as of the start of the current pass (buffer
+``buf = epoch % 2``), the solver updates them in place, ``write(buf', b, a)``
+records the new values, and a checkpoint captures exactly the state "blocks
+visited so far updated, the others not".
+
+* :class:`PagedDuals`: one file per block and buffer (``RUN/state/duals/{0,1}``),
+  the two buffers alternating between epochs, so duals never need to fit in
+  memory and a crash mid-epoch never touches what the last checkpoint refers to.
+* :class:`MemoryDuals`: when ``n * k`` floats fit in the budget, the duals stay in
+  memory and a checkpoint saves them as one array inside the checkpoint
+  directory (written atomically with it). This avoids a file write, rename and
+  fsync per block and epoch, which dominate small or cache-resident problems.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .rundir import RunDir, RunError
+
+
+class PagedDuals:
+    """Per-block dual files in two alternating buffers."""
+
+    kind = "paged"
+
+    def __init__(self, rd: RunDir, row_ptr: np.ndarray, k: int):
+        self.rd, self.row_ptr, self.k = rd, row_ptr, k
+
+    def init(self, make) -> None:
+        for b in range(len(self.row_ptr) - 1):
+            self.rd.write_duals(0, b, make(b))
+
+    def read(self, buf: int, b: int) -> np.ndarray:
+        return self.rd.read_duals(buf, b)
+
+    def write(self, buf: int, b: int, alpha: np.ndarray) -> None:
+        self.rd.write_duals(buf, b, alpha)
+
+    def checkpoint_arrays(self) -> dict:
+        return {}
+
+    def restore(self, arrays: dict) -> None:
+        pass
+
+    def final(self, buf: int) -> dict:
+        """What a later warm start needs to find this run's final duals."""
+        return {"dual_store": self.kind, "dual_buffer": buf}
+
+
+class MemoryDuals:
+    """All duals in memory as one ``(k, n)`` array; saved inside each checkpoint."""
+
+    kind = "memory"
+
+    def __init__(self, rd: RunDir, row_ptr: np.ndarray, k: int):
+        self.rd, self.row_ptr, self.k = rd, row_ptr, k
+        self.alpha = np.zeros((k, int(row_ptr[-1])))
+
+    def init(self, make) -> None:
+        for b in range(len(self.row_ptr) - 1):
+            self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]] = make(b)
+
+    def read(self, buf: int, b: int) -> np.ndarray:
+        # a copy: the kernels need contiguous rows, and the copy is written back by ``write``
+        return np.ascontiguousarray(self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]])
+
+    def write(self, buf: int, b: int, alpha: np.ndarray) -> None:
+        self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]] = alpha
+
+    def checkpoint_arrays(self) -> dict:
+        return {"alpha": self.alpha}
+
+    def restore(self, arrays: dict) -> None:
+        a = arrays.get("alpha")
+        if a is None or a.shape != self.alpha.shape:
+            raise RunError(f"{self.rd.path}: the checkpoint holds no in-memory duals of shape {self.alpha.shape}")
+        self.alpha = np.array(a, dtype=np.float64)
+
+    def final(self, buf: int) -> dict:
+        from .rundir import atomic_save_npy
+
+        os.makedirs(self.rd.model_dir, exist_ok=True)
+        atomic_save_npy(os.path.join(self.rd.model_dir, "duals.npy"), self.alpha, fsync=True)
+        return {"dual_store": self.kind}
+
+
+def make_duals(rd: RunDir, row_ptr: np.ndarray, k: int, budget: int, force: str | None = None):
+    """Memory when ``8 n k`` bytes fit in ``budget`` (or ``force``), else per-block files."""
+    n = int(row_ptr[-1])
+    kind = force or ("memory" if 8 * n * k <= budget else "paged")
+    return (MemoryDuals if kind == "memory" else PagedDuals)(rd, row_ptr, k)
+
+
+def final_duals_reader(run_dir: str, metrics: dict, row_ptr: np.ndarray):
+    """``read(b)`` returning block ``b``'s final duals of a finished run (warm starts)."""
+    rd = RunDir(run_dir)
+    if metrics.get("dual_store") == "memory":
+        path = os.path.join(rd.model_dir, "duals.npy")
+        if not os.path.exists(path):
+            raise RunError(f"{run_dir}: its final duals ({path}) are missing")
+        alpha = np.load(path, allow_pickle=False)
+        return lambda b: alpha[:, row_ptr[b]:row_ptr[b + 1]]
+    if "dual_buffer" in metrics:
+        buf = int(metrics["dual_buffer"])
+        return lambda b: rd.read_duals(buf, b)
+    raise RunError(f"{run_dir}: its final duals are not recorded")
