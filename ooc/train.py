@@ -22,7 +22,7 @@ from .store.ingest import parse_bytes
 
 LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
 SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
-AVAILABLE_SOLVERS = ("auto", "sdca")
+AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca")
 
 
 class ConvergenceWarning(UserWarning):
@@ -69,7 +69,7 @@ class Problem(NamedTuple):
 DEFAULTS = {
     "loss": "logistic", "gamma": 1.0, "multiclass": None, "l2": 1e-6, "l1": 0.0, "solver": "auto",
     "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
-    "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None,
+    "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None, "inner_passes": 1,
 }
 
 
@@ -92,6 +92,12 @@ def _validate(opts: dict, store) -> dict:
         if not np.isfinite(x) or x < 0:
             raise ValueError(f"--{key} must be a finite number >= 0 (got {o[key]!r})")
         o[key] = x
+    if o["solver"] == "acc-sdca" and o["loss"] == "hinge":
+        raise ValueError("--solver acc-sdca needs a smooth loss: use --loss smooth-hinge with a small --gamma "
+                         "(the smoothing of Sec. 3.3 of the accelerated Prox-SDCA paper)")
+    if int(o["inner_passes"]) < 1:
+        raise ValueError("--inner-passes must be >= 1")
+    o["inner_passes"] = int(o["inner_passes"])
     if o["l2"] <= 0:
         raise ValueError("--l2 must be > 0 for sdca (pure L1 needs a primal solver; use a small --l2, e.g. 1e-8)")
     if o["loss"] == "smooth-hinge" and o["gamma"] <= 0:
@@ -169,9 +175,10 @@ def _solver_class(name: str, distributed: str | None):
         from .solvers.cocoa import CoCoASolver
 
         return CoCoASolver
+    from .solvers.acc_sdca import AccSDCASolver
     from .solvers.sdca import SDCASolver
 
-    return {"sdca": SDCASolver}[name]
+    return {"sdca": SDCASolver, "acc-sdca": AccSDCASolver}[name]
 
 
 def _warm_source(path: str, st, o: dict):
@@ -261,6 +268,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     solver = _solver_class(o["solver_used"], o["distributed"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
+                 "inner_passes": o["inner_passes"],
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)

@@ -140,6 +140,29 @@ class BlockLoopSolver:
 
         self.duals.init(make)
 
+    # -- hooks for solvers that change the problem between passes (acc-sdca) ---------------------------
+    def restore_extra(self, meta: dict) -> None:
+        """After a checkpoint is loaded (or the run starts): ``self.extra`` holds the saved arrays."""
+
+    def pass_start(self, w: np.ndarray, v: np.ndarray) -> None:
+        """Called when a pass starts (after ``w`` is snapshot); state kept here goes in ``self.extra``."""
+
+    def epoch_done(self, epochs: int, w: np.ndarray, v: np.ndarray) -> None:
+        """Called after each full update pass, before the epoch checkpoint."""
+
+    def history_extra(self) -> dict:
+        """Solver-specific fields of a history line."""
+        return {}
+
+    def dual_penalty(self, c: int, w_state: np.ndarray) -> float:
+        """``l2 g*(v)`` of problem ``c`` at the pass's starting state.
+
+        For the elastic net ``l2 g*(v) = l2/2 ||soft_threshold(v, l1/l2)||^2 = l2/2 ||w||^2``,
+        and the kernels keep ``w = soft_threshold(v)`` exactly, so the snapshot of ``w`` is
+        all D needs.
+        """
+        return 0.5 * self.pb.penalty.l2 * float(np.dot(w_state[c], w_state[c]))
+
     def update_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray,
                      v: np.ndarray) -> None:  # pragma: no cover
         """Update ``alpha`` (the block's duals, (k, rows)), ``w`` and ``v`` ((k, dim)) in place."""
@@ -165,6 +188,7 @@ class BlockLoopSolver:
             rd.truncate_history(meta["history_len"])
         w, v, w_prev = arrays["w"], arrays["v"], arrays["w_prev"]
         self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev", "alpha")}
+        self.restore_extra(meta)
         e, k = int(meta["epoch"]), int(meta["position"])
         seconds0 = float(meta["seconds"])
         state_seconds = float(meta["state_seconds"])
@@ -196,6 +220,7 @@ class BlockLoopSolver:
                 update = e < max_epochs
                 if k == 0:
                     np.copyto(w_prev, w)
+                    self.pass_start(w, v)
                     psum[:] = 0.0
                     dsum[:] = 0.0
                 order = block_order(self.nb, int(opt["seed"]), e)
@@ -231,6 +256,7 @@ class BlockLoopSolver:
                     "pass_seconds": pass_seconds,
                     "rows_per_s": rows_done / pass_seconds if pass_seconds > 0 else None,
                     "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
+                    **self.history_extra(),
                 }
                 rd.append_history(entry)
                 history_len += 1
@@ -243,8 +269,10 @@ class BlockLoopSolver:
                 e += 1
                 k = 0
                 state_seconds = elapsed()
+                self.epoch_done(e, w, v)
                 # the next pass starts from S_e: snapshot w now so the checkpoint holds it
                 np.copyto(w_prev, w)
+                self.pass_start(w, v)
                 psum[:] = 0.0
                 dsum[:] = 0.0
                 checkpoint()
@@ -260,7 +288,5 @@ class BlockLoopSolver:
         p = d = 0.0
         for c in range(self.k):
             p += psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
-            # for the elastic net l2 g*(v) = l2/2 ||soft_threshold(v, l1/l2)||^2 = l2/2 ||w||^2, and the
-            # kernels keep w = soft_threshold(v) exactly, so the snapshot of w is all D needs
-            d += dsum[c] / n - 0.5 * pb.penalty.l2 * float(np.dot(w_state[c], w_state[c]))
+            d += dsum[c] / n - self.dual_penalty(c, w_state)
         return p, d, (p - d) if math.isfinite(d) else math.inf
