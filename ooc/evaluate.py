@@ -76,7 +76,12 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
     """
     model = LinearModel.load(run)
     meta = model.meta
+    cs = meta.get("multiclass") == "crammer-singer"
     loss = make_loss(model.loss, gamma=meta.get("gamma", 1.0))
+    if cs:
+        from .objectives.multiclass import make_multiclass_loss
+
+        cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if model.loss == "smooth-hinge" else 0.0)
     n = 0
     correct = 0
     loss_sum = 0.0
@@ -92,6 +97,11 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
             loss_sum += float(np.sum(loss.value(m, ys)))
             if model.loss == "logistic":
                 logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
+        elif model.task == L.MULTICLASS and meta.get("multiclass") == "crammer-singer":
+            correct += int(np.sum(model.predict_from_margins(m) == y))
+            known = np.isin(y, model.classes_)
+            yi = np.searchsorted(model.classes_, y[known])
+            loss_sum += float(np.sum(cs_loss.value(np.ascontiguousarray(m[known]), yi)))
         elif model.task == L.MULTICLASS:
             pred = model.predict_from_margins(m)
             correct += int(np.sum(pred == y))
@@ -118,7 +128,7 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
     out = {"n_rows": n, "primal": loss_sum / n + sum(primal_value(pen, w, bias) for w in W)}
     if model.task in (L.BINARY, L.MULTICLASS):
         out["accuracy"] = correct / n
-        if model.loss == "logistic":
+        if model.loss == "logistic" and not cs:
             out["logloss"] = logloss / n
     else:
         out["rmse"] = float(np.sqrt(sq / n))

@@ -111,8 +111,14 @@ def _validate(opts: dict, store) -> dict:
     if o["class_weight"] not in (None, "none", "balanced"):
         raise ValueError("--class-weight: expected 'balanced' (or nothing)")
     kind = store.label_kind
-    if o["multiclass"] not in (None, "ovr"):
-        raise ValueError(f"--multiclass {o['multiclass']}: only ovr (one-vs-rest) is available in this version")
+    if o["multiclass"] == "crammer-singer":
+        if kind != L.MULTICLASS:
+            raise ValueError(f"{store.path}: --multiclass crammer-singer needs multiclass labels "
+                             f"(this store is {kind})")
+        if o["loss"] not in ("hinge", "smooth-hinge"):
+            raise ValueError("--multiclass crammer-singer uses the max-of-hinge loss: --loss hinge or smooth-hinge")
+        if o["solver"] not in ("auto", "sdca"):
+            raise ValueError(f"--multiclass crammer-singer trains with sdca (not {o['solver']})")
     if kind == L.MULTICLASS and o["loss"] == "squared":
         raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
     if kind == L.MULTICLASS and o["distributed"]:
@@ -168,7 +174,11 @@ class Run:
                 f"converged={r.get('converged')}>")
 
 
-def _solver_class(name: str, distributed: str | None):
+def _solver_class(name: str, distributed: str | None, multiclass: str | None = None):
+    if multiclass == "crammer-singer":
+        from .solvers.crammer_singer import CrammerSingerSolver
+
+        return CrammerSingerSolver
     if distributed:
         if name != "sdca":
             raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {name} is not distributed")
@@ -265,10 +275,10 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
 
 def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     pb = _problem(st, o)
-    solver = _solver_class(o["solver_used"], o["distributed"])(
+    solver = _solver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
-                 "inner_passes": o["inner_passes"],
+                 "inner_passes": o["inner_passes"], "gamma": o["gamma"],
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)
@@ -281,6 +291,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     classes = (st.label_values if pb.task == L.BINARY else
                list(pb.classes) if pb.task == L.MULTICLASS else None)
     meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "gamma": o["gamma"], "store": st.path,
+            "multiclass": o["multiclass"],
             "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
     model = LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
     model.save(rd.model_dir)

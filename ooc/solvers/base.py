@@ -154,6 +154,24 @@ class BlockLoopSolver:
         """Solver-specific fields of a history line."""
         return {}
 
+    #: entries of the gap sums (one per problem solved side by side)
+    @property
+    def n_terms(self) -> int:
+        return self.k
+
+    def gap_terms(self, blk: TrainBlock, alpha: np.ndarray, w_state: np.ndarray, psum: np.ndarray,
+                  dsum: np.ndarray) -> None:
+        """Add the block's terms of P (at ``w_state``) and D (at ``alpha``, before its update)."""
+        pb = self.pb
+        for c in range(self.k):
+            yc = pb.sub_labels(blk.y, c)
+            psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c], pb.bias)
+            dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+
+    def export_w(self, w: np.ndarray) -> np.ndarray:
+        """``w`` as (problems, dim) for the model."""
+        return w
+
     def dual_penalty(self, c: int, w_state: np.ndarray) -> float:
         """``l2 g*(v)`` of problem ``c`` at the pass's starting state.
 
@@ -179,7 +197,7 @@ class BlockLoopSolver:
             self.init_duals()
             arrays = self.fresh_state()
             meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "state_seconds": 0.0,
-                    "primal_sum": [0.0] * self.k, "dual_sum": [0.0] * self.k, "history_len": 0, "bytes_read": 0}
+                    "primal_sum": [0.0] * self.n_terms, "dual_sum": [0.0] * self.n_terms, "history_len": 0, "bytes_read": 0}
             rd.truncate_history(0)
             rd.save_checkpoint({**arrays, **self.duals.checkpoint_arrays()}, meta)
         else:
@@ -230,11 +248,7 @@ class BlockLoopSolver:
                 pf = Prefetcher(order[k:], self.load_block, self.cache, lambda t: t.nbytes, depth=1, pool=pool)
                 for b, blk in pf:
                     alpha = self.duals.read(cur, b)
-                    for c in range(self.k):
-                        yc = pb.sub_labels(blk.y, c)
-                        psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_prev[c],
-                                                     pb.bias)
-                        dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+                    self.gap_terms(blk, alpha, w_prev, psum, dsum)
                     if update:
                         self.update_block(blk, alpha, e, w, v)
                         self.duals.write(nxt, b, alpha)
@@ -250,7 +264,7 @@ class BlockLoopSolver:
                     "seconds": state_seconds,
                     "primal": gap[0], "dual": gap[1], "gap": gap[2],
                     "rel_gap": gap[2] / max(1.0, abs(gap[0])),
-                    "nnz_w": int(np.count_nonzero(w_prev[:, : self.store.n_cols])),
+                    "nnz_w": int(np.count_nonzero(self.export_w(w_prev)[:, : self.store.n_cols])),
                     "bytes_read": bytes_read0 + self.cache.bytes_read,
                     "cache_hit_rate": self.cache.hit_rate,
                     "pass_seconds": pass_seconds,
@@ -264,7 +278,7 @@ class BlockLoopSolver:
                     self.progress(entry)
                 converged = entry["rel_gap"] <= tol
                 if converged or not update:
-                    result = dict(entry, converged=bool(converged), epochs=e, w=w_prev.copy(), **self.duals.final(cur))
+                    result = dict(entry, converged=bool(converged), epochs=e, w=self.export_w(w_prev).copy(), **self.duals.final(cur))
                     break
                 e += 1
                 k = 0
@@ -282,7 +296,7 @@ class BlockLoopSolver:
         return result
 
     def _gap(self, psum: np.ndarray, dsum: np.ndarray, w_state: np.ndarray) -> tuple[float, float, float]:
-        """(P, D, gap) summed over the k problems of the state whose ``w`` is ``w_state``."""
+        """(P, D, gap) summed over the problems of the state whose ``w`` is ``w_state``."""
         pb = self.pb
         n = float(self.n)
         p = d = 0.0
