@@ -185,3 +185,18 @@ def test_regularization_path_warm_starts_reach_the_cold_optimum(data, tmp_path):
     a, b = cold.model.coef_, ooc.load_model(last).coef_
     # both certified to 1e-9: ||w - w*||^2 <= 2 gap / l2 for each
     assert np.linalg.norm(a - b) <= 2 * np.sqrt(2 * 1e-9 * 1.0 / 1e-3)
+
+
+@pytest.mark.parametrize("spec", ["grid.toml", "path.toml"])
+def test_example_specs_run_as_written(tmp_path, spec):
+    here = os.path.join(os.path.dirname(__file__), "..", "examples")
+    shutil.copy(os.path.join(here, spec), tmp_path / spec)
+    # the data the spec comments tell the user to make (smaller here)
+    ooc.synth(str(tmp_path / "example.zarr"), 3000, 300, 10)
+    r = subprocess.run(OOC + ["batch", str(tmp_path / spec), "--workers", "2"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / ("grid-out" if spec == "grid.toml" else "path-out")
+    rows = _read_results(str(out))
+    assert rows and all(row["status"] == "ok" for row in rows)
+    assert (out / "summary.md").exists()
