@@ -29,23 +29,14 @@ import time
 
 import numpy as np
 
+from ..fsutil import fsync_dir
+
 #: Bumped whenever the meaning of saved state changes; resume refuses other versions.
 STATE_FORMAT = 1
 
 
 class RunError(Exception):
     """A run directory cannot be created or resumed."""
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
 
 
 def atomic_write_bytes(path: str, payload: bytes, fsync: bool = True) -> None:
@@ -173,14 +164,14 @@ class RunDir:
         atomic_write_bytes(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
         if self._unsynced:  # paged duals written since the last checkpoint
             self.sync_duals()
-            _fsync_dir(os.path.join(self.state, "duals", "0"))
-            _fsync_dir(os.path.join(self.state, "duals", "1"))
+            fsync_dir(os.path.join(self.state, "duals", "0"))
+            fsync_dir(os.path.join(self.state, "duals", "1"))
         if os.path.exists(final):
             shutil.rmtree(final)
         os.rename(tmp, final)
-        _fsync_dir(self.state)
+        fsync_dir(self.state)
         atomic_write_bytes(os.path.join(self.path, "LATEST"), name.encode())
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         # older checkpoints are no longer needed (their dual buffers may already be overwritten)
         for old in os.listdir(self.state):
             if old.startswith("ckpt-") and old != name:

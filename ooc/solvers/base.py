@@ -61,7 +61,31 @@ class TrainBlock(NamedTuple):
         return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y, self.c))
 
 
-class BlockLoopSolver:
+def load_train_block(store, problem, b: int) -> TrainBlock:
+    """Row block ``b`` of ``store`` with its labels and example weights, ready for the kernels."""
+    blk = store.block(L.ROWS, b)
+    y = problem.block_labels(store.read_labels(blk.start, blk.stop))
+    indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
+    return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
+
+
+class StoreSolver:
+    """What every solver knows about its problem, store and run directory."""
+
+    def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
+        self.pb = problem
+        self.rd = rundir
+        self.opt = options
+        self.progress = progress
+        st = problem.store
+        self.store = st
+        self.n = st.n_rows
+        self.dim = st.n_cols + (1 if problem.bias > 0 else 0)
+        self.nb = st.n_blocks(L.ROWS)
+        self.row_ptr = st.block_ptr(L.ROWS)
+
+
+class BlockLoopSolver(StoreSolver):
     """Drives passes over the row blocks of a store for a dual coordinate solver.
 
     Parameters
@@ -78,16 +102,7 @@ class BlockLoopSolver:
     name = "base"
 
     def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
-        self.pb = problem
-        self.rd = rundir
-        self.opt = options
-        self.progress = progress
-        st = problem.store
-        self.store = st
-        self.n = st.n_rows
-        self.dim = st.n_cols + (1 if problem.bias > 0 else 0)
-        self.nb = st.n_blocks(L.ROWS)
-        self.row_ptr = st.block_ptr(L.ROWS)
+        super().__init__(problem, rundir, options, progress)
         self.k = problem.n_sub
         # duals stay in memory when they take at most a quarter of the budget; the cache gets the rest
         self.duals = make_duals(rundir, self.row_ptr, self.k, int(options["memory"]) // 4,
@@ -97,11 +112,7 @@ class BlockLoopSolver:
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
-        blk = self.store.block(L.ROWS, b)
-        y = self.pb.block_labels(self.store.read_labels(blk.start, blk.stop))
-        c = self.pb.example_weights(y)
-        indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
-        return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, c)
+        return load_train_block(self.store, self.pb, b)
 
     # -- state ---------------------------------------------------------------------------------------
     def fresh_state(self) -> dict:

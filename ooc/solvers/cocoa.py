@@ -36,6 +36,7 @@ from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.scheduler import row_order
 from ..store import layout as L
+from .base import StoreSolver, load_train_block
 
 #: Per worker process: (store path, fingerprint, options key) -> (store, problem, cache).
 _CONTEXTS: dict = {}
@@ -60,8 +61,6 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int):
 def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, k, n_workers, update,
                 local_passes):
     """One worker's part of a round: ``(dv_k, primal_sum_k, dual_sum_k, bytes_read, cache_hit_rate)``."""
-    from .base import TrainBlock
-
     st, pb, cache = _context(store_path, fingerprint, opts, memory)
     rd = RunDir(run_dir)
     seed = int(opts["seed"])
@@ -73,14 +72,8 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, 
     bytes0 = cache.bytes_read
     order = np.asarray(blocks, dtype=np.int64)[np.random.default_rng([seed, rnd, 2, k]).permutation(len(blocks))]
 
-    def load(b):
-        blk = st.block(L.ROWS, b)
-        y = pb.block_labels(st.read_labels(blk.start, blk.stop))
-        return TrainBlock(b, blk.start, blk.stop, np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices,
-                          blk.data, y, pb.example_weights(y))
-
     for b in order:
-        blk = cache.get(int(b), lambda: load(int(b)), lambda t: t.nbytes)
+        blk = cache.get(int(b), lambda: load_train_block(st, pb, int(b)), lambda t: t.nbytes)
         alpha = rd.read_duals(rnd % 2, int(b))[0]
         psum += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, w, pb.bias)
         dsum += block_dual_loss(pb.loss, blk.y, blk.c, alpha)
@@ -115,22 +108,10 @@ def _client(distributed: str):
     return Client(distributed), None
 
 
-class CoCoASolver:
+class CoCoASolver(StoreSolver):
     """Driver of distributed training; same run directory, history and result as the block loop."""
 
     name = "sdca-cocoa"
-
-    def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
-        self.pb = problem
-        self.rd = rundir
-        self.opt = options
-        self.progress = progress
-        st = problem.store
-        self.store = st
-        self.n = st.n_rows
-        self.dim = st.n_cols + (1 if problem.bias > 0 else 0)
-        self.nb = st.n_blocks(L.ROWS)
-        self.row_ptr = st.block_ptr(L.ROWS)
 
     def run(self, max_epochs: int, resume: bool) -> dict:
         rd, pb, opt = self.rd, self.pb, self.opt

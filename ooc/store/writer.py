@@ -16,6 +16,7 @@ import uuid
 
 import numpy as np
 
+from ..fsutil import fsync_dir
 from . import layout as L
 from .backend import Backend, MemoryBackend
 from .stats import ColumnAccumulator, RowSummary, row_stats, summary_from
@@ -112,14 +113,7 @@ def publish(tmp: str, final: str) -> None:
         raise FileExistsError(f"{final}: already exists (use --overwrite to replace it)")
     os.rename(tmp, final)
     # the rename is durable only once the directory entry is: fsync the parent
-    try:
-        fd = os.open(os.path.dirname(os.path.abspath(final)), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    fsync_dir(os.path.dirname(os.path.abspath(final)))
 
 
 class LabelTracker:
