@@ -214,6 +214,9 @@ def _report(result: dict, as_json: bool) -> None:
 @click.option("--solver", type=click.Choice(["auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc"]),
               default="auto", show_default=True)
 @click.option("--sampling", default="uniform", show_default=True)
+@click.option("--mix-blocks", type=int, default=4, show_default=True,
+              help="Row blocks whose rows are visited in one random permutation (memory: about twice that "
+                   "many blocks are resident).")
 @click.option("--inner-passes", type=int, default=1, show_default=True,
               help="acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Relative duality gap to certify.")
@@ -228,7 +231,7 @@ def _report(result: dict, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-v", "--verbose", is_flag=True)
 @_user_errors
-def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, inner_passes, tol, max_epochs, memory, bias,
+def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, mix_blocks, inner_passes, tol, max_epochs, memory, bias,
           class_weight, seed, checkpoint_every, distributed, overwrite, as_json, verbose):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
     import warnings
@@ -243,7 +246,7 @@ def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, inner_p
                            multiclass=multiclass, l2=l2, l1=l1, solver=solver, sampling=sampling, tol=tol,
                            max_epochs=max_epochs, memory=memory, bias=bias, class_weight=class_weight,
                            seed=seed, checkpoint_every=checkpoint_every, distributed=distributed,
-                           inner_passes=inner_passes)
+                           inner_passes=inner_passes, mix_blocks=mix_blocks)
     finally:
         bar.close()
     _report(run.result, as_json)

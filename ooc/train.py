@@ -70,6 +70,7 @@ DEFAULTS = {
     "loss": "logistic", "gamma": 1.0, "multiclass": None, "l2": 1e-6, "l1": 0.0, "solver": "auto",
     "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
     "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None, "inner_passes": 1,
+    "mix_blocks": 4,
 }
 
 
@@ -98,6 +99,9 @@ def _validate(opts: dict, store) -> dict:
     if int(o["inner_passes"]) < 1:
         raise ValueError("--inner-passes must be >= 1")
     o["inner_passes"] = int(o["inner_passes"])
+    if int(o["mix_blocks"]) < 1:
+        raise ValueError("--mix-blocks must be >= 1")
+    o["mix_blocks"] = int(o["mix_blocks"])
     if o["l2"] <= 0:
         raise ValueError("--l2 must be > 0 for sdca (pure L1 needs a primal solver; use a small --l2, e.g. 1e-8)")
     if o["loss"] == "smooth-hinge" and o["gamma"] <= 0:
@@ -278,7 +282,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     solver = _solver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
-                 "inner_passes": o["inner_passes"], "gamma": o["gamma"],
+                 "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)
