@@ -1,52 +1,373 @@
-"""scikit-learn estimators: ``LinearClassifier`` and ``LinearRegressor``.
+"""scikit-learn estimators: ``LinearClassifier`` (binary) and ``LinearRegressor``.
 
-They follow scikit-learn's conventions: ``__init__`` stores its parameters
-untouched, ``fit`` validates them, fitted attributes end with ``_``, and a
-:class:`~ooc.train.ConvergenceWarning` is issued when ``max_epochs`` stops the
-solver before the duality gap reaches ``tol``. ``fit`` accepts a numpy array, a
-scipy sparse matrix (converted to an in-process store) or the path of an ooc
-store (then ``y`` must be None: the labels are in the store).
+They follow scikit-learn's conventions: ``__init__`` stores its parameters untouched,
+``fit`` validates them (and the data, with scikit-learn's own validators), fitted
+attributes end with ``_``, and a :class:`ConvergenceWarning` (a subclass of both
+:class:`ooc.ConvergenceWarning` and :class:`sklearn.exceptions.ConvergenceWarning`) is
+issued when ``max_epochs`` stops the solver before the relative duality gap reaches
+``tol``. ``fit`` accepts a numpy array (or anything array-like), a scipy sparse matrix,
+or the path of an ooc store (then ``y`` must be None: the labels are in the store). An
+array or matrix is copied into an in-process store for the duration of the fit;
+``predict``/``decision_function`` also accept a store path (streamed block by block).
+
+The objective is DESIGN.md's::
+
+    P(w) = 1/n sum_i c_i phi(x_i . w + B w_B, y_i) + l2/2 ||w||^2 + l1 ||w||_1
+
+so scikit-learn's / LIBLINEAR's ``C`` is ``1 / (l2 n)`` and Ridge's ``alpha`` is
+``l2 n`` (with ``bias=0``). ``bias=B > 0`` adds LIBLINEAR's intercept feature of value
+``B``, whose weight is regularized like the others; ``bias=0`` fits no intercept.
+
+Scope of this version: binary classification only (multiclass raises
+``ValueError('Only binary classification is supported. ...')``, as scikit-learn asks of
+binary-only classifiers); ``class_weight`` is None or ``'balanced'`` (no dict); no
+``sample_weight``.
 """
 
 from __future__ import annotations
 
+import numbers
 import os
 import shutil
 import tempfile
 import uuid
+import warnings
+import weakref
 
 import numpy as np
+import scipy.sparse as sp
 
-try:  # scikit-learn is optional at run time: minimal stand-ins keep get_params/set_params
+from .train import ConvergenceWarning as _OocConvergenceWarning
+
+try:  # scikit-learn >= 1.6 (validate_data, tags); `import ooc` works without it
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-except ImportError:  # pragma: no cover - exercised only without scikit-learn
-    import inspect
+    from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
+    from sklearn.utils._available_if import available_if
+    from sklearn.utils.multiclass import check_classification_targets, type_of_target
+    from sklearn.utils.validation import check_is_fitted, validate_data
 
-    class BaseEstimator:
-        def get_params(self, deep=True):
-            names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-            return {k: getattr(self, k) for k in names}
+    _SKLEARN_MISSING = None
+except ImportError as _exc:  # pragma: no cover - exercised only without scikit-learn
+    _SKLEARN_MISSING = _exc
+    BaseEstimator = ClassifierMixin = RegressorMixin = object
+    _SkConvergenceWarning = UserWarning
 
-        def set_params(self, **params):
-            for k, v in params.items():
-                setattr(self, k, v)
-            return self
+    def available_if(check):
+        return lambda fn: fn
 
-    class ClassifierMixin:
-        def score(self, X, y):
-            return float(np.mean(self.predict(X) == np.asarray(y)))
+__all__ = ["ConvergenceWarning", "LinearClassifier", "LinearRegressor"]
 
-    class RegressorMixin:
-        def score(self, X, y):
-            y = np.asarray(y, dtype=float)
-            r = y - self.predict(X)
-            return 1.0 - float(r @ r) / float(((y - y.mean()) ** 2).sum())
+
+class ConvergenceWarning(_OocConvergenceWarning, _SkConvergenceWarning):
+    """``max_epochs`` stopped the solver before the duality gap certified ``tol``.
+
+    Caught by filters on either :class:`ooc.ConvergenceWarning` or
+    :class:`sklearn.exceptions.ConvergenceWarning`.
+    """
+
+
+_MEM_PREFIX = "memory://ooc-estimator-"
+
+
+def _is_path(X) -> bool:
+    return isinstance(X, (str, os.PathLike))
+
+
+def _cleanup(store_path, run_dir):
+    """Drop an in-process store and a temporary run directory (used by weakref.finalize)."""
+    if store_path is not None:
+        from .store.backend import MemoryBackend
+
+        try:
+            MemoryBackend.delete(store_path)
+        except Exception:  # pragma: no cover - already gone
+            pass
+    if run_dir is not None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _data_hash(X, y) -> str:
+    import joblib
+
+    if sp.issparse(X):
+        X = X.tocsr()
+        return joblib.hash((X.shape, X.indptr, X.indices, X.data, y))
+    return joblib.hash((X, y))
 
 
 class _OOCLinear(BaseEstimator):
-    _label_kind = "binary"
+    """Shared machinery: data -> store, training, partial_fit state, streamed margins."""
 
-    def __init__(self, loss="logistic", l2=1e-4, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0,
+    _label_kind = "binary"
+    _losses: tuple = ()
+
+    def __new__(cls, *args, **kwargs):
+        if _SKLEARN_MISSING is not None:
+            raise ImportError(f"ooc.{cls.__name__} needs scikit-learn >= 1.6 (pip install 'scikit-learn>=1.6'): "
+                              f"{_SKLEARN_MISSING}")
+        return super().__new__(cls)
+
+    # -- scikit-learn plumbing --------------------------------------------------------------------
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def __getstate__(self):
+        # partial_fit's in-process store and temporary run are not picklable: an unpickled
+        # estimator predicts as before, and a later partial_fit starts a new run.
+        state = dict(self.__dict__)
+        state.pop("_pf", None)
+        return state
+
+    # -- validation -------------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        if self.loss not in self._losses:
+            raise ValueError(f"loss={self.loss!r}: {type(self).__name__} supports "
+                             f"{', '.join(repr(x) for x in self._losses)}")
+        for name in ("l2", "l1", "tol", "bias"):
+            val = getattr(self, name)
+            if name == "l2" and val is None:
+                continue
+            if not isinstance(val, numbers.Real) or isinstance(val, bool) or not np.isfinite(val) or val < 0:
+                raise ValueError(f"{name}={val!r}: expected a finite number >= 0")
+        if self.l2 is not None and not self.l2 > 0:
+            raise ValueError(f"l2={self.l2!r}: must be > 0 (the dual solver needs a strongly convex objective)")
+        me = self.max_epochs
+        if not isinstance(me, numbers.Integral) or isinstance(me, bool) or me < 0:
+            raise ValueError(f"max_epochs={me!r}: expected an integer >= 0")
+
+    def _train_options(self) -> dict:
+        opts = {"loss": self.loss, "l2": None if self.l2 is None else float(self.l2), "l1": float(self.l1),
+                "tol": float(self.tol), "max_epochs": int(self.max_epochs), "bias": float(self.bias),
+                "solver": self.solver, "memory": self.memory, "seed": int(self.seed)}
+        opts.update(self._extra_options())
+        return opts
+
+    def _extra_options(self) -> dict:
+        return {}
+
+    def _encode_y(self, y, reset: bool):
+        """Labels for the store (float64) and the store's label kind; sets classes_ when reset."""
+        raise NotImplementedError
+
+    def _from_store(self, path, reset: bool):
+        from .store import open_store
+
+        st = open_store(path)
+        if reset:
+            self.n_features_in_ = st.n_cols
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        return st
+
+    def _to_store(self, X, y, reset: bool):
+        """Validate ``X, y`` and copy them into a fresh in-process store; returns (store, hash)."""
+        from .store.ingest import convert
+
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
+                             y_numeric=self._label_kind == "regression", reset=reset)
+        y_store = self._encode_y(y, reset)
+        if sp.issparse(X):
+            X = X.tocsr()
+        key = _data_hash(X, y_store)
+        st = convert(X, f"{_MEM_PREFIX}{uuid.uuid4().hex}", y=y_store, dtype="float64",
+                     label_kind=self._label_kind, n_features=X.shape[1])
+        return st, key
+
+    def _store_for(self, X, y, reset: bool):
+        """(store, data key, owned): the store to train on and whether we must release it."""
+        if _is_path(X):
+            if y is not None:
+                raise ValueError("fit(store_path) takes the labels from the store: pass y=None")
+            st = self._from_store(X, reset)
+            self._check_store_labels(st, reset)
+            return st, st.fingerprint, False
+        st, key = self._to_store(X, y, reset)
+        return st, key, True
+
+    def _check_store_labels(self, st, reset: bool) -> None:
+        raise NotImplementedError
+
+    # -- training ---------------------------------------------------------------------------------
+    def _train(self, store, run_dir, **override):
+        from .train import train
+
+        opts = dict(self._train_options(), **override)
+        if opts["l2"] is None:
+            opts["l2"] = 1.0 / store.n_rows  # C = 1, the default of LIBLINEAR and scikit-learn
+        with warnings.catch_warnings():
+            # re-issued below with the estimator's class, which scikit-learn filters also catch
+            warnings.simplefilter("ignore", _OocConvergenceWarning)
+            return train(store, run_dir, overwrite=True, **opts)
+
+    def _set_fitted(self, run, warn: bool) -> None:
+        from .model import LinearModel
+
+        m = run.model
+        res = run.result
+        self.coef_ = m.coef_
+        self.intercept_ = m.intercept_
+        self.n_iter_ = int(res["epochs"])
+        self.primal_ = float(res["primal"])
+        self.dual_ = float(res["dual"])
+        self.gap_ = float(res["gap"])
+        self.rel_gap_ = float(res["rel_gap"])
+        self.converged_ = bool(self.rel_gap_ <= float(self.tol))
+        self.history_ = run.history
+        classes = getattr(self, "classes_", None)
+        self.model_ = LinearModel(m.coef_, m.intercept_, classes, m.loss, m.task, m.meta)
+        if warn and not self.converged_:
+            warnings.warn(f"{type(self).__name__} stopped at max_epochs={self.max_epochs} with relative duality "
+                          f"gap {self.rel_gap_:.3g} > tol={self.tol:g}; increase max_epochs (or l2)",
+                          ConvergenceWarning, stacklevel=3)
+
+    def _reset_partial(self) -> None:
+        pf = self.__dict__.pop("_pf", None)
+        if pf is not None:
+            pf["finalizer"]()
+
+    def fit(self, X, y=None):
+        """Train to a certified relative duality gap ``tol`` (or stop at ``max_epochs``).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features), or str
+            Training data, or the path of an ooc store (then ``y`` is None).
+        y : array-like of shape (n_samples,)
+        """
+        self._check_params()
+        self._reset_partial()
+        store, _, owned = self._store_for(X, y, reset=True)
+        run_dir = os.fspath(self.run_dir) if self.run_dir is not None else tempfile.mkdtemp(prefix="ooc-est-")
+        try:
+            run = self._train(store, run_dir)
+            self._set_fitted(run, warn=True)
+        finally:
+            if owned:
+                _cleanup(store.path, None)
+            if self.run_dir is None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        self.run_ = run_dir if self.run_dir is not None else None
+        return self
+
+    def partial_fit(self, X, y=None):
+        """One more pass of the solver over the same data (the first call makes one pass).
+
+        Each call adds exactly one epoch (``n_iter_`` grows by one) and recomputes the
+        certified gap (``gap_``, ``rel_gap_``, ``converged_``); no ConvergenceWarning is
+        issued. The data must be the same at every call (checked: a different ``X`` or ``y``
+        raises ``ValueError``). The run lives in ``run_dir`` if set, else in a temporary
+        directory removed with the estimator.
+        """
+        self._check_params()
+        pf = getattr(self, "_pf", None)
+        if pf is None:
+            store, key, owned = self._store_for(X, y, reset=True)
+            run_dir = os.fspath(self.run_dir) if self.run_dir is not None else tempfile.mkdtemp(prefix="ooc-est-")
+            fin = weakref.finalize(self, _cleanup, store.path if owned else None,
+                                   run_dir if self.run_dir is None else None)
+            try:
+                run = self._train(store, run_dir, max_epochs=1, tol=0.0)
+            except BaseException:
+                fin()
+                raise
+            self._pf = {"key": key, "run_dir": run_dir, "finalizer": fin}
+        else:
+            if _is_path(X):
+                if y is not None:
+                    raise ValueError("partial_fit(store_path) takes the labels from the store: pass y=None")
+                key = self._from_store(X, reset=False).fingerprint
+            else:
+                X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
+                                     y_numeric=self._label_kind == "regression", reset=False)
+                y_store = self._encode_y(y, reset=False)
+                key = _data_hash(X, y_store)
+            if key != pf["key"]:
+                raise ValueError("partial_fit continues training on the same data (one more pass); got "
+                                 "different X or y. Call fit to start over on new data.")
+            from .train import resume
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", _OocConvergenceWarning)
+                run = resume(pf["run_dir"], max_epochs=self.n_iter_ + 1)
+        self._set_fitted(run, warn=False)
+        self.run_ = self._pf["run_dir"] if self.run_dir is not None else None
+        return self
+
+    # -- prediction -------------------------------------------------------------------------------
+    def _margins(self, X) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        if _is_path(X):
+            from .store import layout as L
+            from .store import open_store
+
+            st = open_store(X)
+            out = []
+            for b in range(st.n_blocks(L.ROWS)):
+                blk = st.block(L.ROWS, b)
+                out.append(self.model_.decision_csr(np.asarray(blk.indptr, dtype=np.int64), blk.indices, blk.data))
+            return np.concatenate(out) if out else np.zeros(0)
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32], reset=False)
+        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+
+
+class LinearClassifier(ClassifierMixin, _OOCLinear):
+    """Binary linear classifier (logistic, hinge or smooth-hinge loss) trained out of core.
+
+    Minimises ``1/n sum_i c_i phi(x_i . w + B w_B, y_i) + l2/2 ||w||^2 + l1 ||w||_1`` with
+    Prox-SDCA to a certified relative duality gap ``tol``. scikit-learn's
+    ``LogisticRegression(C=C)`` corresponds to ``l2 = 1 / (C n)``.
+
+    Parameters
+    ----------
+    loss : {'logistic', 'hinge', 'smooth-hinge'}
+    l2 : float or None
+        L2 weight (> 0). None (default) means ``1 / n_samples``, i.e. ``C = 1`` as in
+        LIBLINEAR and scikit-learn.
+    l1 : float
+        L1 weight.
+    tol : float
+        Relative duality gap to certify: ``gap <= tol * max(1, |P|)``.
+    max_epochs : int
+        Passes over the data before giving up (with a ConvergenceWarning).
+    bias : float
+        Value ``B`` of LIBLINEAR's intercept feature (regularized); 0 for no intercept.
+    class_weight : None or 'balanced'
+    gamma : float
+        Smoothing of ``'smooth-hinge'``.
+    solver : {'auto', 'sdca'}
+    memory : str or int
+        Block cache budget (e.g. ``'1GiB'``).
+    seed : int
+        Seed of the block and row orders (the result is deterministic).
+    run_dir : str or None
+        Keep the run directory (checkpoints, history, model) there; None uses a
+        temporary directory, removed after ``fit``.
+
+    Attributes
+    ----------
+    coef_ : ndarray (n_features,)
+    intercept_ : float
+        ``B * w_B`` (0 when ``bias=0``).
+    classes_ : ndarray (2,)
+        Original labels, ``classes_[1]`` is the positive class.
+    n_iter_ : int
+        Epochs (passes with updates).
+    primal_, dual_, gap_, rel_gap_ : float
+        Objectives and duality gap of the returned ``coef_``.
+    converged_ : bool
+    history_ : list of dict
+        One entry per epoch (``epoch, seconds, primal, dual, gap, rel_gap, ...``).
+    model_ : ooc.LinearModel
+    run_ : str or None
+        The run directory when ``run_dir`` is set.
+    """
+
+    _label_kind = "binary"
+    _losses = ("logistic", "hinge", "smooth-hinge")
+
+    def __init__(self, loss="logistic", l2=None, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0,
                  class_weight=None, gamma=1.0, solver="auto", memory="1GiB", seed=0, run_dir=None):
         self.loss = loss
         self.l2 = l2
@@ -61,156 +382,127 @@ class _OOCLinear(BaseEstimator):
         self.seed = seed
         self.run_dir = run_dir
 
-    def _options(self, max_epochs=None) -> dict:
-        return {"loss": self.loss, "l2": self.l2, "l1": self.l1, "tol": self.tol,
-                "max_epochs": self.max_epochs if max_epochs is None else max_epochs, "bias": self.bias,
-                "class_weight": self.class_weight, "gamma": self.gamma, "solver": self.solver,
-                "memory": self.memory, "seed": self.seed}
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
 
-    def _store_for(self, X, y):
-        from .store import open_store
-        from .store.ingest import convert
+    def _check_params(self) -> None:
+        super()._check_params()
+        if self.class_weight not in (None, "balanced"):
+            raise ValueError(f"class_weight={self.class_weight!r}: expected None or 'balanced' "
+                             "(per-class dicts are not supported yet)")
+        g = self.gamma
+        if not isinstance(g, numbers.Real) or not np.isfinite(g) or g <= 0:
+            raise ValueError(f"gamma={g!r}: expected a finite number > 0")
 
-        if isinstance(X, (str, os.PathLike)):
-            if y is not None:
-                raise ValueError("fit(store_path) takes the labels from the store: pass y=None")
-            return open_store(X)
-        if y is None:
-            raise ValueError("fit(X, y) needs y for an array or matrix X")
-        import scipy.sparse as sp
+    def _extra_options(self) -> dict:
+        return {"class_weight": self.class_weight, "gamma": float(self.gamma)}
 
-        if not sp.issparse(X):
-            X = np.asarray(X, dtype=np.float64)
-            if X.ndim != 2:
-                raise ValueError(f"X must be 2-D, got shape {X.shape}")
-        y = np.asarray(y)
-        if y.ndim != 1:
-            y = y.ravel()
-        if X.shape[0] != len(y):
-            raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
-        if X.shape[0] == 0:
-            raise ValueError("cannot fit on 0 samples")
-        if self._label_kind == "binary":
-            n_classes = len(np.unique(y))
-            if n_classes > 2:
-                raise ValueError(f"{n_classes} classes: multiclass training is not available yet in this version")
-            if n_classes < 2:
-                raise ValueError("y has a single class: a classifier needs two")
-        return convert(X, f"memory://estimator-{uuid.uuid4().hex}", y=np.asarray(y, dtype=np.float64),
-                       dtype="float64", label_kind=self._label_kind, n_features=X.shape[1])
+    def _encode_y(self, y, reset: bool):
+        if reset:
+            check_classification_targets(y)
+            y_type = type_of_target(y, input_name="y", raise_unknown=True)
+            if y_type != "binary":
+                raise ValueError(f"Only binary classification is supported. The type of the target is {y_type}.")
+            classes = np.unique(y)
+            if len(classes) < 2:
+                raise ValueError(f"y has only one class ({classes[0]!r}): a binary classifier needs 2 classes")
+            self.classes_ = classes
+        pos = np.asarray(y) == self.classes_[1]
+        if not reset:
+            known = pos | (np.asarray(y) == self.classes_[0])
+            if not known.all():
+                raise ValueError(f"y has labels outside classes_ {self.classes_.tolist()}")
+        return np.where(pos, 1.0, -1.0)
 
-    def _run_path(self) -> str:
-        if self.run_dir is not None:
-            return os.fspath(self.run_dir)
-        return tempfile.mkdtemp(prefix="ooc-estimator-")
+    def _check_store_labels(self, st, reset: bool) -> None:
+        from .store import layout as L
 
-    def fit(self, X, y=None):
-        """Train to a certified relative duality gap ``tol`` (or ``max_epochs``)."""
-        from .train import train
-
-        store = self._store_for(X, y)
-        try:
-            run = train(store, self._run_path(), overwrite=True, **self._options())
-        finally:
-            self._release(store)
-        self._set_fitted(run)
-        return self
-
-    def partial_fit(self, X, y=None):
-        """One more pass of the solver over the same data (the first call makes one pass)."""
-        from .train import resume, train
-
-        if not hasattr(self, "run_") or getattr(self, "_pf_store", None) is None:
-            store = self._store_for(X, y)
-            self._pf_store = store
-            run = train(store, self._run_path(), overwrite=True, **self._options(max_epochs=1))
-        else:
-            new = self._store_for(X, y)
-            same = new.fingerprint == self._pf_store.fingerprint
-            self._release(new)
-            if not same:
-                raise ValueError("partial_fit continues training on the same data; got different data")
-            run = resume(self.run_, max_epochs=self.n_iter_ + 1)
-        self._set_fitted(run)
-        return self
-
-    @staticmethod
-    def _release(store) -> None:
-        from .store.backend import MemoryBackend
-
-        if store.path.startswith("memory://estimator-"):
-            MemoryBackend.delete(store.path)
-
-    def _set_fitted(self, run) -> None:
-        m = run.model
-        self.run_ = run.path
-        self.model_ = m
-        self.coef_ = m.coef_
-        self.intercept_ = m.intercept_
-        self.n_features_in_ = m.n_features
-        self.n_iter_ = run.result["epochs"]
-        self.gap_ = run.result["gap"]
-        self.converged_ = run.result["converged"]
-
-    def _check_fitted(self):
-        if not hasattr(self, "model_"):
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        if st.label_kind != L.BINARY:
+            raise ValueError(f"{st.path}: Only binary classification is supported. The store's labels are "
+                             f"{st.label_kind}.")
+        if reset:
+            self.classes_ = np.asarray(st.label_values)
 
     def decision_function(self, X):
-        self._check_fitted()
-        return self.model_.decision_function(X)
-
-    def __del__(self):  # pragma: no cover - cleanup of partial_fit's in-process copy of the data
-        st = getattr(self, "_pf_store", None)
-        if st is not None:
-            try:
-                self._release(st)
-            except Exception:
-                pass
-
-
-class LinearClassifier(ClassifierMixin, _OOCLinear):
-    """Binary linear classifier (logistic, hinge or smooth-hinge loss) trained out of core.
-
-    Minimises ``1/n sum_i c_i phi(x_i . w + B w_B, y_i) + l2/2 ||w||^2 + l1 ||w||_1``
-    (scikit-learn's ``C`` is ``1 / (l2 n)``; ``bias=B`` adds LIBLINEAR's regularized
-    intercept feature, ``bias=0`` fits no intercept).
-    """
-
-    _label_kind = "binary"
-
-    def fit(self, X, y=None):
-        super().fit(X, y)
-        self.classes_ = self.model_.classes_
-        return self
-
-    def partial_fit(self, X, y=None, classes=None):
-        super().partial_fit(X, y)
-        self.classes_ = self.model_.classes_
-        return self
+        """Margins ``X @ coef_ + intercept_`` (> 0 means ``classes_[1]``); X may be a store path."""
+        return self._margins(X)
 
     def predict(self, X):
-        self._check_fitted()
-        return self.model_.predict(X)
+        """Predicted labels, in ``classes_``'s values."""
+        m = self._margins(X)
+        return self.classes_[(m > 0).astype(np.intp)]
 
+    def _has_proba(self):
+        if self.loss != "logistic":
+            raise AttributeError(f"predict_proba needs loss='logistic' (this estimator has loss={self.loss!r})")
+        return True
+
+    @available_if(_has_proba)
     def predict_proba(self, X):
-        self._check_fitted()
-        return self.model_.predict_proba(X)
+        """``[P(classes_[0]), P(classes_[1])]`` per row: the logistic sigmoid of the margin."""
+        m = self._margins(X)
+        p = np.empty_like(m)
+        pos = m >= 0
+        p[pos] = 1.0 / (1.0 + np.exp(-m[pos]))
+        e = np.exp(m[~pos])
+        p[~pos] = e / (1.0 + e)
+        return np.column_stack([1.0 - p, p])
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        m = self._margins(X)
+        return np.column_stack([-np.logaddexp(0.0, m), -np.logaddexp(0.0, -m)])
+
+    def partial_fit(self, X, y=None, classes=None):
+        """One more pass over the same data; ``classes`` (if given) must be the two labels of y."""
+        if classes is not None and getattr(self, "_pf", None) is None:
+            classes = np.unique(np.asarray(classes))
+            if len(classes) != 2:
+                raise ValueError(f"Only binary classification is supported. classes={classes.tolist()}")
+        super().partial_fit(X, y)
+        if classes is not None and not np.array_equal(classes, self.classes_):
+            raise ValueError(f"classes={classes.tolist()} differ from the labels of y {self.classes_.tolist()}")
+        return self
 
 
 class LinearRegressor(RegressorMixin, _OOCLinear):
-    """Ridge / elastic-net regression (squared loss) trained out of core."""
+    """Ridge / elastic-net regression (squared loss) trained out of core.
+
+    Minimises ``1/(2n) sum_i (x_i . w + B w_B - y_i)^2 + l2/2 ||w||^2 + l1 ||w||_1`` (squared
+    loss ``phi(z, y) = (z - y)^2 / 2``), so scikit-learn's ``Ridge(alpha, fit_intercept=False)``
+    is ``l2 = alpha / n`` with ``bias=0`` (the default ``l2=None`` is ``1 / n``, i.e. ``alpha = 1``).
+    Parameters and attributes as :class:`LinearClassifier` (no ``classes_``, ``class_weight``,
+    ``gamma`` or probabilities).
+    """
 
     _label_kind = "regression"
+    _losses = ("squared",)
 
-    def __init__(self, loss="squared", l2=1e-4, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0,
-                 class_weight=None, gamma=1.0, solver="auto", memory="1GiB", seed=0, run_dir=None):
-        super().__init__(loss=loss, l2=l2, l1=l1, tol=tol, max_epochs=max_epochs, bias=bias,
-                         class_weight=class_weight, gamma=gamma, solver=solver, memory=memory, seed=seed,
-                         run_dir=run_dir)
+    def __init__(self, loss="squared", l2=None, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0, solver="auto",
+                 memory="1GiB", seed=0, run_dir=None):
+        self.loss = loss
+        self.l2 = l2
+        self.l1 = l1
+        self.tol = tol
+        self.max_epochs = max_epochs
+        self.bias = bias
+        self.solver = solver
+        self.memory = memory
+        self.seed = seed
+        self.run_dir = run_dir
+
+    def _encode_y(self, y, reset: bool):
+        return np.asarray(y, dtype=np.float64)
+
+    def _check_store_labels(self, st, reset: bool) -> None:
+        from .store import layout as L
+
+        if st.label_kind != L.REGRESSION:
+            raise ValueError(f"{st.path}: LinearRegressor needs regression labels (this store's are "
+                             f"{st.label_kind}); convert with --label-kind regression")
 
     def predict(self, X):
-        self._check_fitted()
-        return self.model_.predict(X)
+        """``X @ coef_ + intercept_``; X may be a store path."""
+        return self._margins(X)
