@@ -22,7 +22,7 @@ from .store.ingest import parse_bytes
 
 LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
 SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
-AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca")
+AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd")
 
 
 class ConvergenceWarning(UserWarning):
@@ -93,6 +93,8 @@ def _validate(opts: dict, store) -> dict:
         if not np.isfinite(x) or x < 0:
             raise ValueError(f"--{key} must be a finite number >= 0 (got {o[key]!r})")
         o[key] = x
+    if o["solver"] == "dgpd" and not (store.has_layout(L.ROWS) and store.has_layout(L.COLS)):
+        raise ValueError(f"{store.path}: --solver dgpd needs both layouts; convert with --layout both")
     if o["solver"] == "acc-sdca" and o["loss"] == "hinge":
         raise ValueError("--solver acc-sdca needs a smooth loss: use --loss smooth-hinge with a small --gamma "
                          "(the smoothing of Sec. 3.3 of the accelerated Prox-SDCA paper)")
@@ -189,6 +191,10 @@ def _solver_class(name: str, distributed: str | None, multiclass: str | None = N
         from .solvers.cocoa import CoCoASolver
 
         return CoCoASolver
+    if name == "dgpd":
+        from .solvers.dgpd import DGPDSolver
+
+        return DGPDSolver
     from .solvers.acc_sdca import AccSDCASolver
     from .solvers.sdca import SDCASolver
 

@@ -1,0 +1,537 @@
+r"""DGPD: Doubly Greedy Primal-Dual coordinate descent with active sets (Lei et al., Algorithm 2).
+
+Problem (``DESIGN.md``; the paper's ``mu = l2``, ``lambda = l1``, its dual ``y = -alpha``)::
+
+    P(x) = 1/n sum_i c_i phi(x_i . x, y_i) + l2/2 ||x||^2 + l1 ||x||_1
+
+Algorithm 2 keeps a primal active set ``A_x`` (columns) and a dual active set ``A_y`` (rows),
+with ``x = 0`` off ``A_x`` and ``alpha = 0`` off ``A_y``. One *epoch* (what ``max_epochs`` and
+the history count) is one outer iteration:
+
+1. **Primal search** (eqs. 4, 10, 11): ``u = A^T alpha`` over all ``d`` features, summed from the
+   full active rows only (eq. 14); ``xbar = soft_threshold(u / (l2 n), l1 / l2)``, the primal
+   best response. The top-``k_x`` inactive features by ``|xbar_j|`` join ``A_x``; every active
+   ``x_j`` is set to ``xbar_j`` and features with ``xbar_j = 0`` leave ``A_x``.
+2. **Certificate**: margins ``m = A x`` over all ``n`` examples, summed from the full active
+   columns (eq. 14); the margins of ``xbar`` add the few columns of ``supp(xbar)`` not admitted.
+   The duality gap ``P(xbar) - D(alpha)`` is exactly the one sdca reports (``xbar = grad g*(v)``,
+   ``v = A^T alpha / (l2 n)``), with every example's loss and every active dual. Converged means
+   ``gap <= tol max(1, |P|)`` (summed over one-vs-rest problems); the run then returns ``xbar``.
+3. **Dual search** (eq. 12): the top-``k_y`` inactive examples by the length of their proximal
+   dual step at the margins ``m`` (Gauss-Southwell-r; see :func:`ooc.kernels.dgpd.dual_scores`)
+   join ``A_y``.
+4. **Active submatrix** ``[A] = A[A_y, A_x]``, kept in memory and grown incrementally: new rows
+   (read from the row blocks) restricted to ``A_x``, new columns (from the column blocks)
+   restricted to the old ``A_y``, entries of departed rows/columns dropped.
+5. **Rounds** (``rounds``, 5 as in the paper) of updates (11) and (13) on ``[A]``: each active
+   row, in a seeded permutation, takes a proximal dual step with ``q_i = n / eta_i`` at the
+   margin of the current ``x``, and the primal coordinates of its row move to their best
+   response (:func:`ooc.kernels.dgpd.active_rounds`).
+6. Rows with ``alpha_i = 0`` and columns with ``x_j = 0`` leave the active sets (step 6).
+
+Searches add coordinates in batches (the paper's "straightforward extension"):
+``k = max(batch, growth * |A|)``, so reaching thousands of active coordinates takes a few dozen
+searches, not thousands of ``O(n + d)`` ones.
+
+Dual step size (``dual_step`` option): ``"safe"`` (default) ``q_i = ||[A]_i||^2 / (l2 n)``, the
+largest step for which the proximal step is guaranteed to increase the (restricted) dual, which
+is Prox-SDCA's step on ``[A]``; ``"theorem"`` ``q_i = s_i (5 R^2 + n gamma l2) / (2 n l2)`` with
+``s_i = nnz([A]_i)`` the number of primal coordinates the step changes: the paper's eq. 16, which
+always satisfies the safeguard (``5 s_i R^2 >= ||[A]_i||^2``) but takes steps ``1 + s_i/2`` to
+many times shorter (its ``n gamma l2`` term), so it converges in proportionally more rounds.
+
+Losses: smooth hinge (the paper's) and hinge keep ``alpha_i = 0`` for examples with margin
+``>= 1``, so ``A_y`` stays sparse. The squared and logistic losses have no sparse dual (every
+``alpha_i`` is nonzero at the optimum; for the logistic ``alpha_i y_i`` lies strictly inside
+``(0, c_i)``): ``A_y`` grows to all ``n`` rows in ``log2(n / batch)`` searches and DGPD becomes a
+primal-active-set SDCA. It still converges, only without the dual savings.
+
+Out of core: both layouts are needed. The scheduler pages the column blocks holding ``A_x``
+and the row blocks holding ``A_y`` through one :class:`~ooc.schedule.cache.BlockCache`; the full
+active lines are kept resident while they fit in a quarter of ``memory`` each (otherwise they
+are re-read through the cache at every search), the cache gets the other half. Resident beyond
+``memory``: ``O(n + d)`` vectors, ``8 (4 n + 3 d)`` bytes for the labels, weights, row norms, one
+class's margins (two buffers) and ``u``/``xbar`` (one class at a time; one-vs-rest classes are
+searched one after the other, each block read serving every class), plus ``[A]`` and the
+sparse state. What is computed never depends on where the data comes from: lines are always
+summed in ascending id order, ``[A]`` is kept in a canonical (row, column) order, so a tiny cache
+and a resident matrix give identical iterates, and resume is bit-for-bit (the state is the
+active sets and their values; ``[A]`` is rebuilt from the row blocks on resume).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+from ..kernels import dgpd as K
+from ..kernels.sdca import block_dual_loss
+from ..objectives.penalties import primal_value, require_l2
+from ..runs.rundir import RunDir
+from ..schedule.cache import BlockCache
+from ..schedule.scheduler import Prefetcher
+from ..store import layout as L
+
+DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe"}
+DUAL_STEPS = ("safe", "theorem")
+
+
+class LineSet(NamedTuple):
+    """Some full lines (rows or columns) of the matrix, ascending ids, CSR-like, float64 values."""
+
+    ids: np.ndarray       # int64, sorted, distinct
+    indptr: np.ndarray    # int64 (len(ids) + 1,)
+    indices: np.ndarray   # int64 global ids of the other layout
+    data: np.ndarray      # float64
+
+    @property
+    def nbytes(self) -> int:
+        return self.ids.nbytes + self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Positions of ``ids`` (all present) in this set."""
+        return np.searchsorted(self.ids, ids).astype(np.int64)
+
+    def take(self, pos: np.ndarray) -> "LineSet":
+        pos = np.ascontiguousarray(pos, dtype=np.int64)
+        lens = self.indptr[pos + 1] - self.indptr[pos]
+        total = int(lens.sum())
+        indptr = np.empty(len(pos) + 1, dtype=np.int64)
+        indices = np.empty(total, dtype=np.int64)
+        data = np.empty(total, dtype=np.float64)
+        indptr[0] = 0
+        K.gather_lines(self.indptr, self.indices, self.data, pos, indptr, indices, data, 0, 0)
+        return LineSet(self.ids[pos], indptr, indices, data)
+
+
+def _empty_lines() -> LineSet:
+    return LineSet(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+
+
+def _merge(a: LineSet, b: LineSet) -> LineSet:
+    """Union of two line sets with disjoint ids, in ascending id order."""
+    if len(b.ids) == 0:
+        return a
+    if len(a.ids) == 0:
+        return b
+    ids = np.concatenate([a.ids, b.ids])
+    cat = LineSet(ids, np.concatenate([a.indptr[:-1], b.indptr + a.indptr[-1]]),
+                  np.concatenate([a.indices, b.indices]), np.concatenate([a.data, b.data]))
+    return cat.take(np.argsort(ids, kind="stable"))
+
+
+def _in(ids: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Boolean mask: which ``values`` (ids below ``size``) are in ``ids``."""
+    mask = np.zeros(size, dtype=bool)
+    mask[ids] = True
+    return mask[values]
+
+
+def _isin_sorted(sorted_set: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Boolean mask: which ``values`` are in the sorted array ``sorted_set``."""
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), dtype=bool)
+    pos = np.searchsorted(sorted_set, values)
+    pos[pos >= len(sorted_set)] = 0
+    return sorted_set[pos] == values
+
+
+def top_k(score: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the ``k`` largest positive scores (ties by smaller id), sorted ascending."""
+    idx = np.flatnonzero(score > 0.0)
+    if len(idx) > k:
+        sel = np.lexsort((idx, -score[idx]))[:k]
+        idx = np.sort(idx[sel])
+    return idx.astype(np.int64)
+
+
+class ClassState:
+    """The state of one (binary or one-vs-rest) problem: active sets, their values, ``[A]``."""
+
+    def __init__(self, ax, xv, ay, av, xb):
+        self.ax = np.asarray(ax, dtype=np.int64)   # active features, ascending
+        self.xv = np.asarray(xv, dtype=np.float64)
+        self.ay = np.asarray(ay, dtype=np.int64)   # active examples, ascending
+        self.av = np.asarray(av, dtype=np.float64)
+        self.xb = float(xb)                        # bias weight (0 without a bias)
+        # [A] as canonical COO triplets (global row, global column, value), sorted by (row, column)
+        self.a_rows = np.zeros(0, np.int64)
+        self.a_cols = np.zeros(0, np.int64)
+        self.a_vals = np.zeros(0, np.float64)
+
+
+class DGPDSolver:
+    """``--solver dgpd``: Algorithm 2 with batched searches, out of core over both layouts.
+
+    Same contract as :class:`ooc.solvers.base.BlockLoopSolver`: ``(problem, rundir, options,
+    progress)`` and :meth:`run` returning the result dict. Options read beyond the common ones
+    (``tol, memory, seed``): ``dgpd_rounds`` (5), ``dgpd_batch`` (64), ``dgpd_growth`` (1.0),
+    ``dgpd_dual_step`` ('safe' or 'theorem').
+    """
+
+    name = "dgpd"
+
+    def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
+        self.pb = problem
+        self.rd = rundir
+        self.opt = options
+        self.progress = progress
+        st = problem.store
+        self.store = st
+        for lay in (L.ROWS, L.COLS):
+            if not st.has_layout(lay):
+                raise ValueError(f"{st.path}: dgpd needs both layouts (rows to update the duals, columns to "
+                                 "update the primal); convert with --layout both")
+        require_l2(problem.penalty, "dgpd")
+        if options.get("warm_start"):
+            raise ValueError("dgpd does not take warm starts")
+        self.rounds = int(options.get("dgpd_rounds", DEFAULTS["rounds"]))
+        self.batch = int(options.get("dgpd_batch", DEFAULTS["batch"]))
+        self.growth = float(options.get("dgpd_growth", DEFAULTS["growth"]))
+        self.dual_step = options.get("dgpd_dual_step", DEFAULTS["dual_step"])
+        if self.dual_step not in DUAL_STEPS:
+            raise ValueError(f"dgpd_dual_step {self.dual_step!r}: expected one of {DUAL_STEPS}")
+        if self.rounds < 1 or self.batch < 1 or self.growth < 0:
+            raise ValueError("dgpd needs rounds >= 1, batch >= 1 and growth >= 0")
+        self.n, self.d = st.n_rows, st.n_cols
+        self.bias = float(problem.bias)
+        self.has_bias = self.bias > 0
+        self.dim = self.d + (1 if self.has_bias else 0)
+        self.k = problem.n_sub
+        self.l2 = float(problem.penalty.l2)
+        self.l1 = float(problem.penalty.l1)
+        mem = int(options["memory"])
+        self.cache = BlockCache(mem // 2)
+        self.line_budget = mem // 4  # per layout, for the resident full active lines
+        self.resident: dict[str, LineSet | None] = {L.ROWS: None, L.COLS: None}
+        # O(n) vectors: labels, weights, full row norms (for the dual search's step)
+        self.y_all = problem.block_labels(st.labels)
+        self.c_all = np.ascontiguousarray(problem.example_weights(self.y_all), dtype=np.float64)
+        self.rsq = np.asarray(st.row_sqnorm, dtype=np.float64) + (self.bias ** 2 if self.has_bias else 0.0)
+        self.r2 = float(self.rsq.max()) if self.n else 0.0
+        self.gamma = 1.0 / float(problem.loss.smoothness) if problem.loss.is_smooth else 0.0
+        entry = np.dtype(st.dtype).itemsize + np.dtype(st.index_dtype).itemsize
+        self.layout_bytes = st.nnz * entry + (self.n + 1) * 8  # one pass over the row layout
+        self.pool = None
+
+    # ------------------------------------------------------------------------------------ lines
+    def _fetch(self, layout: str, ids: np.ndarray) -> LineSet:
+        """Full lines ``ids`` (ascending) read from their blocks through the cache."""
+        if len(ids) == 0:
+            return _empty_lines()
+        st = self.store
+        ptr = st.block_ptr(layout)
+        blk_of = np.searchsorted(ptr, ids, side="right") - 1
+        blocks, starts = np.unique(blk_of, return_index=True)
+        bounds = list(starts) + [len(ids)]
+        parts = []
+        pf = Prefetcher(blocks, lambda b: st.block(layout, b), self.cache, lambda blk: blk.nbytes, depth=1,
+                        key=lambda b: (layout, b), pool=self.pool)
+        for t, (b, blk) in enumerate(pf):
+            local = ids[bounds[t]:bounds[t + 1]] - blk.start
+            bptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
+            lens = bptr[local + 1] - bptr[local]
+            total = int(lens.sum())
+            indptr = np.empty(len(local) + 1, np.int64)
+            indices = np.empty(total, np.int64)
+            data = np.empty(total, np.float64)
+            K.gather_lines(bptr, blk.indices, blk.data, local, indptr, indices, data, 0, 0)
+            parts.append((indptr, indices, data))
+        offs = np.cumsum([0] + [p[0][-1] for p in parts])
+        indptr = np.concatenate([p[0][:-1] + o for p, o in zip(parts, offs)] + [np.array([offs[-1]], np.int64)])
+        return LineSet(np.ascontiguousarray(ids, dtype=np.int64), indptr.astype(np.int64),
+                       np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+
+    def _lines(self, layout: str, ids: np.ndarray, keep: bool) -> LineSet:
+        """Full lines ``ids``: from the resident set where possible, the rest from the blocks.
+
+        ``keep``: the returned set becomes the resident set of ``layout`` when it fits.
+        """
+        res = self.resident[layout] if keep else None
+        if res is not None and len(res.ids):
+            have = _isin_sorted(res.ids, ids)
+            out = _merge(res.take(res.positions(ids[have])), self._fetch(layout, ids[~have]))
+        else:
+            out = self._fetch(layout, ids)
+        if keep:
+            self.resident[layout] = out if out.nbytes <= self.line_budget else None
+        return out
+
+    # ------------------------------------------------------------------------------------ [A]
+    def _restrict(self, lines: LineSet, which: np.ndarray, member: np.ndarray):
+        """COO (line id, member id, value) of lines ``which`` restricted to ``member >= 0``."""
+        pos = lines.positions(which)
+        cnt = K.count_member(lines.indptr, lines.indices, pos, member)
+        major = np.empty(cnt, np.int64)
+        minor = np.empty(cnt, np.int64)
+        vals = np.empty(cnt, np.float64)
+        K.restrict_lines(lines.indptr, lines.indices, lines.data, pos, which, member, major, minor, vals, 0)
+        return major, minor, vals
+
+    def _grow_A(self, s: ClassState, ax_new, ay_old, new_rows, new_cols, rows: LineSet, cols: LineSet):
+        """``[A]`` for ``(ay_old + new_rows) x ax_new`` from the one for ``ay_old x ax_old``."""
+        keep = _in(ay_old, s.a_rows, self.n) & _in(ax_new, s.a_cols, self.d)
+        R, C, V = [s.a_rows[keep]], [s.a_cols[keep]], [s.a_vals[keep]]
+        if len(new_rows):
+            member = np.full(self.d, -1, np.int64)
+            member[ax_new] = ax_new
+            r, c, v = self._restrict(rows, new_rows, member)
+            R.append(r), C.append(c), V.append(v)
+        if len(new_cols) and len(ay_old):
+            member = np.full(self.n, -1, np.int64)
+            member[ay_old] = ay_old
+            c, r, v = self._restrict(cols, new_cols, member)
+            R.append(r), C.append(c), V.append(v)
+        rr, cc, vv = np.concatenate(R), np.concatenate(C), np.concatenate(V)
+        order = np.lexsort((cc, rr))
+        s.a_rows, s.a_cols, s.a_vals = rr[order], cc[order], vv[order]
+
+    def _local_A(self, s: ClassState):
+        lr = np.searchsorted(s.ay, s.a_rows)
+        lc = np.searchsorted(s.ax, s.a_cols).astype(np.int64)
+        indptr = np.zeros(len(s.ay) + 1, np.int64)
+        np.cumsum(np.bincount(lr, minlength=len(s.ay)), out=indptr[1:])
+        return indptr, lc, np.ascontiguousarray(s.a_vals)
+
+    # ------------------------------------------------------------------------------------ state
+    def _fresh(self) -> list[ClassState]:
+        z = np.zeros(0)
+        return [ClassState(z, z, z, z, 0.0) for _ in range(self.k)]
+
+    def _arrays(self, states: list[ClassState]) -> dict:
+        def cat(name):
+            parts = [getattr(s, name) for s in states]
+            return np.concatenate(parts) if parts else np.zeros(0)
+
+        return {
+            "ax_ptr": np.cumsum([0] + [len(s.ax) for s in states]).astype(np.int64),
+            "ay_ptr": np.cumsum([0] + [len(s.ay) for s in states]).astype(np.int64),
+            "ax_ids": cat("ax").astype(np.int64), "ax_val": cat("xv").astype(np.float64),
+            "ay_ids": cat("ay").astype(np.int64), "ay_val": cat("av").astype(np.float64),
+            "xb": np.array([s.xb for s in states], dtype=np.float64),
+        }
+
+    def _from_arrays(self, a: dict) -> list[ClassState]:
+        out = []
+        for c in range(self.k):
+            xs = slice(int(a["ax_ptr"][c]), int(a["ax_ptr"][c + 1]))
+            ys = slice(int(a["ay_ptr"][c]), int(a["ay_ptr"][c + 1]))
+            out.append(ClassState(a["ax_ids"][xs], a["ax_val"][xs], a["ay_ids"][ys], a["ay_val"][ys], a["xb"][c]))
+        return out
+
+    def _rebuild_A(self, states: list[ClassState]) -> None:
+        """``[A]`` of every class from its active rows (after a resume)."""
+        all_rows = np.unique(np.concatenate([s.ay for s in states] + [np.zeros(0, np.int64)]))
+        rows = self._lines(L.ROWS, all_rows, keep=True)
+        for s in states:
+            s.a_rows = s.a_cols = np.zeros(0, np.int64)
+            s.a_vals = np.zeros(0)
+            self._grow_A(s, s.ax, np.zeros(0, np.int64), s.ay, np.zeros(0, np.int64), rows, None)
+
+    # ------------------------------------------------------------------------------------ epoch
+    def _search(self, states: list[ClassState], epoch: int, tol: float):
+        """Steps 1-3: searches and the certificate of the current state (no change if converged)."""
+        pb, n, d = self.pb, self.n, self.d
+        inv_l2n = 1.0 / (self.l2 * n)
+        kthr = self.l1 / self.l2
+        # 1. u = A^T alpha from the full active rows; primal best response and primal search
+        all_rows = np.unique(np.concatenate([s.ay for s in states] + [np.zeros(0, np.int64)]))
+        rows = self._lines(L.ROWS, all_rows, keep=True)
+        plan = []
+        for s in states:
+            u = np.zeros(self.dim)
+            K.lines_axpy(rows.indptr, rows.indices, rows.data, rows.positions(s.ay), s.av, u)
+            if self.has_bias:
+                u[d] = self.bias * float(np.sum(s.av))
+            active = np.zeros(self.dim, dtype=bool)
+            active[s.ax] = True
+            xbar = np.empty(self.dim)
+            score = np.empty(self.dim)
+            K.primal_scores(u, inv_l2n, kthr, d, active, xbar, score)
+            supp = np.flatnonzero(xbar[:d]).astype(np.int64)
+            kept = s.ax[xbar[s.ax] != 0.0]
+            new_x = top_k(score, max(self.batch, int(self.growth * len(kept))))
+            ax_new = np.union1d(kept, new_x).astype(np.int64)
+            extra = np.setdiff1d(supp, ax_new, assume_unique=True).astype(np.int64)
+            xb = float(xbar[d]) if self.has_bias else 0.0
+            plan.append(dict(ax=ax_new, new_x=np.setdiff1d(ax_new, s.ax, assume_unique=True).astype(np.int64),
+                             x=xbar[ax_new].copy(), xb=xb, extra=extra, xe=xbar[extra].copy(),
+                             uA=np.concatenate([u[ax_new], u[d:]]) * inv_l2n,
+                             supp=supp, wsupp=xbar[supp].copy(),
+                             pen=primal_value(pb.penalty, np.concatenate([xbar[supp], xbar[d:]]), self.bias),
+                             sq=float(np.dot(xbar[supp], xbar[supp]) + np.dot(xbar[d:], xbar[d:]))))
+            del u, xbar, score, active
+        # 2. margins of x (active columns) and of xbar (+ the columns it adds): the certificate
+        all_cols = np.unique(np.concatenate([p["ax"] for p in plan] + [np.zeros(0, np.int64)]))
+        cols = self._lines(L.COLS, all_cols, keep=True)
+        extra_all = np.unique(np.concatenate([p["extra"] for p in plan] + [np.zeros(0, np.int64)]))
+        ecols = self._lines(L.COLS, extra_all, keep=False)
+        P = D = 0.0
+        for c, (s, p) in enumerate(zip(states, plan)):
+            yc = np.ascontiguousarray(pb.sub_labels(self.y_all, c), dtype=np.float64)
+            m = np.zeros(n)
+            K.lines_axpy(cols.indptr, cols.indices, cols.data, cols.positions(p["ax"]), p["x"], m)
+            if self.has_bias:
+                m += self.bias * p["xb"]
+            mbar = m.copy()
+            K.lines_axpy(ecols.indptr, ecols.indices, ecols.data, ecols.positions(p["extra"]), p["xe"], mbar)
+            psum = K.margins_loss_sum(pb.loss, mbar, yc, self.c_all)
+            del mbar
+            dsum = block_dual_loss(pb.loss, np.ascontiguousarray(yc[s.ay]), np.ascontiguousarray(self.c_all[s.ay]),
+                                   np.ascontiguousarray(s.av))
+            P += psum / n + p["pen"]
+            D += dsum / n - 0.5 * self.l2 * p["sq"]
+            # 3. dual search at the margins of x
+            active = np.zeros(n, dtype=bool)
+            active[s.ay] = True
+            score = np.empty(n)
+            K.dual_scores(pb.loss, m, yc, self.c_all, self.rsq * inv_l2n, active, score)
+            p["new_y"] = top_k(score, max(self.batch, int(self.growth * len(s.ay))))
+            p["y"] = yc
+            del m, score, active
+        gap = (P - D) if math.isfinite(D) else math.inf
+        return plan, (P, D, gap), rows, cols
+
+    def _update(self, states: list[ClassState], plan: list[dict], rows: LineSet, cols: LineSet, epoch: int) -> int:
+        """Steps 4-6: grow ``[A]``, rounds on it, shrink the active sets. Returns nnz of ``[A]``."""
+        pb, n = self.pb, self.n
+        all_rows = np.unique(np.concatenate([np.union1d(s.ay, p["new_y"]) for s, p in zip(states, plan)]
+                                            + [np.zeros(0, np.int64)])).astype(np.int64)
+        # the rows of the search are still at hand: read only the new ones
+        new = np.setdiff1d(all_rows, rows.ids, assume_unique=True).astype(np.int64)
+        rows = _merge(rows, self._fetch(L.ROWS, new))
+        self.resident[L.ROWS] = rows if rows.nbytes <= self.line_budget else None
+        nnz_A = 0
+        seed = int(self.opt["seed"])
+        for c, (s, p) in enumerate(zip(states, plan)):
+            ay_new = np.union1d(s.ay, p["new_y"]).astype(np.int64)
+            self._grow_A(s, p["ax"], s.ay, p["new_y"], p["new_x"], rows, cols)
+            av = np.zeros(len(ay_new))
+            av[np.searchsorted(ay_new, s.ay)] = s.av
+            s.ay, s.av, s.ax = ay_new, av, p["ax"]
+            indptr, lc, vals = self._local_A(s)
+            nnz_A += len(vals)
+            v = np.ascontiguousarray(p["uA"])
+            w = np.concatenate([p["x"], [p["xb"]] if self.has_bias else []])
+            yA = np.ascontiguousarray(p["y"][s.ay])
+            cA = np.ascontiguousarray(self.c_all[s.ay])
+            q = self._dual_q(indptr, vals, cA)
+            rng = np.random.default_rng([seed, epoch, c, 2])
+            orders = np.stack([rng.permutation(len(s.ay)) for _ in range(self.rounds)]).astype(np.int64) \
+                if len(s.ay) else np.zeros((self.rounds, 0), np.int64)
+            K.active_rounds(pb.loss, indptr, lc, vals, yA, cA, s.av, q, orders, v, w, self.l2, self.l1,
+                            float(n), self.bias)
+            # 6. kick out zeros
+            xw = w[: len(s.ax)]
+            keep_x = xw != 0.0
+            keep_y = s.av != 0.0
+            s.ax, s.xv = s.ax[keep_x], xw[keep_x].copy()
+            s.ay, s.av = s.ay[keep_y], s.av[keep_y].copy()
+            s.xb = float(w[-1]) if self.has_bias else 0.0
+            km = _in(s.ay, s.a_rows, self.n) & _in(s.ax, s.a_cols, self.d)
+            s.a_rows, s.a_cols, s.a_vals = s.a_rows[km], s.a_cols[km], s.a_vals[km]
+        return nnz_A
+
+    def _dual_q(self, indptr, vals, cA) -> np.ndarray:
+        """``q_i = n / eta_i`` of the rows of ``[A]`` (see the module docstring)."""
+        n = float(self.n)
+        sq = np.empty(len(indptr) - 1)
+        K.row_sqnorms(indptr, vals, self.bias, sq)
+        safe = sq / (self.l2 * n)
+        if self.dual_step == "safe":
+            return safe
+        s = np.maximum(np.diff(indptr) + (1 if self.has_bias else 0), 1).astype(np.float64)
+        # phi_i = c_i phi: its conjugate is (gamma / c_i)-strongly convex
+        gam = self.gamma / np.maximum(cA, 1e-300)
+        thm = s * (5.0 * self.r2 + n * gam * self.l2) / (2.0 * n * self.l2)
+        return np.maximum(thm, safe)
+
+    def _dense_w(self, plan: list[dict]) -> np.ndarray:
+        w = np.zeros((self.k, self.dim))
+        for c, p in enumerate(plan):
+            w[c, p["supp"]] = p["wsupp"]
+            if self.has_bias:
+                w[c, self.d] = p["xb"]
+        return w
+
+    # ------------------------------------------------------------------------------------ run
+    def run(self, max_epochs: int, resume: bool) -> dict:
+        """Run until certified or ``max_epochs`` outer iterations; returns the result dict."""
+        rd, opt = self.rd, self.opt
+        tol = float(opt["tol"])
+        loaded = rd.load_checkpoint() if resume else None
+        if loaded is None:
+            states = self._fresh()
+            meta = {"seq": 0, "epoch": 0, "seconds": 0.0, "state_seconds": 0.0, "history_len": 0, "bytes_read": 0}
+            rd.truncate_history(0)
+            rd.save_checkpoint(self._arrays(states), meta)
+        else:
+            arrays, meta = loaded
+            states = self._from_arrays(arrays)
+            rd.truncate_history(meta["history_len"])
+        e = int(meta["epoch"])
+        seconds0 = float(meta["seconds"])
+        state_seconds = float(meta["state_seconds"])
+        seq = int(meta["seq"])
+        bytes_read0 = int(meta["bytes_read"])
+        history_len = int(meta["history_len"])
+        t_start = time.perf_counter()
+        result = None
+
+        def elapsed():
+            return seconds0 + time.perf_counter() - t_start
+
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
+        try:
+            if loaded is not None:
+                self._rebuild_A(states)
+            while result is None:
+                t0, b0 = time.perf_counter(), self.cache.bytes_read
+                plan, (P, D, gap), rows, cols = self._search(states, e, tol)
+                search_s = time.perf_counter() - t0
+                rel = gap / max(1.0, abs(P))
+                converged = rel <= tol
+                entry = {
+                    "epoch": e, "seconds": state_seconds, "primal": P, "dual": D, "gap": gap, "rel_gap": rel,
+                    "nnz_w": int(sum(len(p["supp"]) for p in plan)),
+                    "bytes_read": bytes_read0 + self.cache.bytes_read,
+                    "cache_hit_rate": self.cache.hit_rate,
+                    "passes": (bytes_read0 + self.cache.bytes_read) / self.layout_bytes,
+                    "active_x": int(sum(len(p["ax"]) for p in plan)),
+                    "active_y": int(sum(len(s.ay) for s in states)),
+                    "nnz_alpha": int(sum(int(np.count_nonzero(s.av)) for s in states)),
+                    "search_seconds": search_s,
+                }
+                if converged or e >= max_epochs:
+                    entry["bytes_paged"] = self.cache.bytes_read - b0
+                    rd.append_history(entry)
+                    history_len += 1
+                    if self.progress:
+                        self.progress(entry)
+                    result = dict(entry, converged=bool(converged), epochs=e, w=self._dense_w(plan),
+                                  active_sets=[{"x": p["ax"], "y": s.ay.copy(), "alpha": s.av.copy()}
+                                               for s, p in zip(states, plan)])
+                    break
+                t1 = time.perf_counter()
+                nnz_A = self._update(states, plan, rows, cols, e)
+                entry.update(rounds_seconds=time.perf_counter() - t1, nnz_A=nnz_A,
+                             bytes_paged=self.cache.bytes_read - b0)
+                rd.append_history(entry)
+                history_len += 1
+                if self.progress:
+                    self.progress(entry)
+                e += 1
+                state_seconds = elapsed()
+                seq += 1
+                rd.save_checkpoint(self._arrays(states), {
+                    "seq": seq, "epoch": e, "seconds": elapsed(), "state_seconds": state_seconds,
+                    "history_len": history_len, "bytes_read": bytes_read0 + self.cache.bytes_read})
+        finally:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+        result["total_seconds"] = elapsed()
+        return result
