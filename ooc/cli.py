@@ -213,7 +213,11 @@ def _report(result: dict, as_json: bool) -> None:
 @click.option("--l1", type=float, default=0.0, show_default=True, help="L1 weight.")
 @click.option("--solver", type=click.Choice(["auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc"]),
               default="auto", show_default=True)
-@click.option("--sampling", default="uniform", show_default=True)
+@click.option("--sampling", default="uniform", show_default=True,
+              help="rcd-primal/rcd-dual: uniform, importance, supportSet-uniform, adaptive, ada-uniform, ada-gap, "
+                   "gap-per-epoch.")
+@click.option("--paging", type=click.Choice(["shuffled", "gap"]), default="shuffled", show_default=True,
+              help="rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.")
 @click.option("--mix-blocks", type=int, default=4, show_default=True,
               help="Row blocks whose rows are visited in one random permutation (memory: about twice that "
                    "many blocks are resident).")
@@ -231,7 +235,7 @@ def _report(result: dict, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-v", "--verbose", is_flag=True)
 @_user_errors
-def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, mix_blocks, inner_passes, tol, max_epochs, memory, bias,
+def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging, mix_blocks, inner_passes, tol, max_epochs, memory, bias,
           class_weight, seed, checkpoint_every, distributed, overwrite, as_json, verbose):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
     import warnings
@@ -246,7 +250,7 @@ def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, mix_blo
                            multiclass=multiclass, l2=l2, l1=l1, solver=solver, sampling=sampling, tol=tol,
                            max_epochs=max_epochs, memory=memory, bias=bias, class_weight=class_weight,
                            seed=seed, checkpoint_every=checkpoint_every, distributed=distributed,
-                           inner_passes=inner_passes, mix_blocks=mix_blocks)
+                           inner_passes=inner_passes, mix_blocks=mix_blocks, paging=paging)
     finally:
         bar.close()
     _report(run.result, as_json)

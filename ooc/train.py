@@ -22,7 +22,7 @@ from .store.ingest import parse_bytes
 
 LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
 SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
-AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd")
+AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual")
 
 
 class ConvergenceWarning(UserWarning):
@@ -70,7 +70,7 @@ DEFAULTS = {
     "loss": "logistic", "gamma": 1.0, "multiclass": None, "l2": 1e-6, "l1": 0.0, "solver": "auto",
     "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
     "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None, "inner_passes": 1,
-    "mix_blocks": 4,
+    "mix_blocks": 4, "paging": "shuffled",
 }
 
 
@@ -86,8 +86,11 @@ def _validate(opts: dict, store) -> dict:
         raise ValueError(f"--solver {o['solver']!r}: expected one of {', '.join(SOLVERS)}")
     if o["solver"] not in AVAILABLE_SOLVERS:
         raise ValueError(f"--solver {o['solver']} is not implemented yet in this version; use sdca (or auto)")
-    if o["sampling"] != "uniform":
-        raise ValueError(f"--sampling {o['sampling']!r}: sdca supports uniform (shuffled) sampling only")
+    from .schedule.sampling import PER_STEP, normalize_sampling
+
+    o["sampling"] = normalize_sampling(o["sampling"])
+    if o["paging"] not in ("shuffled", "gap"):
+        raise ValueError(f"--paging {o['paging']!r}: expected shuffled or gap")
     for key in ("l2", "l1", "tol", "bias", "gamma"):
         x = float(o[key])
         if not np.isfinite(x) or x < 0:
@@ -104,8 +107,9 @@ def _validate(opts: dict, store) -> dict:
     if int(o["mix_blocks"]) < 1:
         raise ValueError("--mix-blocks must be >= 1")
     o["mix_blocks"] = int(o["mix_blocks"])
-    if o["l2"] <= 0:
-        raise ValueError("--l2 must be > 0 for sdca (pure L1 needs a primal solver; use a small --l2, e.g. 1e-8)")
+    if o["l2"] <= 0 and not (o["l1"] > 0 and o["solver"] in ("auto", "rcd-primal")):
+        raise ValueError("--l2 must be > 0 for the dual solvers; pure L1 (--l2 0 --l1 > 0) trains with "
+                         "rcd-primal (--solver rcd-primal or auto)")
     if o["loss"] == "smooth-hinge" and o["gamma"] <= 0:
         raise ValueError("--gamma must be > 0 for the smooth hinge")
     if int(o["max_epochs"]) < 0:
@@ -131,13 +135,31 @@ def _validate(opts: dict, store) -> dict:
         raise ValueError("--distributed trains binary and regression tasks in this version (not multiclass)")
     if kind == L.REGRESSION and o["loss"] != "squared":
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
-    if not store.has_layout(L.ROWS):
-        raise ValueError(f"{store.path}: sdca needs the row layout; convert with --layout rows or both")
     if o["solver"] == "auto":
-        # sdca is the only solver of this version; the C_P/C_D face-off decides once RCD exists
-        o["solver_used"] = "sdca"
+        from .solvers.rcd import auto_solver
+
+        o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
+                                       store.has_layout(L.COLS), o["sampling"])
     else:
         o["solver_used"] = o["solver"]
+    used = o["solver_used"]
+    if used == "rcd-primal":
+        if not (store.has_layout(L.ROWS) and store.has_layout(L.COLS)):
+            raise ValueError(f"{store.path}: rcd-primal needs both layouts; convert with --layout both")
+        if o["loss"] == "hinge":
+            raise ValueError("rcd-primal needs a smooth loss (squared, logistic, smooth-hinge); "
+                             "the hinge trains with sdca or rcd-dual")
+    elif not store.has_layout(L.ROWS):
+        raise ValueError(f"{store.path}: {used} needs the row layout; convert with --layout rows or both")
+    if used not in ("rcd-primal", "rcd-dual") and (o["sampling"] != "uniform" or o["paging"] != "shuffled"):
+        raise ValueError(f"--sampling {o['sampling']} / --paging {o['paging']}: {used} visits rows in shuffled "
+                         "passes only; use --solver rcd-dual or rcd-primal")
+    if o["sampling"] in PER_STEP and kind == L.MULTICLASS:
+        raise ValueError(f"--sampling {o['sampling']} is for binary or regression tasks (not one-vs-rest)")
+    if o["distributed"]:
+        if o["solver"] not in ("auto", "sdca"):
+            raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {o['solver']} is not distributed")
+        o["solver_used"] = "sdca"  # what CoCoA+ distributes
     return o
 
 
@@ -198,7 +220,10 @@ def _solver_class(name: str, distributed: str | None, multiclass: str | None = N
     from .solvers.acc_sdca import AccSDCASolver
     from .solvers.sdca import SDCASolver
 
-    return {"sdca": SDCASolver, "acc-sdca": AccSDCASolver}[name]
+    from .solvers.rcd import RCDDualSolver, RCDPrimalSolver
+
+    return {"sdca": SDCASolver, "acc-sdca": AccSDCASolver, "rcd-dual": RCDDualSolver,
+            "rcd-primal": RCDPrimalSolver}[name]
 
 
 def _warm_source(path: str, st, o: dict):
@@ -289,6 +314,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
+                 "sampling": o["sampling"], "paging": o["paging"],
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)

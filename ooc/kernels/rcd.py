@@ -1,0 +1,358 @@
+r"""Randomized coordinate descent kernels: dual (Quartz) steps, primal (NSync) prox steps,
+coordinate-wise duality gaps and dual residuals, and the per-step adaptive samplings.
+
+Problem (``DESIGN.md``), ``X`` is ``n x d`` (rows = examples), ``z = X w``::
+
+    P(w) = 1/n sum_i c_i phi(z_i, y_i) + l2/2 ||w||^2 + l1 ||w||_1
+
+Dual side (rows, ``alpha`` in R^n, ``v = X^T alpha / (l2 n)``, ``w = soft_threshold(v, l1/l2)``):
+the coordinate-wise gap of example ``i`` is (Perekrestenko et al. eq. 4 for the SVM mapping)
+
+    G_i = 1/n [c_i phi(z_i) + c_i phi*(-alpha_i/c_i) + alpha_i z_i] >= 0,   sum_i G_i = P(w) - D(alpha)
+
+(exact also with l1 > 0, by Fenchel-Young for g at w = grad g*(v)); the dual residual is
+``kappa_i = |alpha_i - u_i|`` with ``u_i = -c_i phi'(z_i)`` (the dual value the margin asks for).
+
+Primal side (columns, the paper's Lasso mapping: coordinates ``w_j``, ``g_j(t) = l1 |t| + l2/2 t^2``,
+``u = grad f = (c_i phi'(z_i)/n)_i``): with ``r_j = 1/n sum_i c_i phi'(z_i) x_ij``,
+
+    G_j = h_j(r_j) + l1 |w_j| + l2/2 w_j^2 + w_j r_j,   sum_j G_j = P(w) - D(-c phi'(z))
+    h_j(r) = (|r| - l1)_+^2 / (2 l2)           (l2 > 0: g_j^*)
+    h_j(r) = B (|r| - l1)_+                    (l2 = 0: the Lipschitzing trick, support |w_j| <= B)
+
+and ``kappa_j = |w_j - u_j|`` with ``u_j`` the point of ``d g_j^*(-r_j)`` closest to ``w_j``.
+
+All loops accumulate in float64; arrays follow :mod:`ooc.kernels.sdca`'s conventions.
+"""
+
+import numpy as np
+from numba import njit
+
+from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_value, weighted_conj_neg
+from ooc.objectives.penalties import soft_threshold_scalar
+from ooc.schedule.sampling import tree_build, tree_draw
+
+_KAPPA_EPS = 1e-12
+
+
+# -------------------------------------------------------------------------------------------------
+# dual side
+# -------------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _row_margin(indptr, indices, data, i, w, bias):
+    z = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        z += np.float64(data[p]) * w[indices[p]]
+    if bias > 0.0:
+        z += bias * w[w.shape[0] - 1]
+    return z
+
+
+@njit(cache=True, nogil=True)
+def _dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias):
+    s = d * inv_l2n
+    for p in range(indptr[i], indptr[i + 1]):
+        j = indices[p]
+        vj = v[j] + s * np.float64(data[p])
+        v[j] = vj
+        w[j] = soft_threshold_scalar(vj, k)
+    if bias > 0.0:
+        b = v.shape[0] - 1
+        v[b] += s * bias
+        w[b] = v[b]
+
+
+@njit(cache=True, nogil=True)
+def quartz_pass(loss, indptr, indices, data, y, c, alpha, draws, eta, v, w, l2, l1, n_total, bias):
+    r"""Quartz steps without exact maximisation (the face-off paper's variant for logistic).
+
+    For each drawn local row ``i``: ``alpha_i <- (1 - eta_i) alpha_i + eta_i (-c_i phi'(z_i))``
+    with ``eta_i = theta / q_i`` and ``theta = min_l q_l l2 n / (c_l beta ||x_l||^2 + l2 n)``
+    (``q`` the marginal sampling probabilities; ``eta_i <= 1`` keeps ``alpha`` feasible), then
+    ``v, w`` as in :func:`ooc.kernels.sdca.sdca_pass`. Returns ``sum d^2``.
+    """
+    inv_l2n = 1.0 / (l2 * n_total)
+    k = l1 / l2
+    total = 0.0
+    for t in range(draws.shape[0]):
+        i = draws[t]
+        z = _row_margin(indptr, indices, data, i, w, bias)
+        target = -c[i] * loss_deriv(loss, z, y[i])
+        d = eta[i] * (target - alpha[i])
+        if d != 0.0:
+            alpha[i] += d
+            _dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
+            total += d * d
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _dual_gap_i(loss, z, a, yi, ci, n_total):
+    g = a * z + weighted_conj_neg(loss, a, yi, ci)
+    if ci > 0.0:
+        g += ci * loss_value(loss, z, yi)
+    return g / n_total
+
+
+@njit(cache=True, nogil=True)
+def dual_block_gaps(loss, indptr, indices, data, y, c, alpha, w, bias, n_total, gaps):
+    r"""Coordinate gaps ``G_i`` of the block's rows (added to ``gaps``), and the block's loss sums.
+
+    Returns ``(sum_i c_i phi(z_i), sum_i -c_i phi*(-alpha_i/c_i))``, the block's terms of ``P`` and
+    ``D`` exactly as :func:`block_primal_loss` and :func:`block_dual_loss` compute them.
+    """
+    psum = 0.0
+    dsum = 0.0
+    for i in range(alpha.shape[0]):
+        z = _row_margin(indptr, indices, data, i, w, bias)
+        ci = c[i]
+        if ci > 0.0:
+            psum += ci * loss_value(loss, z, y[i])
+        dsum -= weighted_conj_neg(loss, alpha[i], y[i], ci)
+        gaps[i] += _dual_gap_i(loss, z, alpha[i], y[i], ci, n_total)
+    return psum, dsum
+
+
+@njit(cache=True, nogil=True)
+def _score(kind, gap, kappa, norm):
+    if kind == 0:  # ada-gap
+        return max(gap, 0.0)
+    if kind == 1:  # adaptive
+        return kappa * norm
+    return 1.0 if kappa > 0.0 else 0.0  # supportSet-uniform; ada-uniform mixes it with adaptive
+
+
+@njit(cache=True, nogil=True)
+def _mix_scores(kind, sigma, scores, kappa_norm, m):
+    """ada-uniform: ``sigma/m_t 1[kappa != 0] + (1 - sigma) kappa ||a|| / sum`` in place."""
+    if kind != 3:
+        return
+    support = 0.0
+    total = 0.0
+    for i in range(m):
+        support += scores[i]
+        total += kappa_norm[i]
+    for i in range(m):
+        s = 0.0
+        if scores[i] > 0.0:
+            s = sigma / support
+            if total > 0.0:
+                s += (1.0 - sigma) * kappa_norm[i] / total
+        scores[i] = s
+
+
+@njit(cache=True, nogil=True)
+def dual_adaptive_pass(loss, indptr, indices, data, y, c, alpha, v, w, rownorm, l2, l1, n_total, bias, kind, sigma,
+                       uniforms, tree, scores, kappa_norm):
+    r"""Dual coordinate steps (exact :func:`dual_step`) with a sampling recomputed after every step.
+
+    Before each step the scores of every row of the block are recomputed from the current
+    ``w`` (one pass over the block): ``kind`` 0 ada-gap (``G_i``), 1 adaptive
+    (``kappa_i ||x_i||``), 2 supportSet-uniform, 3 ada-uniform (``sigma``); a row is drawn from
+    the sum tree ``tree`` with ``uniforms[t]``. Stops early when every score is 0 (the block
+    is optimal given the rest). Returns the number of steps taken.
+    """
+    inv_l2n = 1.0 / (l2 * n_total)
+    k = l1 / l2
+    m = alpha.shape[0]
+    bias_sq = bias * bias if bias > 0.0 else 0.0
+    steps = 0
+    for t in range(uniforms.shape[0]):
+        for i in range(m):
+            z = _row_margin(indptr, indices, data, i, w, bias)
+            a = alpha[i]
+            kap = abs(a + c[i] * loss_deriv(loss, z, y[i]))
+            if kap <= _KAPPA_EPS * (1.0 + abs(a)):
+                kap = 0.0
+            g = _dual_gap_i(loss, z, a, y[i], c[i], n_total) if kind == 0 else 0.0
+            scores[i] = _score(kind, g, kap, rownorm[i])
+            kappa_norm[i] = kap * rownorm[i]
+        _mix_scores(kind, sigma, scores, kappa_norm, m)
+        tree_build(tree, scores)
+        total = tree[1]
+        if not total > 0.0:
+            break
+        i = tree_draw(tree, uniforms[t] * total)
+        z = _row_margin(indptr, indices, data, i, w, bias)
+        q = (rownorm[i] * rownorm[i]) * inv_l2n
+        d = dual_step(loss, alpha[i], z, y[i], q, c[i])
+        if d != 0.0:
+            alpha[i] += d
+            _dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
+        steps += 1
+    return steps
+
+
+# -------------------------------------------------------------------------------------------------
+# primal side
+# -------------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def col_curvature(indptr, indices, data, c, beta, n_total, l2, u_out, m_out):
+    r"""Per column ``j`` of a CSC block: ``u_j = sum_i c_i x_ij^2`` and the coordinate Lipschitz
+    constant of the smooth part, ``M_j = beta u_j / n + l2`` (NSync's ``(beta u_j + lambda n)/n``)."""
+    for j in range(indptr.shape[0] - 1):
+        u = 0.0
+        for p in range(indptr[j], indptr[j + 1]):
+            x = np.float64(data[p])
+            u += c[indices[p]] * x * x
+        u_out[j] = u
+        m_out[j] = beta * u / n_total + l2
+
+
+@njit(cache=True, nogil=True)
+def _col_grad(loss, indptr, indices, data, jl, y, c, z, n_total):
+    g = 0.0
+    for p in range(indptr[jl], indptr[jl + 1]):
+        i = indices[p]
+        ci = c[i]
+        if ci > 0.0:
+            g += ci * loss_deriv(loss, z[i], y[i]) * np.float64(data[p])
+    return g / n_total
+
+
+@njit(cache=True, nogil=True)
+def _prox_step(loss, indptr, indices, data, jl, j, y, c, z, w, mj, l2, l1, n_total):
+    if not mj > 0.0:
+        return 0.0
+    g = _col_grad(loss, indptr, indices, data, jl, y, c, z, n_total) + l2 * w[j]
+    wj = w[j]
+    wn = soft_threshold_scalar(wj - g / mj, l1 / mj)
+    d = wn - wj
+    if d != 0.0:
+        w[j] = wn
+        for p in range(indptr[jl], indptr[jl + 1]):
+            z[indices[p]] += d * np.float64(data[p])
+    return d
+
+
+@njit(cache=True, nogil=True)
+def primal_cd_pass(loss, indptr, indices, data, col0, y, c, z, w, draws, mcoef, l2, l1, n_total):
+    r"""NSync serial steps on the drawn local columns of a resident CSC block (proximal for L1).
+
+    For local column ``jl`` (global ``j = col0 + jl``) with ``M = mcoef[jl]``:
+    ``g = 1/n sum_i c_i phi'(z_i) x_ij + l2 w_j``, ``w_j <- soft_threshold(w_j - g/M, l1/M)``
+    (exact coordinate minimisation for the squared loss), ``z += (w_j' - w_j) X_{:j}``.
+    Returns ``sum d^2``.
+    """
+    total = 0.0
+    for t in range(draws.shape[0]):
+        jl = draws[t]
+        d = _prox_step(loss, indptr, indices, data, jl, col0 + jl, y, c, z, w, mcoef[jl], l2, l1, n_total)
+        total += d * d
+    return total
+
+
+@njit(cache=True, nogil=True)
+def primal_bias_steps(loss, y, c, z, w, bias, mb, l2, n_total, count):
+    r"""``count`` steps on the intercept (a virtual dense column of value ``bias``; no L1)."""
+    b = w.shape[0] - 1
+    for _ in range(count):
+        if not mb > 0.0:
+            return
+        g = 0.0
+        for i in range(z.shape[0]):
+            if c[i] > 0.0:
+                g += c[i] * loss_deriv(loss, z[i], y[i])
+        g = g * bias / n_total + l2 * w[b]
+        d = -g / mb
+        if d != 0.0:
+            w[b] += d
+            s = d * bias
+            for i in range(z.shape[0]):
+                z[i] += s
+
+
+@njit(cache=True, nogil=True)
+def primal_gap_rows(loss, indptr, indices, data, y, c, w, bias, z_out, t_acc):
+    r"""One row block of the primal side's gap pass.
+
+    Recomputes ``z_i = x_i . w`` exactly (into ``z_out``), and adds ``c_i phi'(z_i) x_i`` to
+    ``t_acc`` (so that ``r = t_acc / n`` after all blocks). Returns the block's
+    ``(sum_i c_i phi(z_i), sum_i -c_i phi*(phi'(z_i)))``: the terms of ``P(w)`` and of
+    ``D(alpha)`` at ``alpha_i = -c_i phi'(z_i)``.
+    """
+    psum = 0.0
+    dsum = 0.0
+    nb = t_acc.shape[0] - 1
+    for i in range(indptr.shape[0] - 1):
+        z = _row_margin(indptr, indices, data, i, w, bias)
+        z_out[i] = z
+        ci = c[i]
+        if ci <= 0.0:
+            continue
+        yi = y[i]
+        psum += ci * loss_value(loss, z, yi)
+        gd = loss_deriv(loss, z, yi)
+        dsum -= ci * loss_conj_neg(loss, -gd, yi)
+        s = ci * gd
+        if s != 0.0:
+            for p in range(indptr[i], indptr[i + 1]):
+                t_acc[indices[p]] += s * np.float64(data[p])
+            if bias > 0.0:
+                t_acc[nb] += s * bias
+    return psum, dsum
+
+
+@njit(cache=True, nogil=True)
+def primal_coord_gap(wj, r, l2, l1, radius):
+    """``G_j = h_j(r) + l1 |w_j| + l2/2 w_j^2 + w_j r`` (``h_j`` as in the module docstring)."""
+    e = abs(r) - l1
+    if e < 0.0:
+        e = 0.0
+    if l2 > 0.0:
+        h = e * e / (2.0 * l2)
+    else:
+        h = radius * e
+    return h + l1 * abs(wj) + 0.5 * l2 * wj * wj + wj * r
+
+
+@njit(cache=True, nogil=True)
+def primal_kappa(wj, r, l2, l1, radius):
+    """Dual residual ``|w_j - u|``, ``u`` the point of ``d g_j^*(-r)`` closest to ``w_j``."""
+    s = -r
+    if l2 > 0.0:
+        u = soft_threshold_scalar(s, l1) / l2
+    else:
+        a = abs(s)
+        sg = 1.0 if s > 0.0 else -1.0
+        if a < l1:
+            u = 0.0
+        elif a > l1:
+            u = radius * sg
+        else:  # the subdifferential is the segment [0, B sign(s)]
+            lo = min(0.0, radius * sg)
+            hi = max(0.0, radius * sg)
+            u = min(max(wj, lo), hi)
+    return abs(wj - u)
+
+
+@njit(cache=True, nogil=True)
+def primal_adaptive_pass(loss, indptr, indices, data, col0, y, c, z, w, mcoef, colnorm, l2, l1, n_total, radius,
+                         kind, sigma, uniforms, tree, scores, kappa_norm):
+    r"""Primal prox steps on a resident CSC block with a sampling recomputed after every step.
+
+    Before each step ``r_j`` of every column of the block is recomputed (one pass over the
+    block), and the scores (``kind`` as in :func:`dual_adaptive_pass`, with ``G_j``,
+    ``kappa_j`` and ``||a_j|| = colnorm[j]``). Returns the number of steps taken.
+    """
+    m = indptr.shape[0] - 1
+    steps = 0
+    for t in range(uniforms.shape[0]):
+        for jl in range(m):
+            j = col0 + jl
+            r = _col_grad(loss, indptr, indices, data, jl, y, c, z, n_total)
+            kap = primal_kappa(w[j], r, l2, l1, radius)
+            if kap <= _KAPPA_EPS * (1.0 + abs(w[j])):
+                kap = 0.0
+            g = primal_coord_gap(w[j], r, l2, l1, radius) if kind == 0 else 0.0
+            scores[jl] = _score(kind, g, kap, colnorm[jl])
+            kappa_norm[jl] = kap * colnorm[jl]
+        _mix_scores(kind, sigma, scores, kappa_norm, m)
+        tree_build(tree, scores)
+        total = tree[1]
+        if not total > 0.0:
+            break
+        jl = tree_draw(tree, uniforms[t] * total)
+        _prox_step(loss, indptr, indices, data, jl, col0 + jl, y, c, z, w, mcoef[jl], l2, l1, n_total)
+        steps += 1
+    return steps

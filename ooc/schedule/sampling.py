@@ -1,0 +1,231 @@
+r"""Coordinate samplings for randomized coordinate descent, and a sum tree for O(log n) draws.
+
+The samplings of ``--sampling`` (Perekrestenko, Cevher & Jaggi 2017, Sec. 3.4; the fixed
+importance sampling of Csiba & Richtarik 2016, eq. 14):
+
+=====================  =======================================================================
+``uniform``            ``p_i = 1/m``
+``importance``         fixed, computed once. Smooth loss with ``l2 > 0`` (face-off eq. 14):
+                       ``p_i ~ beta u_i + lambda n`` with ``u_i = ||a_i||^2`` the squared norm
+                       of coordinate ``i``'s data (a row ``x_i`` for dual RCD, a column
+                       ``X_{:j}`` for primal RCD; weighted by the example weights ``c``) and
+                       ``beta`` the loss smoothness; i.e. ``p_i ~ ||a_i||^2 + lambda n gamma``
+                       with ``gamma = 1/beta``. Non-smooth loss (hinge, dual side) or pure L1
+                       (primal side): the adaptive-sampling paper's ``p_i ~ L_i ||a_i||`` with
+                       ``L_i`` the Lipschitz constant of ``g_i^*`` (the box size ``c_i`` for the
+                       hinge dual, the Lipschitzing radius ``B`` (the same for all) for Lasso).
+``supportSet-uniform`` uniform on the support set ``{i : kappa_i != 0}`` (eq. 16), recomputed
+                       after every step
+``adaptive``           ``p_i ~ |kappa_i| ||a_i||`` (eq. 17), after every step
+``ada-uniform``        ``sigma/m_t 1[kappa_i != 0] + (1 - sigma) adaptive`` (eq. 18), sigma = 1/2
+``ada-gap``            ``p_i ~ G_i``, the coordinate-wise duality gap (Sec. 3.2.1), after
+                       every step
+``gap-per-epoch``      ``p_i ~ G_i`` computed once at the start of the epoch
+=====================  =======================================================================
+
+``kappa_i`` is the dual residual (Def. 2.3) and ``G_i`` the coordinate-wise gap (eq. 4); the
+kernels in :mod:`ooc.kernels.rcd` compute both. The per-step ("adaptive") samplings cost a
+pass over the resident block per step (the paper's ``O(n nnz)`` per epoch, Table 1).
+
+Out of core the draw is two-level (see :mod:`ooc.solvers.rcd`): a block ``b`` with
+probability ``P(b)`` (the total weight of its coordinates), then a coordinate inside the
+resident block with probability ``P(i | b) = p_i / P(b)``, so that the marginal is the
+paper's ``p_i = P(b) P(i | b)``. :func:`block_counts` draws how many of the epoch's updates
+fall in each block (multinomial), :class:`SumTree` draws inside a block.
+
+Every random number is a pure function of ``(seed, epoch, block)``, so a resumed run draws
+exactly what an uninterrupted one drew.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+SAMPLINGS = ("uniform", "importance", "supportSet-uniform", "adaptive", "ada-uniform", "ada-gap", "gap-per-epoch")
+#: samplings whose distribution is recomputed after every coordinate step
+PER_STEP = ("supportSet-uniform", "adaptive", "ada-uniform", "ada-gap")
+#: samplings that need the coordinate-wise gaps of the state at the start of an epoch
+GAP_BASED = ("gap-per-epoch",) + PER_STEP
+
+#: integer codes of the per-step scores inside the kernels (one branch per step, not per entry)
+SCORE_CODES = {"ada-gap": 0, "adaptive": 1, "supportSet-uniform": 2, "ada-uniform": 3}
+
+#: default sigma of ``ada-uniform`` (the paper's "safe" choice)
+ADA_UNIFORM_SIGMA = 0.5
+
+
+def normalize_sampling(name: str) -> str:
+    """The canonical spelling of a sampling name (case and ``_`` / ``-`` insensitive)."""
+    key = str(name).strip().lower().replace("_", "-")
+    for s in SAMPLINGS:
+        if s.lower() == key:
+            return s
+    raise ValueError(f"--sampling {name!r}: expected one of {', '.join(SAMPLINGS)}")
+
+
+# -------------------------------------------------------------------------------------------------
+# sum tree: leaves hold non-negative weights, inner nodes the sums of their children
+# -------------------------------------------------------------------------------------------------
+def tree_capacity(m: int) -> int:
+    """Leaves of a tree holding ``m`` weights (the next power of two)."""
+    cap = 1
+    while cap < max(1, int(m)):
+        cap *= 2
+    return cap
+
+
+@njit(cache=True, nogil=True)
+def tree_build(tree, weights):
+    """Fill ``tree`` (length ``2 cap``) from ``weights`` (``m <= cap`` values >= 0) in O(cap)."""
+    cap = tree.shape[0] // 2
+    m = weights.shape[0]
+    for i in range(cap):
+        tree[cap + i] = weights[i] if i < m else 0.0
+    for node in range(cap - 1, 0, -1):
+        tree[node] = tree[2 * node] + tree[2 * node + 1]
+    tree[0] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def tree_update(tree, i, weight):
+    """Set leaf ``i`` to ``weight`` and recompute its ancestors (exact sums, no drift): O(log m)."""
+    cap = tree.shape[0] // 2
+    node = cap + i
+    tree[node] = weight
+    node //= 2
+    while node >= 1:
+        tree[node] = tree[2 * node] + tree[2 * node + 1]
+        node //= 2
+
+
+@njit(cache=True, nogil=True)
+def tree_total(tree):
+    return tree[1]
+
+
+@njit(cache=True, nogil=True)
+def tree_draw(tree, u):
+    """The leaf ``i`` with ``sum_{l<i} w_l <= u < sum_{l<=i} w_l`` (``0 <= u < total``): O(log m).
+
+    Never returns a leaf of weight 0 while the total is positive (a ``u`` at or past the
+    total from rounding lands on the last positive leaf).
+    """
+    cap = tree.shape[0] // 2
+    node = 1
+    if u < 0.0:
+        u = 0.0
+    while node < cap:
+        left = 2 * node
+        wl = tree[left]
+        wr = tree[left + 1]
+        if wr <= 0.0 or (u < wl and wl > 0.0):
+            node = left
+        else:
+            u -= wl
+            node = left + 1
+    return node - cap
+
+
+@njit(cache=True, nogil=True)
+def tree_draw_many(tree, uniforms, out):
+    """``out[t] = tree_draw(tree, uniforms[t] * total)`` for uniforms in [0, 1)."""
+    total = tree[1]
+    for t in range(uniforms.shape[0]):
+        out[t] = tree_draw(tree, uniforms[t] * total)
+
+
+class SumTree:
+    """A sum tree over ``m`` non-negative weights: O(log m) update and draw, O(m) build.
+
+    Examples
+    --------
+    >>> t = SumTree([1.0, 0.0, 3.0])
+    >>> t.total
+    4.0
+    >>> t.draw(3.5)
+    2
+    """
+
+    def __init__(self, weights):
+        w = np.ascontiguousarray(weights, dtype=np.float64)
+        if w.ndim != 1 or (w < 0).any() or not np.isfinite(w).all():
+            raise ValueError("sum tree weights must be a 1-D array of finite values >= 0")
+        self.m = len(w)
+        self.tree = np.zeros(2 * tree_capacity(self.m))
+        tree_build(self.tree, w)
+
+    @property
+    def total(self) -> float:
+        return float(self.tree[1])
+
+    def weight(self, i: int) -> float:
+        return float(self.tree[len(self.tree) // 2 + i])
+
+    def update(self, i: int, weight: float) -> None:
+        if not 0 <= i < self.m:
+            raise IndexError(i)
+        if not (weight >= 0 and np.isfinite(weight)):
+            raise ValueError("weights must be finite and >= 0")
+        tree_update(self.tree, int(i), float(weight))
+
+    def draw(self, u: float) -> int:
+        """The leaf at cumulative weight ``u`` in ``[0, total)``."""
+        return int(tree_draw(self.tree, float(u)))
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` i.i.d. draws with probabilities ``w_i / total``."""
+        if self.total <= 0:
+            raise ValueError("cannot draw from a sum tree of total weight 0")
+        out = np.empty(int(size), dtype=np.int64)
+        tree_draw_many(self.tree, rng.random(int(size)), out)
+        return out
+
+
+def draw_in_block(weights: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """Draws (local indices) with probabilities ``weights / sum(weights)``; uniform if all are 0."""
+    w = np.ascontiguousarray(weights, dtype=np.float64)
+    if not (w.sum() > 0):
+        w = np.ones_like(w)
+    tree = np.zeros(2 * tree_capacity(len(w)))
+    tree_build(tree, w)
+    out = np.empty(len(uniforms), dtype=np.int64)
+    tree_draw_many(tree, np.ascontiguousarray(uniforms, dtype=np.float64), out)
+    return out
+
+
+# -------------------------------------------------------------------------------------------------
+# block level
+# -------------------------------------------------------------------------------------------------
+def block_probs(base: np.ndarray, mass: np.ndarray | None = None, floor: float = 0.1) -> np.ndarray:
+    """Block probabilities: ``base`` normalised, or ``(1 - floor) mass/sum + floor base/sum``.
+
+    ``base`` are the blocks' total fixed weights (their share under the within-block
+    sampling); ``mass`` their duality-gap mass. The floor keeps every block with base weight
+    visited with probability at least ``floor`` times its base share (no block starves).
+    """
+    base = np.asarray(base, dtype=np.float64)
+    pb = base / base.sum() if base.sum() > 0 else np.full(len(base), 1.0 / len(base))
+    if mass is None:
+        return pb
+    mass = np.maximum(np.asarray(mass, dtype=np.float64), 0.0)
+    if not (mass.sum() > 0) or not np.isfinite(mass.sum()):
+        return pb
+    return (1.0 - floor) * mass / mass.sum() + floor * pb
+
+
+def block_counts(probs: np.ndarray, n_draws: int, seed: int, epoch: int) -> np.ndarray:
+    """How many of an epoch's ``n_draws`` i.i.d. coordinate draws fall in each block (multinomial)."""
+    p = np.asarray(probs, dtype=np.float64)
+    p = p / p.sum()
+    return np.random.default_rng([seed, epoch, 2]).multinomial(int(n_draws), p).astype(np.int64)
+
+
+def block_uniforms(m: int, seed: int, epoch: int, block: int) -> np.ndarray:
+    """The ``m`` uniforms that pick the coordinates of ``block`` in ``epoch``."""
+    return np.random.default_rng([seed, epoch, 3, block]).random(int(m))
+
+
+def visit_order(n_blocks: int, seed: int, epoch: int) -> np.ndarray:
+    """Seeded shuffled order of the blocks of an epoch."""
+    return np.random.default_rng([seed, epoch, 4]).permutation(n_blocks).astype(np.int64)

@@ -1,0 +1,577 @@
+r"""Randomized coordinate descent on the dual (``rcd-dual``, Quartz) and on the primal
+(``rcd-primal``, NSync), with the samplings of :mod:`ooc.schedule.sampling`, and the ``auto`` rule.
+
+Problem (``DESIGN.md``), ``X`` is ``n x d`` with rows = examples (the papers' ``X`` is ``d x n``)::
+
+    P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1
+
+``rcd-dual`` (Csiba & Richtarik, Alg. 2 = Quartz with a serial sampling, ESO ``v_i = ||x_i||^2``)
+    Row layout. A drawn example ``i`` moves by the maximiser of
+    ``-c_i phi*(-(a_i+h)/c_i) - h x_i.w - ||x_i||^2 h^2 / (2 l2 n)``
+    (:func:`ooc.objectives.losses.dual_step`: closed form for squared and (smooth) hinge), then
+    ``v += h x_i / (l2 n)``, ``w = soft_threshold(v, l1/l2)``. For the logistic loss with
+    uniform or importance sampling it takes the paper's step-size variant (Sec. 7, from
+    Quartz): ``a_i <- a_i + eta_i (-c_i phi'(x_i.w) - a_i)`` with ``eta_i = theta / q_i`` and
+    ``theta = min_l q_l l2 n / (c_l beta ||x_l||^2 + l2 n)``; under importance sampling
+    ``eta_i = l2 n / (c_i beta ||x_i||^2 + l2 n)``, under uniform the smallest of these.
+    (The paper prints ``Delta = eta (phi' + a)`` with ``eta = theta``: the sign is wrong for its
+    own convention ``w = X a / (lambda n)``, where ``a* = -phi'(z*)``, and the step of Quartz
+    is ``theta / q_i``, not ``theta``.) Options ``rcd_step='exact'|'quartz'`` override.
+    The duality gap of the state at the start of each epoch is computed fused with the next
+    pass (:mod:`ooc.solvers.base`), with the coordinate gaps ``G_i`` of every example.
+
+``rcd-primal`` (Csiba & Richtarik, Alg. 1 = NSync with a serial sampling, ESO ``u_j = ||X_{:j}||^2``)
+    Column layout; keeps the margins ``z = X w`` (``(k, n)`` floats, with the labels and
+    weights: in memory when they fit in a quarter of ``memory``, otherwise in memory-mapped
+    files under ``RUN/state/primal/`` that the OS pages by row range). A drawn feature ``j``
+    takes the proximal step ``w_j <- soft_threshold(w_j - g_j / M_j, l1 / M_j)`` with
+    ``g_j = 1/n sum_i c_i phi'(z_i) x_ij + l2 w_j`` and ``M_j = (beta u_j + l2 n) / n``
+    (``u_j = sum_i c_i x_ij^2``; the paper's ``1/u'_j``, exact minimisation for the squared
+    loss), then ``z += (w_j' - w_j) X_{:j}``. Smooth losses only (squared, logistic, smooth
+    hinge). The intercept (bias ``B``) is a virtual dense column of value ``B``, sampled like
+    the others. Each epoch ends with a pass over the row layout that recomputes ``z = X w``
+    exactly (no drift), and certifies the gap of ``w`` against the dual point
+    ``a_i = -c_i phi'(z_i)``: ``P(w) - D(a) = sum_j G_j`` with the coordinate gaps
+    ``G_j = h_j(r_j) + l1 |w_j| + l2/2 w_j^2 + w_j r_j``, ``r_j = 1/n sum_i c_i phi'(z_i) x_ij``
+    and ``h_j`` the conjugate of ``g_j = l1|.| + l2/2 (.)^2``. Pure L1 (``l2 = 0``) uses the
+    Lipschitzing trick (Perekrestenko et al. Sec. 4.1, from Duenner et al.): ``g_j`` restricted
+    to ``|w_j| <= B_rad = P(0) / l1`` (NSync is monotone, so ``l1 ||w||_1 <= P(w) <= P(0)``
+    and no iterate nor the optimum leaves the box), whose conjugate ``B_rad (|r| - l1)_+`` is
+    finite: Lasso and L1-logistic get a duality gap. (With ``l2 = 0`` the unpenalised
+    intercept is given the same radius: the certificate then assumes ``|w_B| <= B_rad``.)
+
+Epochs and the out-of-core draw
+    An epoch is ``n`` coordinate updates (dual) or ``dim`` (primal: ``d`` features, plus the
+    intercept). The paper's serial sampling draws each update i.i.d. with probability
+    ``p_i``. Out of core the draw is two-level: blocks get probabilities ``P(b) = sum_{i in b}
+    p_i``; the number of the epoch's updates that fall in each block is drawn once,
+    ``(m_b) ~ Multinomial(n_updates, P)``; blocks are visited in a seeded shuffled order, and
+    in block ``b`` (resident) ``m_b`` coordinates are drawn i.i.d. with
+    ``P(i | b) = p_i / P(b)`` (sum tree). Each update is therefore coordinate ``i`` with the
+    paper's marginal probability ``P(b) P(i | b) = p_i``, and the multiset of an epoch's
+    updates has exactly the law of ``n_updates`` i.i.d. draws from ``p`` (a multinomial
+    split first by block, then within it); only their order is changed: grouped by block,
+    which is what lets one read of a block serve all its updates. Blocks with ``m_b = 0``
+    are not read by ``rcd-primal`` (``rcd-dual`` reads every row block each pass: the fused
+    gap needs them).
+    The adaptive samplings need the state: ``gap-per-epoch`` uses the coordinate gaps of
+    the state at the start of the epoch inside a block (exact), and the block gap masses
+    for ``P(b)`` (exact for ``rcd-primal``; for ``rcd-dual`` the masses of the previous
+    epoch's state, the fused gap computing them only during the pass). The per-step
+    samplings (``adaptive``, ``ada-gap``, ...) recompute the distribution of the resident
+    block after every step; across blocks they use the gap masses. With one block (data
+    that fit) everything is the paper's sampling exactly.
+
+Gap-guided paging (``paging='gap'``)
+    Each epoch records the duality-gap mass of every block (``sum G_i`` over its
+    coordinates). With ``paging='gap'`` the next epoch draws blocks with
+    ``P(b) = (1 - f) mass_b / sum mass + f base_b`` (``f = gap_floor``, default 0.1, ``base``
+    the blocks' shares under the fixed sampling: no block starves), and inside a block the
+    fixed sampling; the marginal is still ``P(b) P(i | b)``.
+
+The ``auto`` rule (:func:`auto_solver`; ``ooc info`` reports ``C_P``, ``C_D``)
+    1. Crammer-Singer multiclass -> ``sdca``.
+    2. ``l1 > 0`` and ``l2 = 0`` (Lasso, L1-logistic) -> ``rcd-primal`` (the dual is not
+       defined; needs a smooth loss).
+    3. Otherwise the face-off (Csiba & Richtarik, Thm. 2 and eq. 15-16): with importance
+       sampling the total work is ``T_P = nnz + beta/(l2 n) C_P`` for the primal and
+       ``T_D = nnz + beta/(l2 n) C_D`` for the dual, with ``C_P = sum_j ||X_{:j}||_0
+       ||X_{:j}||^2`` and ``C_D = sum_i ||x_i||_0 ||x_i||^2`` (our orientation). If
+       ``C_P < C_D``, the loss is smooth and the store has its column layout ->
+       ``rcd-primal``; else the dual side -> ``sdca`` (Prox-SDCA, dual coordinate ascent
+       with shuffled passes, which in practice beats i.i.d. draws), or ``rcd-dual`` when a
+       non-uniform ``--sampling`` is asked for.
+
+Resume is exact: every random number is a pure function of ``(seed, epoch, block)``, and the
+state at a block boundary (``w``, duals or margins, the epoch's block counts and gaps) is in
+the checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..kernels.rcd import (col_curvature, dual_adaptive_pass, dual_block_gaps, primal_adaptive_pass,
+                           primal_bias_steps, primal_cd_pass, primal_gap_rows, quartz_pass)
+from ..kernels.sdca import sdca_pass
+from ..objectives.penalties import primal_value, require_l2
+from ..runs.rundir import RunDir, atomic_save_npy
+from ..schedule.cache import BlockCache
+from ..schedule.sampling import (ADA_UNIFORM_SIGMA, GAP_BASED, PER_STEP, SCORE_CODES, block_counts, block_probs,
+                                 block_uniforms, draw_in_block, normalize_sampling, tree_capacity, visit_order)
+from ..schedule.scheduler import Prefetcher
+from ..store import layout as L
+from .base import BlockLoopSolver, TrainBlock
+
+PAGINGS = ("shuffled", "gap")
+
+
+def auto_solver(info: dict, l1: float, l2: float, loss_name: str, multiclass: str | None = None,
+                has_cols: bool = True, sampling: str = "uniform") -> str:
+    """The solver ``--solver auto`` runs (the rule in the module docstring).
+
+    ``info`` is ``store.info()`` (its ``C_P``, ``C_D``); a non-uniform ``sampling`` on the dual
+    side selects ``rcd-dual`` (``sdca`` samples by shuffled passes only).
+    """
+    smooth = loss_name != "hinge"
+    if multiclass == "crammer-singer":
+        return "sdca"
+    if l1 > 0 and l2 <= 0:
+        return "rcd-primal"
+    if smooth and has_cols and float(info["C_P"]) < float(info["C_D"]):
+        return "rcd-primal"
+    return "sdca" if normalize_sampling(sampling) == "uniform" else "rcd-dual"
+
+
+def _sampling_options(options: dict, k: int) -> tuple[str, str, float]:
+    sampling = normalize_sampling(options.get("sampling") or "uniform")
+    paging = options.get("paging") or "shuffled"
+    if paging not in PAGINGS:
+        raise ValueError(f"paging {paging!r}: expected one of {', '.join(PAGINGS)}")
+    if sampling in PER_STEP and k > 1:
+        raise ValueError(f"--sampling {sampling} recomputes the distribution after every step and is "
+                         "implemented for one problem (binary or regression), not one-vs-rest")
+    return sampling, paging, float(options.get("gap_floor", 0.1))
+
+
+# =================================================================================================
+# rcd-dual
+# =================================================================================================
+class RCDDualSolver(BlockLoopSolver):
+    """``--solver rcd-dual``: Quartz-style dual RCD on the row blocks (see the module docstring)."""
+
+    name = "rcd-dual"
+
+    def __init__(self, problem, rundir, options, progress=None):
+        super().__init__(problem, rundir, options, progress)
+        require_l2(problem.penalty, "rcd-dual")
+        self.sampling, self.paging, self.floor = _sampling_options(options, self.k)
+        self.beta = float(problem.loss.smoothness)
+        self.l2, self.l1 = float(problem.penalty.l2), float(problem.penalty.l1)
+        fixed = self.sampling in ("uniform", "importance") and self.paging == "shuffled"
+        self.step_rule = options.get("rcd_step") or (
+            "quartz" if problem.loss_name == "logistic" and fixed else "exact")
+        if self.step_rule not in ("exact", "quartz"):
+            raise ValueError(f"rcd_step {self.step_rule!r}: expected 'exact' or 'quartz'")
+        if self.step_rule == "quartz" and not (math.isfinite(self.beta) and fixed):
+            raise ValueError("the Quartz step needs a smooth loss and a fixed sampling (uniform or importance, "
+                             "shuffled paging): its step theta / q_i depends on the sampling probabilities")
+        self._scan_blocks()
+        self._gaps = (-1, None)
+
+    # -- per-row weights -------------------------------------------------------------------------------
+    def _row_sq(self, start: int, stop: int) -> np.ndarray:
+        sq = np.asarray(self.store.backend.read(L.ROW_SQNORM, start, stop), dtype=np.float64)
+        return sq + (self.pb.bias ** 2 if self.pb.bias > 0 else 0.0)
+
+    def _fixed_weights(self, sq: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Within-block weights of the fixed samplings (module docstring of ooc.schedule.sampling)."""
+        if self.sampling == "importance":
+            if math.isfinite(self.beta):
+                return c * self.beta * sq + self.l2 * self.n  # eq. 14
+            return c * np.sqrt(sq)  # hinge: L_i ||x_i|| (adaptive-sampling paper)
+        return np.ones(len(sq))
+
+    def _scan_blocks(self) -> None:
+        """Block totals of the fixed weights, and max c_i ||x_i||^2 (Quartz's uniform step)."""
+        self.base_mass = np.zeros(self.nb)
+        cs_max = 0.0
+        for b in range(self.nb):
+            s, e = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
+            sq = self._row_sq(s, e)
+            c = self.pb.example_weights(self.pb.block_labels(self.store.read_labels(s, e)))
+            self.base_mass[b] = self._fixed_weights(sq, c).sum()
+            if e > s:
+                cs_max = max(cs_max, float((c * sq).max()))
+        self.cs_max = cs_max
+
+    def _eta(self, sq: np.ndarray, c: np.ndarray) -> np.ndarray:
+        ln = self.l2 * self.n
+        if self.sampling == "importance":
+            return ln / (c * self.beta * sq + ln)
+        return np.full(len(sq), ln / (self.beta * self.cs_max + ln))
+
+    # -- state --------------------------------------------------------------------------------------------
+    def fresh_state(self) -> dict:
+        state = super().fresh_state()
+        state.update({"mass_cur": np.zeros(self.nb), "mass_prev": np.zeros(self.nb),
+                      "counts": np.zeros(self.nb, dtype=np.int64), "prepared": np.array([-1], dtype=np.int64),
+                      "updates": np.zeros(1, dtype=np.int64), "work": np.zeros(1, dtype=np.int64),
+                      "at_start": np.zeros(2, dtype=np.int64)})
+        return state
+
+    def restore_extra(self, meta: dict) -> None:
+        self._epoch = int(meta["epoch"])
+
+    def epoch_done(self, epochs: int, w, v) -> None:
+        self._epoch = int(epochs)
+
+    def pass_start(self, w, v) -> None:
+        ex = self.extra
+        e = self._epoch
+        if int(ex["prepared"][0]) == e:  # the loop calls this twice at an epoch boundary
+            return
+        ex["prepared"][0] = e
+        ex["at_start"][:] = (ex["updates"][0], ex["work"][0])  # the state S_e: what it took to get there
+        ex["mass_prev"][:] = ex["mass_cur"]
+        ex["mass_cur"][:] = 0.0
+        gap_blocks = self.paging == "gap" or self.sampling in GAP_BASED
+        rows = np.diff(self.row_ptr).astype(np.float64)
+        base = self.base_mass if self.sampling in ("uniform", "importance") else rows
+        mass = ex["mass_prev"] if gap_blocks and e > 0 else None
+        floor = self.floor if self.nb > 1 else 0.0
+        p = block_probs(base, mass, floor)
+        ex["counts"][:] = block_counts(p, self.n, int(self.opt["seed"]), e)
+
+    def history_extra(self) -> dict:
+        ex = getattr(self, "extra", {})
+        out = {"sampling": self.sampling, "paging": self.paging, "step_rule": self.step_rule}
+        if "updates" in ex:  # to reach the state certified by this line (before this pass's updates)
+            out["updates"] = int(ex["at_start"][0])
+            out["work"] = int(ex["at_start"][1])  # nonzeros visited by the steps (and per-step rescoring)
+        return out
+
+    # -- per block ----------------------------------------------------------------------------------------
+    def gap_terms(self, blk: TrainBlock, alpha, w_state, psum, dsum) -> None:
+        pb = self.pb
+        gaps = np.zeros(blk.stop - blk.start)
+        for c in range(self.k):
+            ps, ds = dual_block_gaps(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c,
+                                     np.ascontiguousarray(alpha[c]), w_state[c], float(pb.bias), float(self.n), gaps)
+            psum[c] += ps
+            dsum[c] += ds
+        self.extra["mass_cur"][blk.index] += float(gaps.sum())
+        self._gaps = (blk.index, gaps)
+
+    def update_block(self, blk: TrainBlock, alpha, epoch: int, w, v) -> None:
+        pb = self.pb
+        m = int(self.extra["counts"][blk.index])
+        if m == 0:
+            return
+        us = block_uniforms(m, int(self.opt["seed"]), epoch, blk.index)
+        sq = self._row_sq(blk.start, blk.stop)
+        args = (float(self.l2), float(self.l1), float(self.n), float(pb.bias))
+        if self.sampling in PER_STEP:
+            rows = blk.stop - blk.start
+            tree = np.zeros(2 * tree_capacity(rows))
+            dual_adaptive_pass(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, 0), blk.c, alpha[0],
+                               v[0], w[0], np.sqrt(sq), *args, SCORE_CODES[self.sampling], ADA_UNIFORM_SIGMA, us,
+                               tree, np.zeros(rows), np.zeros(rows))
+            self.extra["work"][0] += m * (int(blk.indptr[-1]) + rows)
+        else:
+            if self.sampling == "gap-per-epoch":
+                b, gaps = self._gaps
+                assert b == blk.index
+                weights = np.maximum(gaps, 0.0)
+            else:
+                weights = self._fixed_weights(sq, blk.c)
+            draws = draw_in_block(weights, us)
+            self.extra["work"][0] += self.k * int((blk.indptr[draws + 1] - blk.indptr[draws]).sum())
+            eta = self._eta(sq, blk.c) if self.step_rule == "quartz" else None
+            for c in range(self.k):
+                yc = pb.sub_labels(blk.y, c)
+                if eta is not None:
+                    quartz_pass(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, alpha[c], draws, eta, v[c],
+                                w[c], *args)
+                else:
+                    sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, alpha[c], draws, v[c], w[c],
+                              *args)
+        self.extra["updates"][0] += m
+
+
+# =================================================================================================
+# rcd-primal
+# =================================================================================================
+class RCDPrimalSolver:
+    """``--solver rcd-primal``: NSync primal RCD on the column blocks (see the module docstring).
+
+    Same ``run(max_epochs, resume)`` contract and result dict as
+    :class:`ooc.solvers.base.BlockLoopSolver`.
+    """
+
+    name = "rcd-primal"
+
+    def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
+        self.pb, self.rd, self.opt, self.progress = problem, rundir, options, progress
+        st = problem.store
+        self.store = st
+        for lay in (L.ROWS, L.COLS):
+            if not st.has_layout(lay):
+                raise ValueError(f"{st.path}: rcd-primal needs the row and column layouts; convert with --layout both")
+        if not problem.loss.is_smooth:
+            raise ValueError("rcd-primal needs a smooth loss (squared, logistic, smooth-hinge); "
+                             "for the hinge use sdca or rcd-dual")
+        if options.get("warm_start"):
+            raise ValueError("rcd-primal does not take warm starts (they are dual variables)")
+        self.n, self.d = st.n_rows, st.n_cols
+        self.bias = float(problem.bias)
+        self.dim = self.d + (1 if self.bias > 0 else 0)
+        self.k = problem.n_sub
+        self.l2, self.l1 = float(problem.penalty.l2), float(problem.penalty.l1)
+        if self.l2 <= 0 and self.l1 <= 0:
+            raise ValueError("rcd-primal needs l2 > 0 or l1 > 0 (an unregularized problem has no certificate here)")
+        self.beta = float(problem.loss.smoothness)
+        self.sampling, self.paging, self.floor = _sampling_options(options, self.k)
+        self.cb_ptr = st.block_ptr(L.COLS)
+        self.ncb = len(self.cb_ptr) - 1
+        self.rb_ptr = st.block_ptr(L.ROWS)
+        self.nrb = len(self.rb_ptr) - 1
+        # sampling "blocks": the column blocks, then the intercept as a virtual one
+        self.nblk = self.ncb + (1 if self.bias > 0 else 0)
+        mem = int(options["memory"])
+        vec_bytes = 8 * self.n * (2 * self.k + 1)
+        force = options.get("margin_store")
+        self.in_memory = force == "memory" or (force is None and vec_bytes <= mem // 4)
+        self.cache = BlockCache(max(0, mem - (vec_bytes if self.in_memory else 0)))
+        self._alloc_vectors()
+        self._column_constants()
+
+    # -- O(n) vectors: margins, labels, weights -------------------------------------------------------------
+    def _vec(self, name: str, shape) -> np.ndarray:
+        if self.in_memory:
+            return np.zeros(shape)
+        d = os.path.join(self.rd.state, "primal")
+        os.makedirs(d, exist_ok=True)
+        return np.lib.format.open_memmap(os.path.join(d, f"{name}.npy"), mode="w+", dtype=np.float64, shape=shape)
+
+    def _alloc_vectors(self) -> None:
+        self.Z = self._vec("z", (self.k, self.n))
+        self.Y = self._vec("y", (self.k, self.n))
+        self.C = self._vec("c", (self.n,))
+        pb = self.pb
+        for b in range(self.nrb):
+            s, e = int(self.rb_ptr[b]), int(self.rb_ptr[b + 1])
+            y = pb.block_labels(self.store.read_labels(s, e))
+            self.C[s:e] = pb.example_weights(y)
+            for c in range(self.k):
+                self.Y[c, s:e] = pb.sub_labels(y, c)
+
+    def _column_constants(self) -> None:
+        """``u_j = sum_i c_i x_ij^2`` and ``M_j`` (one pass over the columns), ``B_rad`` for pure L1."""
+        self.U = np.zeros(self.dim)
+        self.M = np.zeros(self.dim)
+        C = np.asarray(self.C)
+        for b in range(self.ncb):
+            blk = self.store.block(L.COLS, b)
+            col_curvature(np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices, blk.data, C, self.beta,
+                          float(self.n), self.l2, self.U[blk.start:blk.stop], self.M[blk.start:blk.stop])
+        if self.bias > 0:
+            self.U[self.d] = self.bias ** 2 * float(C.sum())
+            self.M[self.d] = self.beta * self.U[self.d] / self.n + self.l2
+        # Lipschitzing radius per problem: P_c(0) / l1 (only used when l2 = 0)
+        self.radius = np.zeros(self.k)
+        if self.l2 <= 0:
+            for c in range(self.k):
+                p0 = float(np.dot(C, self.pb.loss.value(np.zeros(self.n), np.asarray(self.Y[c])))) / self.n
+                self.radius[c] = p0 / self.l1
+        self.l1vec = np.full(self.dim, self.l1)
+        if self.bias > 0:
+            self.l1vec[self.d] = 0.0
+        nnz = np.zeros(self.dim, dtype=np.int64)
+        nnz[: self.d] = self.store.col_nnz
+        if self.bias > 0:
+            nnz[self.d] = self.n
+        self.col_nnz = nnz
+
+    def _fixed_weights(self, lo: int, hi: int) -> np.ndarray:
+        if self.sampling == "importance":
+            if self.l2 > 0:
+                return self.M[lo:hi].copy()  # (beta u_j + l2 n) / n: eq. 14
+            return np.sqrt(self.U[lo:hi])  # pure L1: B ||a_j|| (adaptive-sampling paper)
+        return np.ones(hi - lo)
+
+    def _bounds(self, b: int) -> tuple[int, int]:
+        if b == self.ncb:
+            return self.d, self.d + 1
+        return int(self.cb_ptr[b]), int(self.cb_ptr[b + 1])
+
+    # -- gap pass over the rows --------------------------------------------------------------------------------
+    def _gap_pass(self, w: np.ndarray, pool) -> tuple[float, float, np.ndarray]:
+        """Exact ``z = X w``; returns ``(P, D, G)`` summed over the problems, ``G`` the coordinate gaps."""
+        pb = self.pb
+        psum = np.zeros(self.k)
+        dsum = np.zeros(self.k)
+        t = np.zeros((self.k, self.dim))
+
+        def load(b):
+            return self.store.block(L.ROWS, b)
+
+        pf = Prefetcher(range(self.nrb), load, self.cache, lambda blk: blk.nbytes, depth=1,
+                        key=lambda b: (L.ROWS, b), pool=pool)
+        C = np.asarray(self.C)
+        for b, blk in pf:
+            s, e = blk.start, blk.stop
+            indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
+            for c in range(self.k):
+                ps, ds = primal_gap_rows(pb.loss, indptr, blk.indices, blk.data, np.asarray(self.Y[c, s:e]), C[s:e],
+                                         w[c], self.bias, np.asarray(self.Z[c, s:e]), t[c])
+                psum[c] += ps
+                dsum[c] += ds
+        P = D = 0.0
+        G = np.zeros(self.dim)
+        for c in range(self.k):
+            r = t[c] / self.n
+            wc = w[c]
+            ex = np.maximum(np.abs(r) - self.l1vec, 0.0)
+            h = ex * ex / (2.0 * self.l2) if self.l2 > 0 else self.radius[c] * ex
+            G += h + self.l1vec * np.abs(wc) + 0.5 * self.l2 * wc * wc + wc * r
+            P += psum[c] / self.n + primal_value(pb.penalty, wc, self.bias)
+            D += dsum[c] / self.n - float(h.sum())
+        return P, D, G
+
+    # -- one block of updates -------------------------------------------------------------------------------------
+    def _update_block(self, b: int, blk, m: int, epoch: int, w: np.ndarray, G: np.ndarray) -> int:
+        pb = self.pb
+        lo, hi = self._bounds(b)
+        us = block_uniforms(m, int(self.opt["seed"]), epoch, b)
+        C = np.asarray(self.C)
+        if blk is None:  # the intercept
+            for c in range(self.k):
+                primal_bias_steps(pb.loss, np.asarray(self.Y[c]), C, np.asarray(self.Z[c]), w[c], self.bias,
+                                  float(self.M[self.d]), self.l2, float(self.n), m)
+            return m * self.n
+        indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
+        if self.sampling in PER_STEP:
+            cols = hi - lo
+            tree = np.zeros(2 * tree_capacity(cols))
+            primal_adaptive_pass(pb.loss, indptr, blk.indices, blk.data, lo, np.asarray(self.Y[0]), C,
+                                 np.asarray(self.Z[0]), w[0], self.M[lo:hi], np.sqrt(self.U[lo:hi]), self.l2, self.l1,
+                                 float(self.n), float(self.radius[0]), SCORE_CODES[self.sampling], ADA_UNIFORM_SIGMA,
+                                 us, tree, np.zeros(cols), np.zeros(cols))
+            return m * (int(indptr[-1]) + hi - lo)
+        if self.sampling == "gap-per-epoch":
+            weights = np.maximum(G[lo:hi], 0.0)
+        else:
+            weights = self._fixed_weights(lo, hi)
+        draws = draw_in_block(weights, us)
+        for c in range(self.k):
+            primal_cd_pass(pb.loss, indptr, blk.indices, blk.data, lo, np.asarray(self.Y[c]), C,
+                           np.asarray(self.Z[c]), w[c], draws, self.M[lo:hi], self.l2, self.l1, float(self.n))
+        return self.k * int(self.col_nnz[lo + draws].sum())
+
+    def _plan(self, epoch: int, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Block counts of the epoch and the visiting order (blocks with updates only)."""
+        base = np.zeros(self.nblk)
+        mass = np.zeros(self.nblk)
+        for b in range(self.nblk):
+            lo, hi = self._bounds(b)
+            base[b] = self._fixed_weights(lo, hi).sum() if self.sampling in ("uniform", "importance") else hi - lo
+            mass[b] = np.maximum(G[lo:hi], 0.0).sum()
+        use_mass = self.paging == "gap" or self.sampling in GAP_BASED
+        p = block_probs(base, mass if use_mass else None, self.floor if self.nblk > 1 else 0.0)
+        counts = block_counts(p, self.dim, int(self.opt["seed"]), epoch)
+        order = visit_order(self.nblk, int(self.opt["seed"]), epoch)
+        return counts, order[counts[order] > 0]
+
+    # -- checkpoints ------------------------------------------------------------------------------------------------
+    def _z_file(self) -> str:
+        return os.path.join(self.rd.state, "primal", "z-ckpt.npy")
+
+    def _save(self, meta: dict, arrays: dict, mid_epoch: bool) -> None:
+        if mid_epoch:
+            if self.in_memory:
+                arrays["z"] = self.Z
+            else:  # margins live in a file: copy them next to the checkpoint (durable before LATEST moves)
+                atomic_save_npy(self._z_file(), np.asarray(self.Z), fsync=True)
+        self.rd.save_checkpoint(arrays, meta)
+
+    # -- the loop ------------------------------------------------------------------------------------------------------
+    def run(self, max_epochs: int, resume: bool) -> dict:
+        rd, opt = self.rd, self.opt
+        tol = float(opt["tol"])
+        ck_every = float(opt["checkpoint_every"])
+        loaded = rd.load_checkpoint() if resume else None
+        G = np.zeros(self.dim)
+        counts = np.zeros(self.nblk, dtype=np.int64)
+        order = np.zeros(0, dtype=np.int64)
+        if loaded is None:
+            w = np.zeros((self.k, self.dim))
+            meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "history_len": 0, "bytes_read": 0,
+                    "updates": 0, "work": 0, "cd_seconds": 0.0}
+            rd.truncate_history(0)
+            rd.save_checkpoint({"w": w}, meta)
+        else:
+            arrays, meta = loaded
+            w = np.array(arrays["w"])
+            rd.truncate_history(meta["history_len"])
+            if int(meta["position"]) > 0:
+                G, counts, order = np.array(arrays["G"]), np.array(arrays["counts"]), np.array(arrays["order"])
+                z = arrays["z"] if self.in_memory else np.load(self._z_file(), allow_pickle=False)
+                self.Z[...] = z
+        e, pos = int(meta["epoch"]), int(meta["position"])
+        seq, history_len = int(meta["seq"]), int(meta["history_len"])
+        seconds0, bytes0 = float(meta["seconds"]), int(meta["bytes_read"])
+        updates, work, cd_seconds = int(meta["updates"]), int(meta["work"]), float(meta["cd_seconds"])
+        t_start = time.perf_counter()
+        last_ck = t_start
+        result = None
+
+        def elapsed():
+            return seconds0 + time.perf_counter() - t_start
+
+        def checkpoint(mid_epoch):
+            nonlocal seq, last_ck
+            seq += 1
+            m = {"seq": seq, "epoch": e, "position": pos, "seconds": elapsed(), "history_len": history_len,
+                 "bytes_read": bytes0 + self.cache.bytes_read, "updates": updates, "work": work,
+                 "cd_seconds": cd_seconds}
+            arrays = {"w": w}
+            if mid_epoch:
+                arrays.update({"G": G, "counts": counts, "order": order})
+            self._save(m, arrays, mid_epoch)
+            last_ck = time.perf_counter()
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
+        try:
+            while result is None:
+                if pos == 0:
+                    state_seconds = elapsed()
+                    t0 = time.perf_counter()
+                    P, D, G = self._gap_pass(w, pool)
+                    gap = P - D if math.isfinite(D) else math.inf
+                    entry = {
+                        "epoch": e, "seconds": state_seconds, "primal": P, "dual": D, "gap": gap,
+                        "rel_gap": gap / max(1.0, abs(P)),
+                        "nnz_w": int(np.count_nonzero(w[:, : self.d])),
+                        "bytes_read": bytes0 + self.cache.bytes_read, "cache_hit_rate": self.cache.hit_rate,
+                        "gap_seconds": time.perf_counter() - t0, "cd_seconds": cd_seconds,
+                        "updates": updates, "work": work, "sampling": self.sampling, "paging": self.paging,
+                    }
+                    if self.l2 <= 0:
+                        entry["radius"] = float(self.radius.max())
+                    rd.append_history(entry)
+                    history_len += 1
+                    if self.progress:
+                        self.progress(entry)
+                    converged = entry["rel_gap"] <= tol
+                    if converged or e >= max_epochs:
+                        result = dict(entry, converged=bool(converged), epochs=e, w=w.copy())
+                        break
+                    counts, order = self._plan(e, G)
+                pf = Prefetcher([b for b in order[pos:] if b < self.ncb], lambda b: self.store.block(L.COLS, b),
+                                self.cache, lambda blk: blk.nbytes, depth=1, key=lambda b: (L.COLS, b), pool=pool)
+                it = iter(pf)
+                while pos < len(order):
+                    b = int(order[pos])
+                    blk = None if b == self.ncb else next(it)[1]
+                    t0 = time.perf_counter()
+                    work += self._update_block(b, blk, int(counts[b]), e, w, G)
+                    cd_seconds += time.perf_counter() - t0
+                    updates += int(counts[b])
+                    pos += 1
+                    if pos < len(order) and time.perf_counter() - last_ck >= ck_every:
+                        checkpoint(True)
+                for _ in it:  # drain (nothing left; closes the prefetcher)
+                    pass
+                e += 1
+                pos = 0
+                checkpoint(False)
+        finally:
+            pool.shutdown(wait=True)
+        result["total_seconds"] = elapsed()
+        return result
