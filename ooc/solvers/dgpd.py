@@ -75,6 +75,7 @@ from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
+from .base import StoreSolver
 
 DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe"}
 DUAL_STEPS = ("safe", "theorem")
@@ -164,7 +165,7 @@ class ClassState:
         self.a_vals = np.zeros(0, np.float64)
 
 
-class DGPDSolver:
+class DGPDSolver(StoreSolver):
     """``--solver dgpd``: Algorithm 2 with batched searches, out of core over both layouts.
 
     Same contract as :class:`ooc.solvers.base.BlockLoopSolver`: ``(problem, rundir, options,
@@ -176,12 +177,8 @@ class DGPDSolver:
     name = "dgpd"
 
     def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
-        self.pb = problem
-        self.rd = rundir
-        self.opt = options
-        self.progress = progress
-        st = problem.store
-        self.store = st
+        super().__init__(problem, rundir, options, progress)
+        st = self.store
         for lay in (L.ROWS, L.COLS):
             if not st.has_layout(lay):
                 raise ValueError(f"{st.path}: dgpd needs both layouts (rows to update the duals, columns to "
