@@ -40,7 +40,7 @@ from ooc.cli import main
 from ooc.runs.rundir import RunDir
 
 N, D = 240, 24
-TRAIN_OPTS = ["--l2", "0.01", "--tol", "1e-6", "--max-epochs", "50", "--checkpoint-every", "0", "--seed", "7"]
+TRAIN_OPTS = ["--l2", "0.01", "--tol", "1e-10", "--max-epochs", "50", "--checkpoint-every", "0", "--seed", "7"]
 #: a cache budget so small that the duals are paged from disk (per-block files, two buffers)
 PAGED = ["--memory", "4KiB"]
 #: history fields that must match an uninterrupted run exactly (timings and I/O counters differ)
