@@ -218,6 +218,18 @@ class BlockLoopSolver(StoreSolver):
         """
         return 0.5 * self.pb.penalty.l2 * float(np.dot(w_state[c], w_state[c]))
 
+    def work_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray, v: np.ndarray,
+                   w_state: np.ndarray, psum: np.ndarray, dsum: np.ndarray, update: bool) -> None:
+        """The block's gap terms of the pass's starting state, then (if ``update``) its update.
+
+        Solvers whose kernel can sum the primal loss at ``w_state`` in the same sweep as
+        the update override this (the fused gap); the results must equal
+        :meth:`gap_terms` followed by :meth:`update_block`.
+        """
+        self.gap_terms(blk, alpha, w_state, psum, dsum)
+        if update:
+            self.update_block(blk, alpha, epoch, w, v)
+
     def update_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray,
                      v: np.ndarray) -> None:  # pragma: no cover
         """Update ``alpha`` (the block's duals, (k, rows)), ``w`` and ``v`` ((k, dim)) in place."""
@@ -255,6 +267,9 @@ class BlockLoopSolver(StoreSolver):
         t_start = time.perf_counter()
         last_ck = t_start
         result = None
+        # relative gaps of the last states, to decide when a pass should only certify
+        recent = [h["rel_gap"] for h in rd.history()[-2:]]
+        cert_failed = -1
 
         def elapsed():
             return seconds0 + time.perf_counter() - t_start
@@ -272,7 +287,9 @@ class BlockLoopSolver(StoreSolver):
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
         try:
             while result is None:
-                update = e < max_epochs
+                # a pass in progress at a checkpoint (k > 0) is always an update pass
+                certify = k == 0 and e != cert_failed and _predicts_converged(recent, tol)
+                update = e < max_epochs and not certify
                 if k == 0:
                     np.copyto(w_prev, w)
                     self.pass_start(w, v)
@@ -291,9 +308,8 @@ class BlockLoopSolver(StoreSolver):
                     if len(group) < self.mix and k + len(group) < self.nb:
                         continue
                     gblk, alpha = self._gather(group, cur)
-                    self.gap_terms(gblk, alpha, w_prev, psum, dsum)
+                    self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
                     if update:
-                        self.update_block(gblk, alpha, e, w, v)
                         off = 0
                         for gb, blk_i in group:
                             m = blk_i.stop - blk_i.start
@@ -307,6 +323,12 @@ class BlockLoopSolver(StoreSolver):
                 # the pass is complete: S_e is certified (or not)
                 gap = self._gap(psum, dsum, w_prev)
                 pass_seconds = time.perf_counter() - pass_t0
+                if certify and e < max_epochs and gap[2] / max(1.0, abs(gap[0])) > tol:
+                    # the prediction failed: S_e was not good enough; the next pass updates it
+                    # (and recomputes the same gap, so the history keeps one line per state)
+                    cert_failed = e
+                    k = 0
+                    continue
                 entry = {
                     "epoch": e,
                     "seconds": state_seconds,
@@ -328,6 +350,7 @@ class BlockLoopSolver(StoreSolver):
                 if converged or not update:
                     result = dict(entry, converged=bool(converged), epochs=e, w=self.export_w(w_prev).copy(), **self.duals.final(cur))
                     break
+                recent = (recent + [entry["rel_gap"]])[-2:]
                 e += 1
                 k = 0
                 state_seconds = elapsed()
@@ -352,3 +375,19 @@ class BlockLoopSolver(StoreSolver):
             p += psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
             d += dsum[c] / n - self.dual_penalty(c, w_state)
         return p, d, (p - d) if math.isfinite(d) else math.inf
+
+
+def _predicts_converged(recent: list[float], tol: float) -> bool:
+    """Whether the state a pass starts from is predicted to be certified.
+
+    The gaps of the last two states give the contraction per pass ``r = g_e / g_(e-1)``
+    (dual coordinate methods converge linearly). When ``g_e r <= tol`` the next pass only
+    evaluates the gap: it then reads each block and sums the losses, skipping the coordinate
+    updates, which would be thrown away once the state is certified. A wrong prediction
+    costs that cheap pass, after which the state is updated as usual (the iterates never
+    depend on it).
+    """
+    if len(recent) < 2 or not all(math.isfinite(g) and g > 0.0 for g in recent):
+        return False
+    r = recent[-1] / recent[-2]
+    return r < 1.0 and recent[-1] * r <= tol

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.sdca import sdca_pass
+from ..kernels.sdca import block_dual_loss, sdca_pass_gap
 from ..schedule.scheduler import row_order
 from .base import BlockLoopSolver, TrainBlock
 
@@ -28,9 +28,15 @@ class SDCASolver(BlockLoopSolver):
 
     name = "sdca"
 
-    def update_block(self, blk: TrainBlock, alpha: np.ndarray, epoch: int, w: np.ndarray, v: np.ndarray) -> None:
+    def work_block(self, blk: TrainBlock, alpha, epoch, w, v, w_state, psum, dsum, update) -> None:
+        """Gap terms and update in one sweep per class (:func:`ooc.kernels.sdca.sdca_pass_gap`)."""
+        if not update:
+            return super().work_block(blk, alpha, epoch, w, v, w_state, psum, dsum, update)
         pb = self.pb
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
         for c in range(self.k):  # one-vs-rest: every class on the block already in memory
-            sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c, alpha[c], order,
-                      v[c], w[c], float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))
+            yc = pb.sub_labels(blk.y, c)
+            dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])  # before the update
+            psum[c] += sdca_pass_gap(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, alpha[c], order,
+                                     v[c], w[c], float(pb.penalty.l2), float(pb.penalty.l1), float(self.n),
+                                     float(pb.bias), w_state[c])[1]
