@@ -23,6 +23,8 @@ from .store.ingest import parse_bytes
 LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
 SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
 AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual")
+#: solvers that accept --l2 0 with --l1 > 0 (auto picks rcd-primal; sdca/acc-sdca add a small L2)
+PURE_L1_SOLVERS = ("auto", "rcd-primal", "sdca", "acc-sdca")
 
 
 class ConvergenceWarning(UserWarning):
@@ -70,7 +72,7 @@ DEFAULTS = {
     "loss": "logistic", "gamma": 1.0, "multiclass": None, "l2": 1e-6, "l1": 0.0, "solver": "auto",
     "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
     "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None, "inner_passes": 1,
-    "mix_blocks": 4, "paging": "shuffled",
+    "mix_blocks": 4, "paging": "shuffled", "smoothing": None,
 }
 
 
@@ -98,18 +100,24 @@ def _validate(opts: dict, store) -> dict:
         o[key] = x
     if o["solver"] == "dgpd" and not (store.has_layout(L.ROWS) and store.has_layout(L.COLS)):
         raise ValueError(f"{store.path}: --solver dgpd needs both layouts; convert with --layout both")
-    if o["solver"] == "acc-sdca" and o["loss"] == "hinge":
-        raise ValueError("--solver acc-sdca needs a smooth loss: use --loss smooth-hinge with a small --gamma "
-                         "(the smoothing of Sec. 3.3 of the accelerated Prox-SDCA paper)")
+    if o["smoothing"] is not None:
+        if not (o["solver"] == "acc-sdca" and o["loss"] == "hinge"):
+            raise ValueError("--smoothing is the hinge smoothing of acc-sdca: use it with --solver acc-sdca "
+                             "--loss hinge (the smooth hinge's own parameter is --gamma)")
+        o["smoothing"] = float(o["smoothing"])
+        if not (np.isfinite(o["smoothing"]) and o["smoothing"] > 0):
+            raise ValueError(f"--smoothing must be a finite number > 0 (got {o['smoothing']!r})")
+    elif o["solver"] == "acc-sdca" and o["loss"] == "hinge":
+        o["smoothing"] = o["tol"]  # the smoothed optimum is then within tol/2 of the hinge one
     if int(o["inner_passes"]) < 1:
         raise ValueError("--inner-passes must be >= 1")
     o["inner_passes"] = int(o["inner_passes"])
     if int(o["mix_blocks"]) < 1:
         raise ValueError("--mix-blocks must be >= 1")
     o["mix_blocks"] = int(o["mix_blocks"])
-    if o["l2"] <= 0 and not (o["l1"] > 0 and o["solver"] in ("auto", "rcd-primal")):
+    if o["l2"] <= 0 and not (o["l1"] > 0 and o["solver"] in PURE_L1_SOLVERS):
         raise ValueError("--l2 must be > 0 for the dual solvers; pure L1 (--l2 0 --l1 > 0) trains with "
-                         "rcd-primal (--solver rcd-primal or auto)")
+                         "rcd-primal (--solver rcd-primal or auto), or sdca / acc-sdca with an added small L2")
     if o["loss"] == "smooth-hinge" and o["gamma"] <= 0:
         raise ValueError("--gamma must be > 0 for the smooth hinge")
     if int(o["max_epochs"]) < 0:
@@ -156,11 +164,42 @@ def _validate(opts: dict, store) -> dict:
                          "passes only; use --solver rcd-dual or rcd-primal")
     if o["sampling"] in PER_STEP and kind == L.MULTICLASS:
         raise ValueError(f"--sampling {o['sampling']} is for binary or regression tasks (not one-vs-rest)")
+    if o["l2"] <= 0 and used in ("sdca", "acc-sdca"):
+        _add_l2_for_pure_l1(store, o)
     if o["distributed"]:
         if o["solver"] not in ("auto", "sdca"):
             raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {o['solver']} is not distributed")
         o["solver_used"] = "sdca"  # what CoCoA+ distributes
     return o
+
+
+def _add_l2_for_pure_l1(store, o: dict) -> None:
+    r"""Pure L1 with a dual solver: add the small L2 of the accelerated Prox-SDCA paper (Sec. 5.5).
+
+    The L1 problem's optimum ``w'`` has ``l1 ||w'||_1 <= P_c(0)``, so ``||w'||_2 <= r_c =
+    P_c(0) / l1`` for each problem ``c`` (``P_c(0) = 1/n sum_i c_i phi(0, y_ic)``). The
+    solver minimises ``P + l2'/2 ||w||^2`` with ``l2' = tol / max_c r_c^2`` and certifies the
+    *L1* problem: ``P_L1(w) = P_l2'(w) - l2'/2 ||w||^2`` and, for any duals,
+    ``P_L1* >= D_l2'(alpha) - l2'/2 r_c^2`` (since ``P_l2'* <= P_L1(w') + l2'/2 ||w'||^2``).
+    The slack ``l2'/2 r_c^2 <= tol/2`` leaves half the requested gap to the optimisation.
+    ``l2_added`` and ``l1_radius`` go in the run config.
+    """
+    if o["multiclass"] == "crammer-singer" or o["distributed"] or o["bias"] > 0:
+        raise ValueError("pure L1 (--l2 0) with sdca/acc-sdca works for binary, regression and one-vs-rest "
+                         "tasks without --bias and not distributed; use --solver rcd-primal, or a small --l2")
+    pb = _problem(store, dict(o, l2=0.0, l2_added=0.0))
+    p0 = np.zeros(pb.n_sub)
+    ptr = store.block_ptr(L.ROWS)
+    for b in range(len(ptr) - 1):
+        y = pb.block_labels(store.read_labels(int(ptr[b]), int(ptr[b + 1])))
+        c = pb.example_weights(y)
+        for k in range(pb.n_sub):
+            p0[k] += float(np.dot(c, pb.loss.value(0.0, pb.sub_labels(y, k))))
+    radius = p0 / max(store.n_rows, 1) / o["l1"]
+    if not np.all(radius > 0):  # P(0) = 0: w = 0 is optimal, any small L2 certifies it
+        radius = np.maximum(radius, 1.0)
+    o["l1_radius"] = [float(r) for r in radius]
+    o["l2_added"] = float(o["tol"] / radius.max() ** 2)
 
 
 def _problem(store, o: dict) -> Problem:
@@ -178,7 +217,8 @@ def _problem(store, o: dict) -> Problem:
         if vals and min(c for _, c in vals) > 0:
             values = tuple(v for v, _ in vals)
             weights = tuple(store.n_rows / (len(vals) * c) for _, c in vals)
-    return Problem(store, loss, o["loss"], ElasticNet(o["l2"], o["l1"]), o["bias"], task, classes, weights, values)
+    penalty = ElasticNet(o["l2"] + o.get("l2_added", 0.0), o["l1"])
+    return Problem(store, loss, o["loss"], penalty, o["bias"], task, classes, weights, values)
 
 
 class Run:
@@ -277,6 +317,8 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         "n_rows": st.n_rows, "n_cols": st.n_cols,
         "warm_start": os.path.abspath(warm_start) if warm_start else None,
     })
+    if "l2_added" in o:  # pure L1 through a dual solver: the L2 it added (recomputed on resume)
+        config.update(l2_added=o["l2_added"], l1_radius=o["l1_radius"])
     if warm_start and o["distributed"]:
         raise ValueError("warm starts are for single-machine runs (not --distributed)")
     warm = _warm_source(warm_start, st, o) if warm_start else None
@@ -314,7 +356,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
-                 "sampling": o["sampling"], "paging": o["paging"],
+                 "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
+                 "l1_radius": o.get("l1_radius"),
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)

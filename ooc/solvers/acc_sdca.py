@@ -23,6 +23,17 @@ same as for ``sdca``.
 
 When ``R^2/(gamma lambda) <= 10 n`` acceleration cannot help: the solver runs
 plain Prox-SDCA and says so in every history line (``accelerated: false``).
+
+Hinge loss (Lipschitz, not smooth): the paper's Section 3.3 smoothing. The updates use
+the smoothed loss ``phi~`` whose conjugate is ``phi* + gamma/2 a^2``, which for the
+hinge is exactly the smooth hinge with parameter ``gamma`` (1/gamma-smooth, and
+``hinge - gamma/2 <= phi~ <= hinge``). The gap is still the *hinge* problem's: ``P`` is
+summed with the hinge and ``D`` with the hinge conjugate at the same duals (feasible for
+both: the box is the same, and ``-phi*`` >= ``-phi~*``), so a certified run is certified
+for the SVM the user asked for. The smoothed optimum is within ``gamma/2`` (times the
+mean example weight) of the hinge optimum, so ``gamma`` (option ``smoothing``, recorded in
+the run config and every history line) defaults to ``tol``: the smoothed problem can then
+certify the hinge one at half the requested relative gap.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ import numpy as np
 from ..kernels.accel import momentum_into, recenter_v, shift_v
 from ..kernels.sdca import sdca_pass
 from ..objectives.accel import accel_params
+from ..objectives.losses import SmoothHinge
 from ..objectives.penalties import conj_value
 from ..schedule.scheduler import row_order
 from .base import BlockLoopSolver, TrainBlock
@@ -46,7 +58,13 @@ class AccSDCASolver(BlockLoopSolver):
         super().__init__(problem, rundir, options, progress)
         st = problem.store
         r2 = float(st.info()["R"]) ** 2 + (problem.bias ** 2 if problem.bias > 0 else 0.0)
-        gamma = 1.0 / float(problem.loss.smoothness)
+        #: the loss of the updates: the problem's, or the smoothed hinge (Sec. 3.3)
+        self.smoothing = None
+        self.update_loss = problem.loss
+        if not problem.loss.is_smooth:
+            self.smoothing = float(options.get("smoothing") or options["tol"])
+            self.update_loss = SmoothHinge(self.smoothing)
+        gamma = 1.0 / float(self.update_loss.smoothness)
         self.params = accel_params(r2, gamma, float(problem.penalty.l2), self.n)
         self.inner_passes = int(options.get("inner_passes") or 1)
         self.l2_inner = float(self.params.l2_inner)
@@ -91,8 +109,11 @@ class AccSDCASolver(BlockLoopSolver):
         outer[1] = 0
 
     def history_extra(self) -> dict:
-        return {"accelerated": bool(self.params.accelerate), "outer": int(self.extra["outer"][0]),
-                "kappa": self.params.kappa}
+        extra = {"accelerated": bool(self.params.accelerate), "outer": int(self.extra["outer"][0]),
+                 "kappa": self.params.kappa}
+        if self.smoothing is not None:
+            extra["smoothing"] = self.smoothing
+        return extra
 
     def dual_penalty(self, c, w_state):
         # the plain dual point of the current duals: v = (lambda~ v~ - kappa y) / l2
@@ -105,5 +126,5 @@ class AccSDCASolver(BlockLoopSolver):
         pb = self.pb
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
         for c in range(self.k):
-            sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c, alpha[c], order,
+            sdca_pass(self.update_loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c, alpha[c], order,
                       v[c], w[c], self.l2_inner, float(pb.penalty.l1), float(self.n), float(pb.bias))

@@ -371,9 +371,15 @@ class BlockLoopSolver(StoreSolver):
         pb = self.pb
         n = float(self.n)
         p = d = 0.0
+        radius = self.opt.get("l1_radius")
         for c in range(self.k):
             p += psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
             d += dsum[c] / n - self.dual_penalty(c, w_state)
+            if radius:
+                # pure L1 solved with an added L2 (ooc.train._add_l2_for_pure_l1): certify the L1 problem
+                half = 0.5 * float(pb.penalty.l2)
+                p -= half * float(np.dot(w_state[c], w_state[c]))
+                d -= half * radius[c] ** 2
         return p, d, (p - d) if math.isfinite(d) else math.inf
 
 
