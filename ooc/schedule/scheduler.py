@@ -31,7 +31,7 @@ def row_order(n_rows: int, seed: int, epoch: int, block: int) -> np.ndarray:
 class Prefetcher:
     """Yields blocks in a given order while a thread reads and decodes the next ones.
 
-    The numba kernels release the GIL, so decoding block ``k+1`` (zstd and numpy
+    The numba kernels release the GIL, so decoding block ``k+1`` (Blosc-LZ4 and numpy
     copies, which release it too) overlaps with the kernel on block ``k``.
 
     Parameters
