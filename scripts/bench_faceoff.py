@@ -14,57 +14,13 @@ certified primal of the two runs (both run to a relative gap of 1e-9).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
-import shutil
-import tempfile
-import time
-import uuid
 
 import numpy as np
 import scipy.sparse as sp
 
-import ooc
-from ooc.runs.rundir import RunDir
-from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver
 
-# -- helpers: build a store, run an RCD solver as ooc.train._execute does ----------------------------
-T = importlib.import_module("ooc.train")
-SHM = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-SOLVERS = {"rcd-dual": RCDDualSolver, "rcd-primal": RCDPrimalSolver}
-
-
-def store(X, y, kind="auto", block_bytes=None):
-    return ooc.convert(X, f"memory://bench-{uuid.uuid4().hex[:8]}", y=y, dtype="float64", label_kind=kind,
-                       block_bytes=block_bytes)
-
-
-def run(name, st, max_epochs, **kw):
-    """Run solver ``name`` on ``st``; returns (result, history)."""
-    o = dict(T.DEFAULTS)
-    o.update({k: v for k, v in kw.items() if k in T.DEFAULTS})
-    pb = T._problem(st, o)
-    d = tempfile.mkdtemp(prefix="ooc-bench-", dir=SHM)
-    try:
-        rd = RunDir.create(d, {}, overwrite=True)
-        opts = {"tol": o["tol"], "memory": kw.get("memory", 1 << 30), "seed": o["seed"], "checkpoint_every": 1e9,
-                "sampling": o["sampling"], "paging": kw.get("paging")}
-        s = SOLVERS[name](pb, rd, opts)
-        t = time.perf_counter()
-        res = s.run(max_epochs, resume=False)
-        res["wall"] = time.perf_counter() - t
-        res.pop("w")
-        return res, rd.history()
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def first(hist, pred, key):
-    for e in hist:
-        if pred(e):
-            return e[key]
-    return None
+from _benchlib import SOLVERS, first, run, store  # noqa: E402  (scripts/ is on sys.path)
 
 
 def labels(X, rng):
