@@ -269,8 +269,7 @@ def test_disk_full_during_convert(data, tmp_path, size):
         problems.append(f"the error does not say the disk is full: {lines[0]!r}")
     if left:
         problems.append(f"temporaries left on the full disk: {left}")
-    if problems:
-        pytest.xfail("BUG (reported): convert out of space: " + "; ".join(problems))
+    assert not problems, "convert out of space: " + "; ".join(problems)
 
 
 def test_disk_full_during_checkpoint_then_resume(data, tmp_path):
@@ -293,8 +292,7 @@ def test_disk_full_during_checkpoint_then_resume(data, tmp_path):
         assert r.exit_code == 0, r.stderr
         assert np.array_equal(coef(run), data["coef"])
         assert json.loads(r.stdout.strip().splitlines()[-1])["primal"] == data["res"]["primal"]
-    if problem:
-        pytest.xfail(f"BUG (reported): checkpoint out of space: {problem}")
+    assert problem is None, f"checkpoint out of space: {problem}"
 
 
 # -- a damaged chunk ----------------------------------------------------------------------------

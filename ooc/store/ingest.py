@@ -21,18 +21,20 @@ sized from it.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from typing import Callable, Iterator
 
 import numpy as np
 
+from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
 from . import layout as L
 from .readers import InputError, RowChunk, detect_format, iter_csv, iter_svmlight
-from .backend import MemoryBackend
+from .backend import MemoryBackend, StoreError
 from .store import BACKENDS, Store, open_store
-from .writer import Appender, StoreWriter, publish, remove_path, temporary_path
+from .writer import Appender, StoreWriter, Temporary, publish, remove_path, remove_stale_temporaries
 
 
 class _Restart(Exception):
@@ -232,35 +234,40 @@ def convert(
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     t0 = time.perf_counter()
-    while True:
-        tmp = temporary_path(store)
-        try:
-            _build(make_chunks, tmp, backend_cls, dtype, settings, bb, cl, mem, layouts,
-                   label_kind, n_features, total, progress,
-                   source_desc)
-        except _Restart as r:
-            remove_path(tmp)
-            settings.update(r.changes)
-            continue
-        except BaseException:
-            remove_path(tmp)
-            raise
-        break
+    remove_stale_temporaries(store)  # what killed conversions to the same STORE left behind
+    tmp = Temporary(store)
     try:
+        while True:
+            try:
+                _build(make_chunks, tmp.path, tmp.scratch, backend_cls, dtype, settings, bb, cl, mem, layouts,
+                       label_kind, n_features, total, progress, source_desc)
+            except _Restart as r:
+                tmp.remove()
+                settings.update(r.changes)
+                continue
+            break
         if layout == "cols":
-            _drop_rows(tmp, backend_cls)
+            _drop_rows(tmp.path, backend_cls)
         if exists:
             remove_path(store)
-        publish(tmp, store)
-    except BaseException:
-        remove_path(tmp)  # e.g. STORE appeared meanwhile: leave no hidden partial behind
+        publish(tmp.path, store)
+    except BaseException as exc:
+        tmp.remove()  # e.g. STORE appeared meanwhile: leave no hidden partial behind
+        full = disk_full_error(exc) if isinstance(exc, Exception) else None
+        if full is not None:
+            raise StoreError(
+                f"{store}: the disk is full (no space left on device writing "
+                f"{full.filename or tmp.path}); the partial store was removed: free some space "
+                "and convert again") from exc
         raise
+    finally:
+        tmp.release()
     if progress:
         progress({"phase": "done", "seconds": time.perf_counter() - t0})
     return open_store(store)
 
 
-def _build(make_chunks, tmp, backend_cls, dtype, settings, block_bytes, chunk_len, memory, layouts,
+def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, memory, layouts,
            label_kind, n_features, total, progress, source_desc):
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
@@ -294,14 +301,28 @@ def _build(make_chunks, tmp, backend_cls, dtype, settings, block_bytes, chunk_le
     attrs["index_base"] = 0 if shift == 0 else 1
     attrs["source"] = source_desc
     if L.COLS in layouts:  # derived from the row layout, which is always written first
-        build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory,
-                      os.path.dirname(os.path.abspath(tmp)) if not tmp.startswith("memory://") else None,
+        build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
                       progress)
     w.finalize(attrs, layouts)
 
 
-def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, tmpdir, progress=None):
-    """Build ``cols/*`` from ``rows/*`` out of core (bucket by column block, then assemble)."""
+def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, scratch=None,
+                  progress=None):
+    """Build ``cols/*`` from ``rows/*`` out of core (bucket by column block, then assemble).
+
+    Parameters
+    ----------
+    scratch : str, optional
+        Directory for the bucket files, created here and removed on return (whatever
+        happens); None makes a private one in the system's temporary directory.
+
+    Raises
+    ------
+    OSError
+        Writing a bucket failed (a full disk: every write is checked, none is lost).
+    RuntimeError
+        A bucket read back does not hold the entries the column counts promise.
+    """
     dtype = backend.dtype(L.array_name(L.ROWS, L.DATA))
     index_dtype = backend.dtype(L.array_name(L.ROWS, L.INDICES))
     row_id_dtype = L.index_dtype_for(n_rows)
@@ -322,7 +343,11 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     # row pieces for bucketing: blocks of the row layout, split further if memory is tight
     piece_bytes = max(memory // 6, 1 << 16)
     piece_entries = max(piece_bytes // rec.itemsize, 1)
-    bdir = tempfile.mkdtemp(prefix=".ooc-transpose-", dir=tmpdir)
+    if scratch is None:
+        bdir = tempfile.mkdtemp(prefix=".ooc-transpose-")
+    else:
+        os.makedirs(scratch)
+        bdir = scratch
     try:
         paths = [os.path.join(bdir, f"b{k}.bin") for k in range(n_cb)]
         rows_indptr_name = L.array_name(L.ROWS, L.INDPTR)
@@ -342,15 +367,17 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 del cols, vals
                 for k in np.flatnonzero(np.diff(cuts)):
                     with open(paths[k], "ab") as f:
-                        recs[cuts[k]:cuts[k + 1]].tofile(f)
+                        write_all(f, recs[cuts[k]:cuts[k + 1]])
                 del recs
                 s = e
             if progress:
                 progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
         for k in range(n_cb):
-            if not os.path.exists(paths[k]):
-                continue
             c0, c1 = int(col_ptr[k]), int(col_ptr[k + 1])
+            expected = int(indptr[c1] - indptr[c0])
+            _check_bucket(paths[k], expected, rec.itemsize)
+            if not expected:
+                continue
             if c1 - c0 == 1:
                 # a single column: already in row order, stream it without loading it whole
                 with open(paths[k], "rb") as f:
@@ -362,10 +389,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                         out_dat.append(r["val"])
             else:
                 r = np.fromfile(paths[k], dtype=rec)
-                rows_out = np.empty(len(r), dtype=row_id_dtype)
-                vals_out = np.empty(len(r), dtype=dtype)
-                if not _kt.assemble_block(r, c0, indptr[c0:c1 + 1] - indptr[c0], rows_out, vals_out):
-                    raise RuntimeError(f"transpose: column block {k} does not match the column counts")
+                rows_out = np.empty(expected, dtype=row_id_dtype)
+                vals_out = np.empty(expected, dtype=dtype)
+                if len(r) != expected or not _kt.assemble_block(r, c0, indptr[c0:c1 + 1] - indptr[c0],
+                                                                rows_out, vals_out):
+                    raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
+                                       "column counts")
                 del r
                 out_ind.append(rows_out)
                 out_dat.append(vals_out)
@@ -374,11 +403,17 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
             if progress:
                 progress({"phase": "assemble", "done": k + 1, "total": n_cb})
     finally:
-        for f in os.listdir(bdir):
-            os.remove(os.path.join(bdir, f))
-        os.rmdir(bdir)
+        shutil.rmtree(bdir, ignore_errors=True)
     out_ind.close()
     out_dat.close()
+
+
+def _check_bucket(path: str, expected: int, itemsize: int) -> None:
+    """Refuse a bucket file whose size is not that of the ``expected`` records."""
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    if size != expected * itemsize:
+        raise RuntimeError(f"transpose: {path} holds {size} bytes, expected {expected * itemsize} "
+                           f"({expected} entries); was it truncated or changed while converting?")
 
 
 def _drop_rows(tmp: str, backend_cls) -> None:
