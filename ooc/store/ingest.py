@@ -31,8 +31,9 @@ import numpy as np
 from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
 from . import layout as L
-from .readers import InputError, RowChunk, detect_format, iter_csv, iter_svmlight
+from .readers import InputError, RowChunk, csv_layout, detect_format, iter_csv, iter_svmlight
 from .backend import MemoryBackend, StoreError
+from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
 from .writer import Appender, StoreWriter, Temporary, publish, remove_path, remove_stale_temporaries
 
@@ -115,8 +116,13 @@ def _load_npz(path: str):
     return X, y
 
 
-def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int):
-    """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure)."""
+def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype):
+    """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure).
+
+    The iterator factory carries ``n_cols`` when the source knows its column count (a
+    matrix's shape, a CSV's header), since trailing all-zero columns leave no trace in
+    the nonzeros. Text readers refuse values that overflow ``dtype`` where they find them.
+    """
     if callable(source):  # a factory of RowChunk iterators (ooc.synth), ids 0-based
         return source, None, getattr(source, "description", "<generated>"), True
     if isinstance(source, (str, os.PathLike)):
@@ -126,9 +132,11 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         fmt = fmt or detect_format(path)
         size = os.path.getsize(path)
         if fmt == "svmlight":
-            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes)), size, path, False
+            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype)), size, path, False
         if fmt == "csv":
-            return (lambda: iter_csv(path, chunk_bytes=chunk_bytes)), size, path, True
+            make = _tag_n_cols(lambda: iter_csv(path, chunk_bytes=chunk_bytes, value_dtype=dtype),
+                               csv_layout(path).n_features)
+            return make, size, path, True
         if fmt == "npz":
             X, yy = _load_npz(path)
             return _with_n_cols(lambda: _array_chunks(X, yy, rows_per_chunk), X), None, path, True
@@ -146,7 +154,11 @@ def _with_n_cols(make, X):
     matrix has a shape: a store built from it must have as many columns.
     """
     shape = getattr(X, "shape", ())
-    make.n_cols = int(shape[1]) if len(shape) == 2 else None
+    return _tag_n_cols(make, int(shape[1]) if len(shape) == 2 else None)
+
+
+def _tag_n_cols(make, n_cols):
+    make.n_cols = n_cols
     return make
 
 
@@ -223,9 +235,12 @@ def convert(
     if exists and not overwrite:
         raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
 
-    make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes, rows_per_chunk)
+    make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes,
+                                                                 rows_per_chunk, dtype)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
+    elif n_features > max_columns():
+        raise ValueError(too_many_columns(n_features, max_columns(), f"n_features={n_features}"))
     settings = {
         "zero_based": True if known_zero else zero_based,
         "index_dtype": np.dtype(np.int32),
@@ -275,23 +290,29 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     limit = np.iinfo(index_dtype).max
     w = StoreWriter(backend_cls, tmp, dtype, index_dtype, block_bytes, chunk_len)
     out_dtype = np.dtype(dtype)
+    max_cols = max_columns()
     for chunk in make_chunks():
         ind = chunk.indices
         if shift and len(ind) and ind.min() == 0:
             if zero_based == "auto":
                 raise _Restart(zero_based=True)
-            k = int(np.flatnonzero(ind == 0)[0])
-            line = chunk.first_line + int(np.searchsorted(chunk.indptr, k, side="right")) - 1
-            raise InputError(source_desc, "feature id 0 in a file declared 1-based", line=line)
+            raise InputError(source_desc, "feature id 0 in a file declared 1-based",
+                             line=_line_of(chunk, int(np.flatnonzero(ind == 0)[0])))
+        if len(ind) and ind.max() - shift >= max_cols:
+            k = int(np.flatnonzero(ind - shift >= max_cols)[0])
+            raise InputError(source_desc, too_many_columns(int(ind[k]) - shift + 1, max_cols, f"feature id {ind[k]}"),
+                             line=_line_of(chunk, k))
         if len(ind) and ind.max() - shift >= limit:
             if index_dtype == np.int32:
                 raise _Restart(index_dtype=np.dtype(np.int64))
         ind = (ind - shift).astype(index_dtype) if shift else ind.astype(index_dtype)
-        data = chunk.data.astype(out_dtype)
+        with np.errstate(over="ignore"):  # an overflow is reported below, not as a warning
+            data = chunk.data.astype(out_dtype)
         if out_dtype != chunk.data.dtype and len(data) and not np.all(np.isfinite(data)):
+            # text readers refuse these themselves, with the column; arrays end up here
             k = int(np.flatnonzero(~np.isfinite(data))[0])
-            line = chunk.first_line + int(np.searchsorted(chunk.indptr, k, side="right")) - 1
-            raise InputError(source_desc, f"value {chunk.data[k]!r} overflows {out_dtype}", line=line)
+            raise InputError(source_desc, f"value {chunk.data[k]!r} (feature {chunk.indices[k]}) overflows "
+                             f"{out_dtype}; store float64 values instead", line=_line_of(chunk, k))
         w.add_rows(chunk.labels, chunk.indptr, ind, data)
         if progress:
             progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
@@ -304,6 +325,11 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
                       progress)
     w.finalize(attrs, layouts)
+
+
+def _line_of(chunk: RowChunk, k: int) -> int:
+    """Line (row, for arrays) of the ``k``-th entry of a chunk."""
+    return chunk.first_line + int(np.searchsorted(chunk.indptr, k, side="right")) - 1
 
 
 def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, scratch=None,
