@@ -20,6 +20,7 @@ sized from it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -287,44 +288,51 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
-    limit = np.iinfo(index_dtype).max
     w = StoreWriter(backend_cls, tmp, dtype, index_dtype, block_bytes, chunk_len)
-    out_dtype = np.dtype(dtype)
-    max_cols = max_columns()
-    for chunk in make_chunks():
-        ind = chunk.indices
-        if shift and len(ind) and ind.min() == 0:
-            if zero_based == "auto":
-                raise _Restart(zero_based=True)
-            raise InputError(source_desc, "feature id 0 in a file declared 1-based",
-                             line=_line_of(chunk, int(np.flatnonzero(ind == 0)[0])))
-        if len(ind) and ind.max() - shift >= max_cols:
-            k = int(np.flatnonzero(ind - shift >= max_cols)[0])
-            raise InputError(source_desc, too_many_columns(int(ind[k]) - shift + 1, max_cols, f"feature id {ind[k]}"),
-                             line=_line_of(chunk, k))
-        if len(ind) and ind.max() - shift >= limit:
-            if index_dtype == np.int32:
-                raise _Restart(index_dtype=np.dtype(np.int64))
-        ind = (ind - shift).astype(index_dtype) if shift else ind.astype(index_dtype)
-        with np.errstate(over="ignore"):  # an overflow is reported below, not as a warning
-            data = chunk.data.astype(out_dtype)
-        if out_dtype != chunk.data.dtype and len(data) and not np.all(np.isfinite(data)):
-            # text readers refuse these themselves, with the column; arrays end up here
-            k = int(np.flatnonzero(~np.isfinite(data))[0])
-            raise InputError(source_desc, f"value {chunk.data[k]!r} (feature {chunk.indices[k]}) overflows "
-                             f"{out_dtype}; store float64 values instead", line=_line_of(chunk, k))
-        w.add_rows(chunk.labels, chunk.indptr, ind, data)
-        if progress:
-            progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
-    if w.n_rows == 0:
-        raise InputError(source_desc, "no data rows")
-    attrs = w.finish_rows(n_features, label_kind)
-    attrs["index_base"] = 0 if shift == 0 else 1
-    attrs["source"] = source_desc
-    if L.COLS in layouts:  # derived from the row layout, which is always written first
-        build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
-                      progress)
-    w.finalize(attrs, layouts)
+    try:
+        limit = np.iinfo(index_dtype).max
+        out_dtype = np.dtype(dtype)
+        max_cols = max_columns()
+        for chunk in make_chunks():
+            ind = chunk.indices
+            if shift and len(ind) and ind.min() == 0:
+                if zero_based == "auto":
+                    raise _Restart(zero_based=True)
+                raise InputError(source_desc, "feature id 0 in a file declared 1-based",
+                                 line=_line_of(chunk, int(np.flatnonzero(ind == 0)[0])))
+            if len(ind) and ind.max() - shift >= max_cols:
+                k = int(np.flatnonzero(ind - shift >= max_cols)[0])
+                msg = too_many_columns(int(ind[k]) - shift + 1, max_cols, f"feature id {ind[k]}")
+                raise InputError(source_desc, msg, line=_line_of(chunk, k))
+            if len(ind) and ind.max() - shift >= limit:
+                if index_dtype == np.int32:
+                    raise _Restart(index_dtype=np.dtype(np.int64))
+            ind = (ind - shift).astype(index_dtype) if shift else ind.astype(index_dtype)
+            with np.errstate(over="ignore"):  # an overflow is reported below, not as a warning
+                data = chunk.data.astype(out_dtype)
+            if out_dtype != chunk.data.dtype and len(data) and not np.all(np.isfinite(data)):
+                # text readers refuse these themselves, with the column; arrays end up here
+                k = int(np.flatnonzero(~np.isfinite(data))[0])
+                raise InputError(source_desc, f"value {chunk.data[k]!r} (feature {chunk.indices[k]}) overflows "
+                                 f"{out_dtype}; store float64 values instead", line=_line_of(chunk, k))
+            w.add_rows(chunk.labels, chunk.indptr, ind, data)
+            if progress:
+                progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
+        if w.n_rows == 0:
+            raise InputError(source_desc, "no data rows")
+        attrs = w.finish_rows(n_features, label_kind)
+        attrs["index_base"] = 0 if shift == 0 else 1
+        attrs["source"] = source_desc
+        if L.COLS in layouts:  # derived from the row layout, which is always written first
+            build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
+                          progress)
+        w.finalize(attrs, layouts)
+    except BaseException:
+        # close before the caller deletes the file: HDF5 would otherwise flush into a
+        # deleted (or full) file when the handle is garbage-collected, with a traceback
+        with contextlib.suppress(Exception):
+            w.backend.close()
+        raise
 
 
 def _line_of(chunk: RowChunk, k: int) -> int:
