@@ -9,14 +9,19 @@ import os
 _DISK_FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
 
 
+def fsync_path(path: str) -> None:
+    """fsync a file or directory by path; raises ``OSError``."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: str) -> None:
     """fsync a directory so the entries renamed into it survive a power loss (best effort)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(path)
     except OSError:
         pass
 

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..fsutil import disk_full_error, fsync_dir
+from ..fsutil import disk_full_error, fsync_dir, fsync_path
 
 #: Bumped whenever the meaning of saved state changes; resume refuses other versions.
 STATE_FORMAT = 1
@@ -89,14 +89,6 @@ def disk_full_is_run_error(run: str, what: str):
             raise
         raise RunError(f"{run}: the disk is full (no space left on device writing {what}); the last "
                        "checkpoint is intact: free some space and 'ooc resume' the run") from exc
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class RunDir:
@@ -163,7 +155,7 @@ class RunDir:
         """Make the dual files written through this object durable (workers of distributed runs)."""
         for p in sorted(self._unsynced):
             if os.path.exists(p):
-                _fsync_file(p)
+                fsync_path(p)
         self._unsynced.clear()
 
     # -- checkpoints -------------------------------------------------------------------------

@@ -208,7 +208,14 @@ def convert(
         ``'auto'``: two distinct values -> binary, integers (up to 1000 distinct)
         -> multiclass, otherwise regression.
     n_features : int, optional
-        Number of columns (at least 1 + the largest id); default from the data.
+        Number of columns (at least 1 + the largest id); default from the source: a
+        matrix's shape, a CSV's header (all-zero trailing columns included), otherwise
+        1 + the largest id. A store keeps O(columns) arrays (column norms, the column
+        pointer) and training O(columns) vectors, so a column count beyond
+        :func:`ooc.store.stats.max_columns` (the memory available here at
+        ``BYTES_PER_COLUMN`` bytes per column; about 2**32 with 256 GiB) is refused with
+        the line of the offending feature id and a hint to hash into fewer columns,
+        before anything that large is allocated.
     block_bytes : bytes, optional
         Decoded size of a block; default 64 MiB, capped at ``memory / 8``.
     progress : callable, optional
@@ -218,6 +225,17 @@ def convert(
     -------
     Store
         The opened store.
+
+    Raises
+    ------
+    InputError
+        Bad input, with file, line and (where known) column; a value that overflows
+        ``dtype``; a feature id that makes too many columns.
+    StoreError
+        The disk filled up (one line naming STORE and the file being written). Whatever
+        fails, the temporary container and scratch files are removed; temporaries that
+        killed conversions to the same STORE left behind are removed first (only those
+        whose process is provably gone, see :func:`ooc.store.writer.remove_stale_temporaries`).
     """
     store = os.fspath(store)
     if format not in BACKENDS:
