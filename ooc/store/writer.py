@@ -119,7 +119,8 @@ class Temporary:
         self.final = final
         self.path = temporary_path(final)
         self._fd = None
-        if not final.startswith("memory://"):
+        self._on_disk = not final.startswith("memory://")
+        if self._on_disk:
             import fcntl
 
             self._fd = os.open(self.path + _LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -128,7 +129,7 @@ class Temporary:
     @property
     def scratch(self) -> str | None:
         """A directory for scratch files next to the container (None for in-memory stores)."""
-        return None if self._fd is None else self.path + _SCRATCH_SUFFIX
+        return self.path + _SCRATCH_SUFFIX if self._on_disk else None
 
     def remove(self) -> None:
         """Delete the container and the scratch directory (the claim stays)."""
