@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -236,3 +237,167 @@ def test_sigkill_leaves_nothing_that_opens(tmp_path, few_mb_input, fmt):
     r = subprocess.run(run(store, "--overwrite"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert open_store(store).fingerprint == open_store(full_store).fingerprint
+    # ... and the next convert to that path clears what the killed one left behind
+    assert [p for p in os.listdir(tmp_path) if f".{os.path.basename(store)}.partial-" in p] == []
+
+
+# -- stale temporaries ------------------------------------------------------------------------
+SMALL_SVM = b"1 1:0.5 3:1\n-1 2:2\n1 1:1 2:1 3:1\n"
+
+
+def _convert_and_kill_when_partial(src, store):
+    """Start ``ooc convert`` and SIGKILL it once its hidden temporary exists."""
+    head, tail = os.path.split(store)
+    p = subprocess.Popen(ooc_command() + ["convert", src, store, "--memory", "1MiB"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t_end = time.monotonic() + 120
+    while not any(n.startswith(f".{tail}.partial-") for n in os.listdir(head)):
+        assert p.poll() is None and time.monotonic() < t_end, "convert ended before it could be killed"
+        time.sleep(0.002)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+
+
+def test_next_convert_removes_stale_temporaries(tmp_path, few_mb_input):
+    store = str(tmp_path / "s.zarr")
+    _convert_and_kill_when_partial(few_mb_input, store)
+    left = [n for n in os.listdir(tmp_path) if ".partial-" in n]
+    assert left, "the killed convert left nothing: this test tests nothing"
+    for n in left:
+        if not n.endswith(".lock"):
+            with pytest.raises(StoreError):
+                open_store(str(tmp_path / n))
+    # an older ooc's leftover (no lock file) of a process that is gone
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    legacy = tmp_path / f".s.zarr.partial-{dead.pid}-abcdef"
+    legacy.mkdir()
+    # and temporaries that are not provably stale: another destination's, and a live process's
+    other = tmp_path / f".t.zarr.partial-{dead.pid}-abcdef"
+    other.mkdir()
+    alive = tmp_path / f".s.zarr.partial-{os.getpid()}-fedcba"
+    alive.mkdir()
+    src = tmp_path / "small.svm"
+    src.write_bytes(SMALL_SVM)
+    r = CliRunner().invoke(cli, ["convert", str(src), store])
+    assert r.exit_code == 0, r.stderr
+    assert open_store(store).n_rows == 3
+    assert sorted(n for n in os.listdir(tmp_path) if ".partial-" in n) == sorted([other.name, alive.name])
+
+
+def test_a_live_conversion_keeps_its_temporaries(tmp_path):
+    from ooc.store.writer import Temporary, remove_stale_temporaries
+
+    store = str(tmp_path / "s.zarr")
+    tmp = Temporary(store)
+    os.makedirs(tmp.path)
+    try:
+        assert remove_stale_temporaries(store) == []
+        assert os.path.isdir(tmp.path)
+    finally:
+        tmp.release()
+    assert remove_stale_temporaries(store) == []  # no lock, but this pid is alive: kept
+    shutil.rmtree(tmp.path)
+    # a process that dies holding its claim (lock file and scratch left): stale, removed
+    code = ("import os, sys; from ooc.store.writer import Temporary; t = Temporary(sys.argv[1]); "
+            "os.makedirs(t.path); os.makedirs(t.scratch); print(t.path); os._exit(0)")
+    out = subprocess.run([sys.executable, "-c", code, store], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    dead_path = out.stdout.strip()
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(dead_path) + s for s in ("", ".lock", ".scratch"))
+    assert remove_stale_temporaries(store) == [dead_path, dead_path + ".scratch"]
+    assert os.listdir(tmp_path) == []
+
+
+# -- values, ids and columns ---------------------------------------------------------------------
+def test_array_value_overflowing_float32_is_refused(tmp_path):
+    import ooc
+
+    X = np.array([[1.0, 0.0], [0.0, 1e39]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an error, not numpy's overflow warning
+        with pytest.raises(ValueError, match=r"overflows float32") as e:
+            ooc.convert(X, str(tmp_path / "s.zarr"), y=np.array([1.0, -1.0]))
+    assert e.value.line == 2 and "feature 1" in str(e.value)
+    assert ooc.convert(X, str(tmp_path / "d.zarr"), y=np.array([1.0, -1.0]), dtype="float64").n_cols == 2
+    assert_no_partials(tmp_path)
+
+
+def test_too_many_columns_is_refused_with_the_line(tmp_path, monkeypatch):
+    from ooc.store import ingest
+
+    monkeypatch.setattr(ingest, "max_columns", lambda: 1000)
+    p = tmp_path / "wide.svm"
+    p.write_bytes(b"1 1:1\n-1 999:1\n1 1000:1 1001:2\n")  # 1-based: id 1001 needs 1001 columns
+    with pytest.raises(ValueError) as e:
+        ingest.convert(str(p), str(tmp_path / "s.zarr"))
+    assert e.value.line == 3 and "1,001 columns" in str(e.value) and "hash" in str(e.value)
+    with pytest.raises(ValueError, match="n_features=5000 makes 5,000 columns"):
+        ingest.convert(str(p), str(tmp_path / "s.zarr"), n_features=5000)
+    # the id just inside the limit converts
+    p.write_bytes(b"1 1:1\n-1 1000:1\n")
+    assert ingest.convert(str(p), str(tmp_path / "s.zarr")).n_cols == 1000
+    assert_no_partials(tmp_path)
+
+
+@pytest.mark.parametrize("text,n_cols", [(b"y,a,b,c\n1,5,0,0\n-1,3,0,0\n", 3), (b"1\t0\t0\n-1\t0\t2\n", 2),
+                                         (b"y;a;b\n1;0;0\n0;0;0\n", 2)])
+def test_csv_columns_come_from_the_header(tmp_path, text, n_cols):
+    import ooc
+
+    p = tmp_path / "z.csv"
+    p.write_bytes(text)
+    st = ooc.convert(str(p), str(tmp_path / "s.zarr"))
+    assert st.n_cols == n_cols and st.to_scipy("cols").shape == (2, n_cols)
+
+
+def test_assemble_block_refuses_a_short_bucket():
+    from ooc.kernels.transpose import assemble_block
+
+    rec = np.dtype([("col", np.int32), ("row", np.int32), ("val", np.float64)])
+    recs = np.zeros(3, rec)
+    recs["col"] = [0, 1, 1]
+    col_indptr = np.array([0, 1, 3], np.int64)
+    out_r, out_v = np.empty(3, np.int32), np.empty(3)
+    assert assemble_block(recs, 0, col_indptr, out_r, out_v)
+    # one record lost (a short write): refused before anything is written out of bounds
+    assert not assemble_block(recs[:2], 0, col_indptr, out_r[:2], out_v[:2])
+    assert not assemble_block(recs, 0, col_indptr, out_r[:2], out_v)
+
+
+def test_truncated_bucket_file_is_an_error(tmp_path, monkeypatch):
+    from ooc.store import ingest
+
+    real_write_all = ingest.write_all
+
+    def lossy(f, buffer):  # what tofile did on a full disk: write less, say nothing
+        real_write_all(f, memoryview(buffer).cast("B")[:-8])
+
+    monkeypatch.setattr(ingest, "write_all", lossy)
+    p = tmp_path / "in.svm"
+    p.write_bytes(SMALL_SVM)
+    with pytest.raises(RuntimeError, match=r"transpose: .*holds \d+ bytes, expected"):
+        ingest.convert(str(p), str(tmp_path / "s.zarr"))
+    assert_nothing_opens(str(tmp_path / "s.zarr"))
+    assert_no_partials(tmp_path)
+
+
+def test_enospc_anywhere_in_convert_is_one_clear_error(tmp_path, monkeypatch):
+    import errno
+
+    from ooc.store import ingest
+
+    def full(f, buffer):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), getattr(f, "name", None))
+
+    monkeypatch.setattr(ingest, "write_all", full)
+    p = tmp_path / "in.svm"
+    p.write_bytes(SMALL_SVM)
+    store = str(tmp_path / "s.zarr")
+    r = CliRunner().invoke(cli, ["convert", str(p), store])
+    assert r.exit_code == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ooc: error: {store}: the disk is full"), r.stderr
+    assert ".scratch" in lines[0]  # names the file that could not be written
+    assert_nothing_opens(store)
+    assert_no_partials(tmp_path)

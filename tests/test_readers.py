@@ -356,7 +356,7 @@ def _parse_value(s):
     """Parse ``s`` as the value of a one-entry svmlight row with the kernel."""
     buf = np.frombuffer(b"0 0:" + s.encode() + b"\n", np.uint8)
     lab, ptr, ind, dat = np.empty(1), np.empty(2, np.int64), np.empty(1, np.int64), np.empty(1)
-    m, nnz, code, *_ = k.parse_svmlight(buf, len(buf), 1, lab, ptr, ind, dat)
+    m, nnz, code, *_ = k.parse_svmlight(buf, len(buf), 1, np.inf, lab, ptr, ind, dat)
     return code, dat[0]
 
 
@@ -504,3 +504,96 @@ def test_detect_format_sniffs_compressed(tmp_path):
     p = tmp_path / "data.txt.xz"
     p.write_bytes(lzma.compress(b"1\t2\t3\n"))
     assert detect_format(p) == "csv"
+
+
+# --------------------------------------------------------------------------- line ends, tabs, ranges
+
+from ooc.store.readers import csv_layout, overflow_limit  # noqa: E402
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 20, 3])
+def test_crlf_svmlight_equals_lf(tmp_path, chunk_bytes):
+    text = b"1 1:0.5 3:2\n-1 2:1 # c\n\n+1 qid:2 4:-1\n"
+    lf = concat(iter_svmlight(write(tmp_path, text, "lf.svm"), chunk_bytes=chunk_bytes))
+    crlf = concat(iter_svmlight(write(tmp_path, text.replace(b"\n", b"\r\n"), "crlf.svm"),
+                                chunk_bytes=chunk_bytes))
+    for a, b in zip(lf, crlf):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("delim", [b",", b"\t", b";"])
+def test_crlf_csv_equals_lf(tmp_path, delim):
+    text = delim.join([b"y", b"a", b"b"]) + b"\n" + delim.join([b"1", b"2", b"0"]) + b"\n" \
+        + delim.join([b"-1", b"0", b"3.5"]) + b"\n"
+    lf = concat(iter_csv(write(tmp_path, text, "lf.csv")))
+    crlf = concat(iter_csv(write(tmp_path, text.replace(b"\n", b"\r\n"), "crlf.csv")))
+    for a, b in zip(lf, crlf):
+        assert np.array_equal(a, b)
+    assert csv_layout(write(tmp_path, text.replace(b"\n", b"\r\n"), "crlf.csv")).n_features == 2
+
+
+@pytest.mark.parametrize("name,text,line", [
+    ("mac.svm", b"1 1:1\r-1 2:1\r", 1),
+    ("mac_later.svm", b"1 1:1\n-1 2:1\r1 3:1\r", 2),
+    ("mac.csv", b"y,a\r1,2\r3,4\r", None),
+    ("mac_noheader.csv", b"1,2\r3,4\r", None),
+])
+def test_cr_only_line_ends_are_named(tmp_path, name, text, line):
+    p = write(tmp_path, text, name)
+    it = iter_svmlight(p) if name.endswith(".svm") else iter_csv(p)
+    with pytest.raises(InputError) as e:
+        list(it)
+    assert e.value.line == line
+    assert "carriage return" in str(e.value) and "old Mac" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_a_cr_before_the_newline_gets_no_hint(tmp_path):
+    with pytest.raises(InputError) as e:
+        list(iter_svmlight(write(tmp_path, b"1 1:1\r\n-1 2:x\r\n")))
+    assert e.value.line == 2 and "carriage return" not in str(e.value)
+
+
+def test_tsv_leading_tab_is_an_empty_cell(tmp_path):
+    with pytest.raises(InputError) as e:
+        list(iter_csv(write(tmp_path, b"y\ta\tb\n1\t2\t3\n\t4\t5\n", "t.tsv")))
+    assert (e.value.line, e.value.column) == (3, 1) and "empty cell" in str(e.value)
+    # spaces are still padding, and a whitespace-only line is still blank
+    y, indptr, indices, data, _ = concat(iter_csv(write(tmp_path, b"y\ta\n \t \n 1\t2\n", "u.tsv")))
+    assert list(y) == [1.0] and list(data) == [2.0]
+
+
+def test_tsv_header_with_an_empty_first_cell(tmp_path):
+    # pandas writes the index column's header as an empty cell: three columns, not two
+    lay = csv_layout(write(tmp_path, b"\ta\tb\n1\t2\t3\n", "h.tsv"))
+    assert (lay.ncols, lay.header_line, lay.n_features) == (3, 1, 2)
+
+
+def test_csv_layout_counts_trailing_zero_columns(tmp_path):
+    p = write(tmp_path, b"y,a,b,c\n1,5,0,0\n-1,3,0,0\n", "z.csv")
+    assert csv_layout(p).n_features == 3
+    _, _, indices, _, _ = concat(iter_csv(p))
+    assert indices.max() == 0  # the nonzeros alone cannot tell
+
+
+def test_overflow_limit_is_exact():
+    lim = overflow_limit(np.float32)
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.float32(lim)) and np.isfinite(np.float32(np.nextafter(lim, 0)))
+    assert overflow_limit(np.float64) == np.inf
+
+
+@pytest.mark.parametrize("name,text,line,col", [
+    ("o.svm", b"1 1:1\n-1 1:2 2:-1e39\n", 2, 10),
+    ("o.csv", b"y,a,b\n1,1,2\n1,3.5e38,2\n", 3, 3),
+])
+def test_float32_overflow_is_located(tmp_path, name, text, line, col):
+    p = write(tmp_path, text, name)
+    it = (iter_svmlight if name.endswith(".svm") else iter_csv)(p, value_dtype=np.float32)
+    with pytest.raises(InputError) as e:
+        list(it)
+    assert (e.value.line, e.value.column) == (line, col) and "float32" in str(e.value)
+    # float64 stores take them, and so does a label of any size
+    it = (iter_svmlight if name.endswith(".svm") else iter_csv)(p, value_dtype=np.float64)
+    assert len(concat(it)[0]) == 2
+    assert len(concat(iter_csv(write(tmp_path, b"1e39,1\n", "l.csv"), value_dtype=np.float32))[0]) == 1

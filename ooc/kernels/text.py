@@ -41,6 +41,7 @@ ERR_NONFINITE_CELL = 15
 ERR_TOO_FEW_COLUMNS = 16
 ERR_TOO_MANY_COLUMNS = 17
 ERR_EMPTY_CELL = 18
+ERR_VALUE_TOO_LARGE = 19
 
 # Status of _parse_float.
 _F_OK = 0
@@ -174,7 +175,7 @@ def count_bytes(buf, nbuf, a, b):
 
 
 @njit(cache=True, nogil=True)
-def parse_svmlight(buf, nbuf, first_line, out_labels, out_indptr, out_indices, out_data):
+def parse_svmlight(buf, nbuf, first_line, max_abs, out_labels, out_indptr, out_indices, out_data):
     """Parse svmlight/LIBSVM rows from ``buf[:nbuf]``.
 
     Parameters
@@ -185,6 +186,10 @@ def parse_svmlight(buf, nbuf, first_line, out_labels, out_indptr, out_indices, o
         Number of bytes to parse.
     first_line : int
         1-based line number of ``buf[0]``.
+    max_abs : float
+        Feature values with ``abs(value) >= max_abs`` are refused (``ERR_VALUE_TOO_LARGE``):
+        the limit of the stored value type (``np.inf`` for float64, see
+        :func:`ooc.store.readers.overflow_limit`); labels are not limited.
     out_labels, out_indptr, out_indices, out_data : ndarray
         Outputs (float64, int64, int64, float64) with room for every row and entry in the
         buffer (see :func:`count_bytes`); ``out_indptr`` has one more slot than rows.
@@ -310,6 +315,10 @@ def parse_svmlight(buf, nbuf, first_line, out_labels, out_indptr, out_indices, o
                 )
             if st != _F_OK or not _ends_token(buf[i]):
                 return _result(row, nnz, ERR_BAD_VALUE, vtok, line, line_start, first_row_line)
+            if abs(v) >= max_abs:
+                return _result(
+                    row, nnz, ERR_VALUE_TOO_LARGE, vtok, line, line_start, first_row_line
+                )
             out_indices[nnz] = idx
             out_data[nnz] = v
             nnz += 1
@@ -321,7 +330,8 @@ def parse_svmlight(buf, nbuf, first_line, out_labels, out_indptr, out_indices, o
 
 @njit(cache=True, nogil=True)
 def parse_csv(
-    buf, nbuf, first_line, delim, ncols, label_col, out_labels, out_indptr, out_indices, out_data
+    buf, nbuf, first_line, delim, ncols, label_col, max_abs,
+    out_labels, out_indptr, out_indices, out_data
 ):
     """Parse dense numeric delimited rows from ``buf[:nbuf]`` into sparse rows.
 
@@ -340,6 +350,9 @@ def parse_csv(
         Number of columns every row must have (found by the reader on the first row).
     label_col : int
         Column holding the label, in ``0 .. ncols-1``.
+    max_abs : float
+        Feature cells with ``abs(value) >= max_abs`` are refused (``ERR_VALUE_TOO_LARGE``),
+        as in :func:`parse_svmlight`.
     out_labels, out_indptr, out_indices, out_data : ndarray
         Outputs, sized from :func:`count_bytes` (entries <= delimiters + newlines + 1).
 
@@ -352,7 +365,9 @@ def parse_csv(
     Notes
     -----
     Zero cells are not stored; ids are 0-based positions among the feature columns.
-    Empty lines and ``#`` comments are skipped; cells may be padded with spaces.
+    Blank lines (whitespace only) and ``#`` comments are skipped; cells may be padded with
+    whitespace, but never with the delimiter itself: in a tab-separated row a leading tab
+    is an empty first cell, not padding.
     """
     i = 0
     line = first_line
@@ -365,20 +380,24 @@ def parse_csv(
     ws = delim == 32
     sep = -1 if ws else delim  # in whitespace mode any run of spaces separates cells
     while i < n:
-        while i < n and _is_space(buf[i]):
-            i += 1
-        if i >= n:
+        j = i
+        while j < n and _is_space(buf[j]):
+            j += 1
+        if j >= n:
             break
-        c = buf[i]
+        c = buf[j]
         if c == 10:
-            i += 1
+            i = j + 1
             line += 1
             line_start = i
             continue
         if c == 35:
+            i = j
             while i < n and buf[i] != 10:
                 i += 1
             continue
+        while _is_space(buf[i]) and buf[i] != sep:
+            i += 1
         if row == 0:
             first_row_line = line
         col = 0
@@ -405,6 +424,10 @@ def parse_csv(
                 )
             if col == label_col:
                 y = v
+            elif abs(v) >= max_abs:
+                return _result(
+                    row, nnz, ERR_VALUE_TOO_LARGE, tok, line, line_start, first_row_line
+                )
             elif v != 0.0:
                 out_indices[nnz] = col - (col > label_col)
                 out_data[nnz] = v

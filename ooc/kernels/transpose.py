@@ -88,10 +88,13 @@ def assemble_block(recs, col0, col_indptr, out_rows, out_vals):
     -------
     bool
         False when the entries do not match ``col_indptr`` (a column outside the
-        block, or counts that disagree): nothing was written out of bounds, but the
+        block, counts that disagree, or outputs shorter than ``col_indptr[-1]``): nothing was written out of bounds, but the
         output is not valid. Numba does not check bounds, so the kernel does.
     """
     ncols = len(col_indptr) - 1
+    total = col_indptr[ncols]
+    if len(recs) != total or len(out_rows) < total or len(out_vals) < total:
+        return False  # e.g. a short bucket file: the writes below would overrun
     pos = col_indptr[:-1].copy()
     for i in range(len(recs)):
         c = recs[i]["col"] - col0

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..fsutil import fsync_dir
+from ..fsutil import disk_full_error, fsync_dir, fsync_path
 
 #: Bumped whenever the meaning of saved state changes; resume refuses other versions.
 STATE_FORMAT = 1
@@ -39,34 +39,56 @@ class RunError(Exception):
     """A run directory cannot be created or resumed."""
 
 
+@contextlib.contextmanager
+def _temporary_file(path: str, suffix: str = ""):
+    """Open ``path``'s temporary sibling for writing; it replaces ``path`` only if all went well.
+
+    On any failure (a full disk mid-write) the temporary is deleted and ``path`` is untouched.
+    """
+    tmp = f"{path}.tmp-{os.getpid()}{suffix}"
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def atomic_write_bytes(path: str, payload: bytes, fsync: bool = True) -> None:
     """Write ``payload`` to ``path`` via a temporary file and a rename."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with _temporary_file(path) as f:
         f.write(payload)
         if fsync:
             f.flush()
             os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def atomic_save_npy(path: str, arr: np.ndarray, fsync: bool = False) -> None:
     """``np.save`` through a temporary file and a rename (a reader never sees half an array)."""
-    tmp = f"{path}.tmp-{os.getpid()}.npy"
-    with open(tmp, "wb") as f:
+    with _temporary_file(path, ".npy") as f:
         np.save(f, arr, allow_pickle=False)
         if fsync:
             f.flush()
             os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+@contextlib.contextmanager
+def disk_full_is_run_error(run: str, what: str):
+    """Turn a full disk while writing ``what`` into a one-line :class:`RunError`.
+
+    Everything written here is atomic (temporary name, then rename), so when the disk fills
+    up the last checkpoint LATEST names is still complete: the message says so.
+    """
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        yield
+    except OSError as exc:
+        full = disk_full_error(exc)
+        if full is None:
+            raise
+        raise RunError(f"{run}: the disk is full (no space left on device writing {what}); the last "
+                       "checkpoint is intact: free some space and 'ooc resume' the run") from exc
 
 
 class RunDir:
@@ -125,14 +147,15 @@ class RunDir:
 
     def write_duals(self, buf: int, block: int, alpha: np.ndarray) -> None:
         p = self.dual_path(buf, block)
-        atomic_save_npy(p, alpha)
+        with disk_full_is_run_error(self.path, p):
+            atomic_save_npy(p, alpha)
         self._unsynced.add(p)
 
     def sync_duals(self) -> None:
         """Make the dual files written through this object durable (workers of distributed runs)."""
         for p in sorted(self._unsynced):
             if os.path.exists(p):
-                _fsync_file(p)
+                fsync_path(p)
         self._unsynced.clear()
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -154,24 +177,30 @@ class RunDir:
         name = f"ckpt-{seq:06d}"
         final = os.path.join(self.state, name)
         tmp = final + f".tmp-{os.getpid()}"
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
-        os.makedirs(tmp)
-        with open(os.path.join(tmp, "state.npz"), "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        atomic_write_bytes(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
-        if self._unsynced:  # paged duals written since the last checkpoint
-            self.sync_duals()
-            fsync_dir(os.path.join(self.state, "duals", "0"))
-            fsync_dir(os.path.join(self.state, "duals", "1"))
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-        fsync_dir(self.state)
-        atomic_write_bytes(os.path.join(self.path, "LATEST"), name.encode())
-        fsync_dir(self.path)
+        with disk_full_is_run_error(self.path, f"checkpoint {final}"):
+            try:
+                if os.path.exists(tmp):
+                    shutil.rmtree(tmp)
+                os.makedirs(tmp)
+                with open(os.path.join(tmp, "state.npz"), "wb") as f:
+                    np.savez(f, **arrays)
+                    f.flush()
+                    os.fsync(f.fileno())
+                atomic_write_bytes(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
+                if self._unsynced:  # paged duals written since the last checkpoint
+                    self.sync_duals()
+                    fsync_dir(os.path.join(self.state, "duals", "0"))
+                    fsync_dir(os.path.join(self.state, "duals", "1"))
+            except BaseException:
+                # the half-written directory is of no use, and on a full disk its space is wanted
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            if os.path.exists(final):
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+            fsync_dir(self.state)
+            atomic_write_bytes(os.path.join(self.path, "LATEST"), name.encode())
+            fsync_dir(self.path)
         # older checkpoints are no longer needed (their dual buffers may already be overwritten)
         for old in os.listdir(self.state):
             if old.startswith("ckpt-") and old != name:
@@ -260,7 +289,7 @@ class RunDir:
         return out
 
     def append_history(self, entry: dict) -> None:
-        with open(self.history_path, "a") as f:
+        with disk_full_is_run_error(self.path, self.history_path), open(self.history_path, "a") as f:
             f.write(json.dumps(entry) + "\n")
 
     def truncate_history(self, n_lines: int) -> None:

@@ -33,7 +33,7 @@ class HDF5Backend(Backend):
     def create(cls, path: str) -> "HDF5Backend":
         if os.path.exists(path):
             raise FileExistsError(path)
-        return cls(path, h5py.File(path, "w-"))
+        return cls(path, h5py.File(path, "w-", rdcc_nbytes=0))
 
     @classmethod
     def open(cls, path: str, mode: str = "r") -> "HDF5Backend":

@@ -20,19 +20,23 @@ sized from it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
 import time
 from typing import Callable, Iterator
 
 import numpy as np
 
+from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
 from . import layout as L
-from .readers import InputError, RowChunk, detect_format, iter_csv, iter_svmlight
-from .backend import MemoryBackend
+from .readers import InputError, RowChunk, csv_layout, detect_format, iter_csv, iter_svmlight
+from .backend import MemoryBackend, StoreError
+from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
-from .writer import Appender, StoreWriter, publish, remove_path, temporary_path
+from .writer import Appender, StoreWriter, Temporary, publish, remove_path, remove_stale_temporaries
 
 
 class _Restart(Exception):
@@ -113,8 +117,13 @@ def _load_npz(path: str):
     return X, y
 
 
-def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int):
-    """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure)."""
+def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype):
+    """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure).
+
+    The iterator factory carries ``n_cols`` when the source knows its column count (a
+    matrix's shape, a CSV's header), since trailing all-zero columns leave no trace in
+    the nonzeros. Text readers refuse values that overflow ``dtype`` where they find them.
+    """
     if callable(source):  # a factory of RowChunk iterators (ooc.synth), ids 0-based
         return source, None, getattr(source, "description", "<generated>"), True
     if isinstance(source, (str, os.PathLike)):
@@ -124,9 +133,11 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         fmt = fmt or detect_format(path)
         size = os.path.getsize(path)
         if fmt == "svmlight":
-            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes)), size, path, False
+            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype)), size, path, False
         if fmt == "csv":
-            return (lambda: iter_csv(path, chunk_bytes=chunk_bytes)), size, path, True
+            make = _tag_n_cols(lambda: iter_csv(path, chunk_bytes=chunk_bytes, value_dtype=dtype),
+                               csv_layout(path).n_features)
+            return make, size, path, True
         if fmt == "npz":
             X, yy = _load_npz(path)
             return _with_n_cols(lambda: _array_chunks(X, yy, rows_per_chunk), X), None, path, True
@@ -144,7 +155,11 @@ def _with_n_cols(make, X):
     matrix has a shape: a store built from it must have as many columns.
     """
     shape = getattr(X, "shape", ())
-    make.n_cols = int(shape[1]) if len(shape) == 2 else None
+    return _tag_n_cols(make, int(shape[1]) if len(shape) == 2 else None)
+
+
+def _tag_n_cols(make, n_cols):
+    make.n_cols = n_cols
     return make
 
 
@@ -193,7 +208,14 @@ def convert(
         ``'auto'``: two distinct values -> binary, integers (up to 1000 distinct)
         -> multiclass, otherwise regression.
     n_features : int, optional
-        Number of columns (at least 1 + the largest id); default from the data.
+        Number of columns (at least 1 + the largest id); default from the source: a
+        matrix's shape, a CSV's header (all-zero trailing columns included), otherwise
+        1 + the largest id. A store keeps O(columns) arrays (column norms, the column
+        pointer) and training O(columns) vectors, so a column count beyond
+        :func:`ooc.store.stats.max_columns` (the memory available here at
+        ``BYTES_PER_COLUMN`` bytes per column; about 2**32 with 256 GiB) is refused with
+        the line of the offending feature id and a hint to hash into fewer columns,
+        before anything that large is allocated.
     block_bytes : bytes, optional
         Decoded size of a block; default 64 MiB, capped at ``memory / 8``.
     progress : callable, optional
@@ -203,6 +225,17 @@ def convert(
     -------
     Store
         The opened store.
+
+    Raises
+    ------
+    InputError
+        Bad input, with file, line and (where known) column; a value that overflows
+        ``dtype``; a feature id that makes too many columns.
+    StoreError
+        The disk filled up (one line naming STORE and the file being written). Whatever
+        fails, the temporary container and scratch files are removed; temporaries that
+        killed conversions to the same STORE left behind are removed first (only those
+        whose process is provably gone, see :func:`ooc.store.writer.remove_stale_temporaries`).
     """
     store = os.fspath(store)
     if format not in BACKENDS:
@@ -221,9 +254,12 @@ def convert(
     if exists and not overwrite:
         raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
 
-    make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes, rows_per_chunk)
+    make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes,
+                                                                 rows_per_chunk, dtype)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
+    elif n_features > max_columns():
+        raise ValueError(too_many_columns(n_features, max_columns(), f"n_features={n_features}"))
     settings = {
         "zero_based": True if known_zero else zero_based,
         "index_dtype": np.dtype(np.int32),
@@ -232,76 +268,113 @@ def convert(
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     t0 = time.perf_counter()
-    while True:
-        tmp = temporary_path(store)
-        try:
-            _build(make_chunks, tmp, backend_cls, dtype, settings, bb, cl, mem, layouts,
-                   label_kind, n_features, total, progress,
-                   source_desc)
-        except _Restart as r:
-            remove_path(tmp)
-            settings.update(r.changes)
-            continue
-        except BaseException:
-            remove_path(tmp)
-            raise
-        break
+    remove_stale_temporaries(store)  # what killed conversions to the same STORE left behind
+    tmp = Temporary(store)
     try:
+        while True:
+            try:
+                _build(make_chunks, tmp.path, tmp.scratch, backend_cls, dtype, settings, bb, cl, mem, layouts,
+                       label_kind, n_features, total, progress, source_desc)
+            except _Restart as r:
+                tmp.remove()
+                settings.update(r.changes)
+                continue
+            break
         if layout == "cols":
-            _drop_rows(tmp, backend_cls)
+            _drop_rows(tmp.path, backend_cls)
         if exists:
             remove_path(store)
-        publish(tmp, store)
-    except BaseException:
-        remove_path(tmp)  # e.g. STORE appeared meanwhile: leave no hidden partial behind
+        publish(tmp.path, store)
+    except BaseException as exc:
+        tmp.remove()  # e.g. STORE appeared meanwhile: leave no hidden partial behind
+        full = disk_full_error(exc) if isinstance(exc, Exception) else None
+        if full is not None:
+            raise StoreError(
+                f"{store}: the disk is full (no space left on device writing "
+                f"{full.filename or tmp.path}); the partial store was removed: free some space "
+                "and convert again") from exc
         raise
+    finally:
+        tmp.release()
     if progress:
         progress({"phase": "done", "seconds": time.perf_counter() - t0})
     return open_store(store)
 
 
-def _build(make_chunks, tmp, backend_cls, dtype, settings, block_bytes, chunk_len, memory, layouts,
+def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, memory, layouts,
            label_kind, n_features, total, progress, source_desc):
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
-    limit = np.iinfo(index_dtype).max
     w = StoreWriter(backend_cls, tmp, dtype, index_dtype, block_bytes, chunk_len)
-    out_dtype = np.dtype(dtype)
-    for chunk in make_chunks():
-        ind = chunk.indices
-        if shift and len(ind) and ind.min() == 0:
-            if zero_based == "auto":
-                raise _Restart(zero_based=True)
-            k = int(np.flatnonzero(ind == 0)[0])
-            line = chunk.first_line + int(np.searchsorted(chunk.indptr, k, side="right")) - 1
-            raise InputError(source_desc, "feature id 0 in a file declared 1-based", line=line)
-        if len(ind) and ind.max() - shift >= limit:
-            if index_dtype == np.int32:
-                raise _Restart(index_dtype=np.dtype(np.int64))
-        ind = (ind - shift).astype(index_dtype) if shift else ind.astype(index_dtype)
-        data = chunk.data.astype(out_dtype)
-        if out_dtype != chunk.data.dtype and len(data) and not np.all(np.isfinite(data)):
-            k = int(np.flatnonzero(~np.isfinite(data))[0])
-            line = chunk.first_line + int(np.searchsorted(chunk.indptr, k, side="right")) - 1
-            raise InputError(source_desc, f"value {chunk.data[k]!r} overflows {out_dtype}", line=line)
-        w.add_rows(chunk.labels, chunk.indptr, ind, data)
-        if progress:
-            progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
-    if w.n_rows == 0:
-        raise InputError(source_desc, "no data rows")
-    attrs = w.finish_rows(n_features, label_kind)
-    attrs["index_base"] = 0 if shift == 0 else 1
-    attrs["source"] = source_desc
-    if L.COLS in layouts:  # derived from the row layout, which is always written first
-        build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory,
-                      os.path.dirname(os.path.abspath(tmp)) if not tmp.startswith("memory://") else None,
-                      progress)
-    w.finalize(attrs, layouts)
+    try:
+        limit = np.iinfo(index_dtype).max
+        out_dtype = np.dtype(dtype)
+        max_cols = max_columns()
+        for chunk in make_chunks():
+            ind = chunk.indices
+            if shift and len(ind) and ind.min() == 0:
+                if zero_based == "auto":
+                    raise _Restart(zero_based=True)
+                raise InputError(source_desc, "feature id 0 in a file declared 1-based",
+                                 line=_line_of(chunk, int(np.flatnonzero(ind == 0)[0])))
+            if len(ind) and ind.max() - shift >= max_cols:
+                k = int(np.flatnonzero(ind - shift >= max_cols)[0])
+                msg = too_many_columns(int(ind[k]) - shift + 1, max_cols, f"feature id {ind[k]}")
+                raise InputError(source_desc, msg, line=_line_of(chunk, k))
+            if len(ind) and ind.max() - shift >= limit:
+                if index_dtype == np.int32:
+                    raise _Restart(index_dtype=np.dtype(np.int64))
+            ind = (ind - shift).astype(index_dtype) if shift else ind.astype(index_dtype)
+            with np.errstate(over="ignore"):  # an overflow is reported below, not as a warning
+                data = chunk.data.astype(out_dtype)
+            if out_dtype != chunk.data.dtype and len(data) and not np.all(np.isfinite(data)):
+                # text readers refuse these themselves, with the column; arrays end up here
+                k = int(np.flatnonzero(~np.isfinite(data))[0])
+                raise InputError(source_desc, f"value {chunk.data[k]!r} (feature {chunk.indices[k]}) overflows "
+                                 f"{out_dtype}; store float64 values instead", line=_line_of(chunk, k))
+            w.add_rows(chunk.labels, chunk.indptr, ind, data)
+            if progress:
+                progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
+        if w.n_rows == 0:
+            raise InputError(source_desc, "no data rows")
+        attrs = w.finish_rows(n_features, label_kind)
+        attrs["index_base"] = 0 if shift == 0 else 1
+        attrs["source"] = source_desc
+        if L.COLS in layouts:  # derived from the row layout, which is always written first
+            build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
+                          progress)
+        w.finalize(attrs, layouts)
+    except BaseException:
+        # close before the caller deletes the file: HDF5 would otherwise flush into a
+        # deleted (or full) file when the handle is garbage-collected, with a traceback
+        with contextlib.suppress(Exception):
+            w.backend.close()
+        raise
 
 
-def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, tmpdir, progress=None):
-    """Build ``cols/*`` from ``rows/*`` out of core (bucket by column block, then assemble)."""
+def _line_of(chunk: RowChunk, k: int) -> int:
+    """Line (row, for arrays) of the ``k``-th entry of a chunk."""
+    return chunk.first_line + int(np.searchsorted(chunk.indptr, k, side="right")) - 1
+
+
+def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, scratch=None,
+                  progress=None):
+    """Build ``cols/*`` from ``rows/*`` out of core (bucket by column block, then assemble).
+
+    Parameters
+    ----------
+    scratch : str, optional
+        Directory for the bucket files, created here and removed on return (whatever
+        happens); None makes a private one in the system's temporary directory.
+
+    Raises
+    ------
+    OSError
+        Writing a bucket failed (a full disk: every write is checked, none is lost).
+    RuntimeError
+        A bucket read back does not hold the entries the column counts promise.
+    """
     dtype = backend.dtype(L.array_name(L.ROWS, L.DATA))
     index_dtype = backend.dtype(L.array_name(L.ROWS, L.INDICES))
     row_id_dtype = L.index_dtype_for(n_rows)
@@ -322,7 +395,11 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     # row pieces for bucketing: blocks of the row layout, split further if memory is tight
     piece_bytes = max(memory // 6, 1 << 16)
     piece_entries = max(piece_bytes // rec.itemsize, 1)
-    bdir = tempfile.mkdtemp(prefix=".ooc-transpose-", dir=tmpdir)
+    if scratch is None:
+        bdir = tempfile.mkdtemp(prefix=".ooc-transpose-")
+    else:
+        os.makedirs(scratch)
+        bdir = scratch
     try:
         paths = [os.path.join(bdir, f"b{k}.bin") for k in range(n_cb)]
         rows_indptr_name = L.array_name(L.ROWS, L.INDPTR)
@@ -342,15 +419,17 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 del cols, vals
                 for k in np.flatnonzero(np.diff(cuts)):
                     with open(paths[k], "ab") as f:
-                        recs[cuts[k]:cuts[k + 1]].tofile(f)
+                        write_all(f, recs[cuts[k]:cuts[k + 1]])
                 del recs
                 s = e
             if progress:
                 progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
         for k in range(n_cb):
-            if not os.path.exists(paths[k]):
-                continue
             c0, c1 = int(col_ptr[k]), int(col_ptr[k + 1])
+            expected = int(indptr[c1] - indptr[c0])
+            _check_bucket(paths[k], expected, rec.itemsize)
+            if not expected:
+                continue
             if c1 - c0 == 1:
                 # a single column: already in row order, stream it without loading it whole
                 with open(paths[k], "rb") as f:
@@ -362,10 +441,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                         out_dat.append(r["val"])
             else:
                 r = np.fromfile(paths[k], dtype=rec)
-                rows_out = np.empty(len(r), dtype=row_id_dtype)
-                vals_out = np.empty(len(r), dtype=dtype)
-                if not _kt.assemble_block(r, c0, indptr[c0:c1 + 1] - indptr[c0], rows_out, vals_out):
-                    raise RuntimeError(f"transpose: column block {k} does not match the column counts")
+                rows_out = np.empty(expected, dtype=row_id_dtype)
+                vals_out = np.empty(expected, dtype=dtype)
+                if len(r) != expected or not _kt.assemble_block(r, c0, indptr[c0:c1 + 1] - indptr[c0],
+                                                                rows_out, vals_out):
+                    raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
+                                       "column counts")
                 del r
                 out_ind.append(rows_out)
                 out_dat.append(vals_out)
@@ -374,11 +455,17 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
             if progress:
                 progress({"phase": "assemble", "done": k + 1, "total": n_cb})
     finally:
-        for f in os.listdir(bdir):
-            os.remove(os.path.join(bdir, f))
-        os.rmdir(bdir)
+        shutil.rmtree(bdir, ignore_errors=True)
     out_ind.close()
     out_dat.close()
+
+
+def _check_bucket(path: str, expected: int, itemsize: int) -> None:
+    """Refuse a bucket file whose size is not that of the ``expected`` records."""
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    if size != expected * itemsize:
+        raise RuntimeError(f"transpose: {path} holds {size} bytes, expected {expected * itemsize} "
+                           f"({expected} entries); was it truncated or changed while converting?")
 
 
 def _drop_rows(tmp: str, backend_cls) -> None:

@@ -29,6 +29,9 @@ __all__ = [
     "open_text",
     "iter_svmlight",
     "iter_csv",
+    "csv_layout",
+    "CsvLayout",
+    "overflow_limit",
     "detect_format",
 ]
 
@@ -342,10 +345,29 @@ _MESSAGES = {
     _k.ERR_EMPTY_CELL: "empty cell",
     _k.ERR_TOO_MANY_COLUMNS: "too many columns: expected {ncols}, {tok!r} is one more",
     _k.ERR_TOO_FEW_COLUMNS: "too few columns: expected {ncols}, found {found}",
+    _k.ERR_VALUE_TOO_LARGE: (
+        "value {tok!r} overflows {dtype} (largest {largest:.8g}); store float64 values "
+        "instead (--dtype float64)"
+    ),
 }
 
 
 _SPACE = b" \t\r\n\v\f"
+
+
+def overflow_limit(dtype) -> float:
+    """The smallest magnitude that does not fit in ``dtype`` (float32 or float64).
+
+    float32 rounds to nearest, ties to even: the largest finite value is
+    ``2**128 - 2**104`` and everything from the midpoint ``2**128 - 2**103`` up rounds to
+    infinity (the midpoint too, since the largest value has an odd mantissa).
+    """
+    dtype = np.dtype(dtype)
+    if dtype == np.float64:
+        return np.inf
+    if dtype == np.float32:
+        return 2.0**128 - 2.0**103
+    raise ValueError(f"values are stored as float32 or float64, not {dtype}")
 
 
 def _token_at(buf, pos, nbuf, stops=_SPACE, limit=40):
@@ -360,16 +382,90 @@ def _token_at(buf, pos, nbuf, stops=_SPACE, limit=40):
     return tok
 
 
-def _raise_parse_error(path, buf, nbuf, code, pos, line, col, ncols=None, stops=_SPACE):
-    """Turn a kernel error code into an InputError."""
-    if code == _k.ERR_TOO_FEW_COLUMNS:
-        msg = _MESSAGES[code].format(ncols=ncols, found=pos)
-    else:
-        msg = _MESSAGES[code].format(tok=_token_at(buf, pos, nbuf, stops), ncols=ncols)
-    raise InputError(path, msg, line=int(line), column=int(col))
+def _cr_hint(text, which="the line") -> str:
+    """A hint to append to a message when ``text`` (one line) has a CR inside it.
+
+    A carriage return followed by more on the same line is what a CR-only (old Mac) file
+    looks like once split at newlines: the whole file is one line, and the message about
+    its first odd token would otherwise send the user looking in the wrong place. (A CR
+    just before the newline is a CRLF line end, which is fine.)
+    """
+    if b"\r" in bytes(text).rstrip(_SPACE):
+        return (f"; {which} holds a carriage return ('\\r') not followed by a newline: "
+                "CR-only (old Mac) line endings are not supported, convert them to '\\n' "
+                "(e.g. tr '\\r' '\\n' < IN > OUT)")
+    return ""
 
 
-def iter_svmlight(path, chunk_bytes=32 << 20) -> Iterator[RowChunk]:
+def _line_text(buf, nbuf, first_line, line):
+    """The bytes of line ``line`` of ``buf[:nbuf]``, whose first line is ``first_line``."""
+    ends = np.flatnonzero(np.asarray(buf[:nbuf]) == 10)
+    k = line - first_line
+    start = int(ends[k - 1]) + 1 if 0 < k <= len(ends) else 0
+    end = int(ends[k]) if k < len(ends) else nbuf
+    return bytes(buf[start:end])
+
+
+def _parsed_chunk(path, parsed, outs, buf, nbuf, first_line, input_pos, stops=_SPACE, **fields):
+    """The :class:`RowChunk` a parse kernel produced, or None if it found no row.
+
+    Parameters
+    ----------
+    parsed : tuple
+        What the kernel returned: ``(n_rows, nnz, code, err_pos, err_line, err_col,
+        first_row_line)``.
+    outs : tuple of ndarray
+        The labels, indptr, indices and data outputs handed to the kernel.
+    buf, nbuf, first_line :
+        The text parsed and the line number of its first byte.
+    input_pos : int
+        Input bytes consumed so far (for progress).
+    stops, **fields :
+        For messages: the bytes that end a token, and the ``ncols``/``dtype``/``largest``
+        some messages name.
+
+    Raises
+    ------
+    InputError
+        The kernel stopped at an error: its message, with file, line and column.
+    """
+    m, nnz, code, pos, line, col, row_line = parsed
+    if code != _k.OK:
+        if code == _k.ERR_TOO_FEW_COLUMNS:  # pos is the count found, not a byte offset
+            tok = ""
+        else:
+            tok = _token_at(buf, pos, nbuf, stops)
+        msg = _MESSAGES[code].format(tok=tok, found=pos, **fields)
+        msg += _cr_hint(_line_text(buf, nbuf, first_line, line))
+        raise InputError(path, msg, line=int(line), column=int(col))
+    if m == 0:
+        return None
+    labels, indptr, indices, data = outs
+    return RowChunk(labels[:m], indptr[: m + 1], _trim(indices, nnz), _trim(data, nnz),
+                    int(row_line), int(input_pos))
+
+
+def _some_rows(path, chunks, head=b""):
+    """Yield the chunks that are not None; raise "no data rows" when there is none.
+
+    ``head`` is the text that was expected to hold data (the first line of a CSV), for
+    the carriage-return hint.
+    """
+    any_rows = False
+    for chunk in chunks:
+        if chunk is not None:
+            any_rows = True
+            yield chunk
+    if not any_rows:
+        raise InputError(path, "no data rows" + _cr_hint(head, "the first line"))
+
+
+def _value_fields(value_dtype):
+    dtype = np.dtype(value_dtype)
+    return {"dtype": str(dtype), "largest": float(np.finfo(dtype).max)}
+
+
+def iter_svmlight(path, chunk_bytes=32 << 20, value_dtype=np.float64) -> Iterator[RowChunk]:
     """Stream an svmlight/LIBSVM file as CSR row chunks.
 
     Parameters
@@ -378,6 +474,9 @@ def iter_svmlight(path, chunk_bytes=32 << 20) -> Iterator[RowChunk]:
         Plain, .gz, .bz2 or .xz file (compression found from the magic bytes).
     chunk_bytes : int, default 32 MiB
         Bytes of (decompressed) text parsed per chunk; memory stays at a few times this.
+    value_dtype : float32 or float64, default float64
+        The type the values will be stored as: a feature value that overflows it is an
+        error located in the file (labels are always float64).
 
     Yields
     ------
@@ -390,29 +489,23 @@ def iter_svmlight(path, chunk_bytes=32 << 20) -> Iterator[RowChunk]:
     ------
     InputError
         With file, line and column of the first bad token, or ``'{path}: no data rows'``.
+        A carriage return inside a line (a CR-only file) is pointed out in the message.
     """
     path = os.fspath(path)
-    line = 1
-    any_rows = False
-    for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
-        n_newlines, n_colons = _k.count_bytes(buf, nbuf, 10, 58)
-        labels = np.empty(n_newlines, np.float64)
-        indptr = np.empty(n_newlines + 1, np.int64)
-        indices = np.empty(n_colons, np.int64)
-        data = np.empty(n_colons, np.float64)
-        m, nnz, code, epos, eline, ecol, row_line = _k.parse_svmlight(
-            buf, nbuf, line, labels, indptr, indices, data
-        )
-        if code != _k.OK:
-            _raise_parse_error(path, buf, nbuf, code, epos, eline, ecol)
-        line += n_newlines
-        if m == 0:
-            continue
-        any_rows = True
-        yield RowChunk(labels[:m], indptr[: m + 1], _trim(indices, nnz), _trim(data, nnz),
-                       int(row_line), int(pos))
-    if not any_rows:
-        raise InputError(path, "no data rows")
+    max_abs = overflow_limit(value_dtype)
+    fields = _value_fields(value_dtype)
+
+    def chunks():
+        line = 1
+        for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
+            n_newlines, n_colons = _k.count_bytes(buf, nbuf, 10, 58)
+            outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
+                    np.empty(n_colons, np.int64), np.empty(n_colons, np.float64))
+            parsed = _k.parse_svmlight(buf, nbuf, line, max_abs, *outs)
+            yield _parsed_chunk(path, parsed, outs, buf, nbuf, line, pos, **fields)
+            line += n_newlines
+
+    yield from _some_rows(path, chunks())
 
 
 def _trim(a, n):
@@ -426,7 +519,11 @@ _DELIMITERS = {",": 44, "\t": 9, ";": 59, " ": 32}
 
 
 def _first_lines(path, max_lines, max_bytes=1 << 20):
-    """Up to ``max_lines`` non-empty, non-comment lines near the top, with their line numbers."""
+    """Up to ``max_lines`` non-blank, non-comment lines near the top, with their line numbers.
+
+    Each line is returned without its comment but not stripped: in a tab-separated file a
+    leading tab is an empty first cell.
+    """
     out = []
     with open_text(path) as f:
         head = f.read(max_bytes)
@@ -434,8 +531,8 @@ def _first_lines(path, max_lines, max_bytes=1 << 20):
     if len(head) == max_bytes and len(lines) > 1:
         lines = lines[:-1]  # the last one may be cut
     for k, ln in enumerate(lines, start=1):
-        s = ln.split(b"#", 1)[0].strip()
-        if s:
+        s = ln.split(b"#", 1)[0]
+        if s.strip():
             out.append((k, s))
             if len(out) >= max_lines:
                 break
@@ -451,11 +548,89 @@ def _is_number(cell):
 
 
 def _split_cells(line, delim):
-    return line.split() if delim == " " else [c.strip() for c in line.split(delim.encode())]
+    if delim == " ":
+        return line.split()
+    sep = delim.encode()
+    # whitespace pads cells, but the delimiter itself never counts as padding
+    return [c.strip() for c in line.strip(_SPACE.replace(sep, b"")).split(sep)]
+
+
+class CsvLayout(NamedTuple):
+    """The shape of a delimited file, found from its first non-blank line.
+
+    Attributes
+    ----------
+    delimiter : str
+        One of ``,``, tab, ``;``, or space (runs of whitespace).
+    header_line : int
+        1-based line number of the header, 0 when there is none.
+    ncols : int
+        Cells per row, the label included.
+    label_col : int
+        0-based column of the label.
+    head : bytes
+        The first non-blank line (for messages).
+    """
+
+    delimiter: str
+    header_line: int
+    ncols: int
+    label_col: int
+    head: bytes
+
+    @property
+    def n_features(self) -> int:
+        """Feature columns: every column but the label's, zero or not."""
+        return self.ncols - 1
+
+
+def csv_layout(path, delimiter=None, label_column=0, header="auto") -> CsvLayout:
+    """Find the delimiter, header and column count of a dense CSV/TSV file.
+
+    Parameters are those of :func:`iter_csv`.
+
+    Returns
+    -------
+    CsvLayout
+
+    Raises
+    ------
+    InputError
+        No data line, an unsupported delimiter, or a label column the file lacks.
+    """
+    path = os.fspath(path)
+    first = _first_lines(path, 1)
+    if not first:
+        raise InputError(path, "no data rows")
+    first_no, first_text = first[0]
+    if delimiter is None:
+        stripped = first_text.strip()
+        for d in ("\t", ",", ";"):
+            if d.encode() in stripped:
+                delimiter = d
+                break
+        else:
+            delimiter = " "
+    if delimiter not in _DELIMITERS:
+        raise InputError(
+            path, f"unsupported delimiter {delimiter!r} (use one of , \\t ; or space)"
+        )
+    cells = _split_cells(first_text, delimiter)
+    if header == "auto":
+        header = not all(_is_number(c) for c in cells)
+    ncols = len(cells)
+    label_col = label_column + ncols if label_column < 0 else label_column
+    if not 0 <= label_col < ncols:
+        raise InputError(
+            path, f"label column {label_column} does not exist: the file has {ncols} columns",
+            line=first_no,
+        )
+    return CsvLayout(delimiter, first_no if header else 0, ncols, label_col, first_text)
 
 
 def iter_csv(
-    path, chunk_bytes=32 << 20, delimiter=None, label_column=0, header="auto"
+    path, chunk_bytes=32 << 20, delimiter=None, label_column=0, header="auto",
+    value_dtype=np.float64,
 ) -> Iterator[RowChunk]:
     """Stream a dense numeric CSV/TSV file as sparse CSR row chunks.
 
@@ -473,12 +648,17 @@ def iter_csv(
     header : {'auto', True, False}
         Whether the first non-empty line is a header; 'auto' says yes when one of its cells
         is not a number.
+    value_dtype : float32 or float64, default float64
+        The type the feature cells will be stored as; a cell that overflows it is an error.
 
     Yields
     ------
     RowChunk
         Labels and the nonzero feature cells; ids are 0-based positions among the feature
-        columns (the label column removed). Empty lines and ``#`` comments are skipped.
+        columns (the label column removed). The number of feature columns is
+        :func:`csv_layout`'s ``n_features`` (trailing all-zero columns count). Blank lines
+        and ``#`` comments are skipped; a delimiter is never padding, so a leading tab in a
+        tab-separated row is an empty first cell.
 
     Raises
     ------
@@ -486,71 +666,38 @@ def iter_csv(
         Bad or non-finite cell, empty cell, ragged row (with line and column), or no rows.
     """
     path = os.fspath(path)
-    first = _first_lines(path, 1)
-    if not first:
-        raise InputError(path, "no data rows")
-    first_no, first_text = first[0]
-    if delimiter is None:
-        for d in ("\t", ",", ";"):
-            if d.encode() in first_text:
-                delimiter = d
-                break
-        else:
-            delimiter = " "
-    if delimiter not in _DELIMITERS:
-        raise InputError(
-            path, f"unsupported delimiter {delimiter!r} (use one of , \\t ; or space)"
-        )
-    delim = _DELIMITERS[delimiter]
-    cells = _split_cells(first_text, delimiter)
-    if header == "auto":
-        header = not all(_is_number(c) for c in cells)
-    ncols = len(cells)
-    label_col = label_column + ncols if label_column < 0 else label_column
-    if not 0 <= label_col < ncols:
-        raise InputError(
-            path, f"label column {label_column} does not exist: the file has {ncols} columns",
-            line=first_no,
-        )
-    skip_to = first_no if header else 0  # lines up to this one are not data
+    lay = csv_layout(path, delimiter, label_column, header)
+    delim = _DELIMITERS[lay.delimiter]
     count_a, count_b = (32, 9) if delim == 32 else (delim, delim)
+    stops = _SPACE if delim == 32 else _SPACE + bytes([delim])
+    max_abs = overflow_limit(value_dtype)
+    fields = dict(_value_fields(value_dtype), ncols=lay.ncols)
 
-    line = 1
-    any_rows = False
-    for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
-        start = 0
-        if line <= skip_to:
-            # Drop the header lines from this block (the header is in the first megabyte,
-            # so in the first block unless chunk_bytes is tiny).
-            while start < nbuf and line <= skip_to:
-                start = int(np.argmax(buf[start:nbuf] == 10)) + start + 1
-                line += 1
-            if line <= skip_to:
-                continue
-        view = buf[start:]
-        n = nbuf - start
-        n_newlines, n_a = _k.count_bytes(view, n, 10, count_a)
-        if delim == 32:
-            n_a += _k.count_bytes(view, n, count_b, count_b)[0]
-        cap = min(n_newlines * max(ncols - 1, 0), n_a + n_newlines)
-        labels = np.empty(n_newlines, np.float64)
-        indptr = np.empty(n_newlines + 1, np.int64)
-        indices = np.empty(cap, np.int64)
-        data = np.empty(cap, np.float64)
-        m, nnz, code, epos, eline, ecol, row_line = _k.parse_csv(
-            view, n, line, delim, ncols, label_col, labels, indptr, indices, data
-        )
-        if code != _k.OK:
-            stops = _SPACE if delim == 32 else _SPACE + bytes([delim])
-            _raise_parse_error(path, view, n, code, epos, eline, ecol, ncols=ncols, stops=stops)
-        line += n_newlines
-        if m == 0:
-            continue
-        any_rows = True
-        yield RowChunk(labels[:m], indptr[: m + 1], _trim(indices, nnz), _trim(data, nnz),
-                       int(row_line), int(pos))
-    if not any_rows:
-        raise InputError(path, "no data rows")
+    def chunks():
+        line = 1
+        for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
+            start = 0
+            if line <= lay.header_line:
+                # Drop the header lines from this block (the header is in the first megabyte,
+                # so in the first block unless chunk_bytes is tiny).
+                while start < nbuf and line <= lay.header_line:
+                    start = int(np.argmax(buf[start:nbuf] == 10)) + start + 1
+                    line += 1
+                if line <= lay.header_line:
+                    continue
+            view = buf[start:]
+            n = nbuf - start
+            n_newlines, n_a = _k.count_bytes(view, n, 10, count_a)
+            if delim == 32:
+                n_a += _k.count_bytes(view, n, count_b, count_b)[0]
+            cap = min(n_newlines * max(lay.ncols - 1, 0), n_a + n_newlines)
+            outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
+                    np.empty(cap, np.int64), np.empty(cap, np.float64))
+            parsed = _k.parse_csv(view, n, line, delim, lay.ncols, lay.label_col, max_abs, *outs)
+            yield _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, **fields)
+            line += n_newlines
+
+    yield from _some_rows(path, chunks(), lay.head)
 
 
 # --------------------------------------------------------------------------- format detection
@@ -597,7 +744,7 @@ def detect_format(path):
         head = f.read(4)
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
         return "npz"
-    lines = _first_lines(path, 20)
+    lines = [(k, t.strip()) for k, t in _first_lines(path, 20)]
     if not lines:
         raise InputError(path, "no data rows")
     if any(b":" in t for _, t in lines):

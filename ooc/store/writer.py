@@ -94,6 +94,137 @@ def temporary_path(path: str) -> str:
     return os.path.join(head, f".{tail}.partial-{os.getpid()}-{uuid.uuid4().hex[:6]}")
 
 
+#: Suffixes of the companions of a temporary container (same stem, so one rule removes all).
+_LOCK_SUFFIX = ".lock"
+_SCRATCH_SUFFIX = ".scratch"
+
+
+class Temporary:
+    """A temporary container for ``final``, claimed by this process until :meth:`release`.
+
+    Beside the container (``.NAME.partial-PID-XXXXXX``) live a lock file (``... .lock``),
+    held with ``flock`` for as long as this object is alive, and a scratch directory
+    (``... .scratch``) for the transpose buckets. The kernel drops the lock when the
+    process dies, however it dies, so :func:`remove_stale_temporaries` can tell for sure
+    which temporaries nobody is building any more (a pid could have been reused; a lock
+    cannot be held by a dead process).
+
+    Parameters
+    ----------
+    final : str
+        The path the container will be published to.
+    """
+
+    def __init__(self, final: str):
+        self.final = final
+        self.path = temporary_path(final)
+        self._fd = None
+        self._on_disk = not final.startswith("memory://")
+        if self._on_disk:
+            import fcntl
+
+            self._fd = os.open(self.path + _LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new file: nobody else has it
+
+    @property
+    def scratch(self) -> str | None:
+        """A directory for scratch files next to the container (None for in-memory stores)."""
+        return self.path + _SCRATCH_SUFFIX if self._on_disk else None
+
+    def remove(self) -> None:
+        """Delete the container and the scratch directory (the claim stays)."""
+        remove_path(self.path)
+        if self.scratch:
+            remove_path(self.scratch)
+
+    def release(self) -> None:
+        """Give up the claim: remove the lock file, then drop the lock."""
+        if self._fd is not None:
+            # unlink before unlocking: a cleaner that opens the file later finds nothing
+            try:
+                os.unlink(self.path + _LOCK_SUFFIX)
+            except OSError:
+                pass
+            os.close(self._fd)
+            self._fd = None
+
+
+def remove_stale_temporaries(final: str) -> list[str]:
+    """Delete the temporaries of conversions to ``final`` whose process has died.
+
+    A temporary is stale when its lock file can be locked (the process holding it is
+    gone), or, for a temporary without a lock file (the lock is made first, so only an
+    older ooc leaves these), when the process id in its name no longer exists on this
+    machine. A temporary of a live conversion is never touched.
+
+    Returns
+    -------
+    list of str
+        The paths removed.
+    """
+    if final.startswith("memory://"):
+        return []
+    import fcntl
+
+    head, tail = os.path.split(os.path.abspath(final))
+    prefix = f".{tail}.partial-"
+    try:
+        names = os.listdir(head)
+    except OSError:
+        return []
+    stems = set()
+    for name in names:
+        if name.startswith(prefix):
+            for sfx in (_LOCK_SUFFIX, _SCRATCH_SUFFIX):
+                if name.endswith(sfx):
+                    name = name[:-len(sfx)]
+                    break
+            stems.add(name)
+    removed = []
+    for stem in sorted(stems):
+        base = os.path.join(head, stem)
+        lock = base + _LOCK_SUFFIX
+        fd = None
+        if os.path.exists(lock):
+            try:
+                fd = os.open(lock, os.O_RDWR)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held: a live conversion (or the file vanished meanwhile)
+                if fd is not None:
+                    os.close(fd)
+                continue
+        elif not _pid_is_dead(stem[len(prefix):].split("-", 1)[0]):
+            continue
+        try:
+            for p in (base, base + _SCRATCH_SUFFIX):
+                if os.path.lexists(p):
+                    remove_path(p)
+                    removed.append(p)
+            if fd is not None:
+                os.unlink(lock)  # last: while it exists the temporary can still be found
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return removed
+
+
+def _pid_is_dead(text: str) -> bool:
+    """Whether no process has the id ``text`` here (False when unsure)."""
+    try:
+        pid = int(text)
+    except ValueError:
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists but belongs to someone else
+        return False
+    return False
+
+
 def remove_path(path: str) -> None:
     """Delete a container at ``path`` whatever its kind; silent if absent."""
     if path.startswith("memory://"):
