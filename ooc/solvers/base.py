@@ -308,11 +308,13 @@ class BlockLoopSolver(StoreSolver):
                     if len(group) < self.mix and k + len(group) < self.nb:
                         continue
                     gblk, alpha = self._gather(group, cur)
+                    # keep only the sizes: a merged group no longer needs its blocks (unless cached)
+                    group = [(gb, blk_i.stop - blk_i.start) for gb, blk_i in group]
+                    blk = None
                     self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
                     if update:
                         off = 0
-                        for gb, blk_i in group:
-                            m = blk_i.stop - blk_i.start
+                        for gb, m in group:
                             self.duals.write(nxt, gb, np.ascontiguousarray(alpha[:, off:off + m]))
                             off += m
                     k += len(group)
