@@ -125,13 +125,6 @@ def _merge(a: LineSet, b: LineSet) -> LineSet:
     return cat.take(np.argsort(ids, kind="stable"))
 
 
-def _in(ids: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Boolean mask: which ``values`` (ids below ``size``) are in ``ids``."""
-    mask = np.zeros(size, dtype=bool)
-    mask[ids] = True
-    return mask[values]
-
-
 def _isin_sorted(sorted_set: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Boolean mask: which ``values`` are in the sorted array ``sorted_set``."""
     if len(sorted_set) == 0:
@@ -259,29 +252,25 @@ class DGPDSolver(StoreSolver):
         return out
 
     # ------------------------------------------------------------------------------------ [A]
-    def _restrict(self, lines: LineSet, which: np.ndarray, member: np.ndarray):
-        """COO (line id, member id, value) of lines ``which`` restricted to ``member >= 0``."""
+    def _restrict(self, lines: LineSet, which: np.ndarray, keys: np.ndarray):
+        """COO (line id, other id, value) of lines ``which`` restricted to the ids ``keys`` (ascending)."""
         pos = lines.positions(which)
-        cnt = K.count_member(lines.indptr, lines.indices, pos, member)
+        cnt = K.count_member(lines.indptr, lines.indices, pos, keys)
         major = np.empty(cnt, np.int64)
         minor = np.empty(cnt, np.int64)
         vals = np.empty(cnt, np.float64)
-        K.restrict_lines(lines.indptr, lines.indices, lines.data, pos, which, member, major, minor, vals, 0)
+        K.restrict_lines(lines.indptr, lines.indices, lines.data, pos, which, keys, major, minor, vals, 0)
         return major, minor, vals
 
     def _grow_A(self, s: ClassState, ax_new, ay_old, new_rows, new_cols, rows: LineSet, cols: LineSet):
         """``[A]`` for ``(ay_old + new_rows) x ax_new`` from the one for ``ay_old x ax_old``."""
-        keep = _in(ay_old, s.a_rows, self.n) & _in(ax_new, s.a_cols, self.d)
+        keep = _isin_sorted(ay_old, s.a_rows) & _isin_sorted(ax_new, s.a_cols)
         R, C, V = [s.a_rows[keep]], [s.a_cols[keep]], [s.a_vals[keep]]
         if len(new_rows):
-            member = np.full(self.d, -1, np.int64)
-            member[ax_new] = ax_new
-            r, c, v = self._restrict(rows, new_rows, member)
+            r, c, v = self._restrict(rows, new_rows, ax_new)
             R.append(r), C.append(c), V.append(v)
         if len(new_cols) and len(ay_old):
-            member = np.full(self.n, -1, np.int64)
-            member[ay_old] = ay_old
-            c, r, v = self._restrict(cols, new_cols, member)
+            c, r, v = self._restrict(cols, new_cols, ay_old)
             R.append(r), C.append(c), V.append(v)
         rr, cc, vv = np.concatenate(R), np.concatenate(C), np.concatenate(V)
         order = np.lexsort((cc, rr))
@@ -429,7 +418,7 @@ class DGPDSolver(StoreSolver):
             s.ax, s.xv = s.ax[keep_x], xw[keep_x].copy()
             s.ay, s.av = s.ay[keep_y], s.av[keep_y].copy()
             s.xb = float(w[-1]) if self.has_bias else 0.0
-            km = _in(s.ay, s.a_rows, self.n) & _in(s.ax, s.a_cols, self.d)
+            km = _isin_sorted(s.ay, s.a_rows) & _isin_sorted(s.ax, s.a_cols)
             s.a_rows, s.a_cols, s.a_vals = s.a_rows[km], s.a_cols[km], s.a_vals[km]
         return nnz_A
 
