@@ -226,6 +226,15 @@ def _report(result: dict, as_json: bool) -> None:
                    "many blocks are resident).")
 @click.option("--inner-passes", type=int, default=1, show_default=True,
               help="acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
+@click.option("--dgpd-rounds", type=int, default=5, show_default=True,
+              help="dgpd: rounds of updates on the active submatrix between two searches (>= 1).")
+@click.option("--dgpd-batch", type=int, default=64, show_default=True,
+              help="dgpd: coordinates a search adds at least, per side (>= 1).")
+@click.option("--dgpd-growth", type=float, default=1.0, show_default=True,
+              help="dgpd: a search adds up to max(batch, growth x active-set size) coordinates (>= 0).")
+@click.option("--dgpd-dual-step", type=click.Choice(["safe", "theorem"]), default="safe", show_default=True,
+              help="dgpd: dual step size, the largest safe one (Prox-SDCA's on the submatrix) or the paper's "
+                   "Theorem 4.2 (shorter).")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Relative duality gap to certify.")
 @click.option("--max-epochs", type=int, default=100, show_default=True)
 @click.option("--memory", default="1GiB", show_default=True, help="Block cache budget.")
@@ -238,8 +247,9 @@ def _report(result: dict, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-v", "--verbose", is_flag=True)
 @_user_errors
-def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging, mix_blocks, inner_passes, tol, max_epochs, memory, bias,
-          class_weight, seed, checkpoint_every, distributed, overwrite, as_json, verbose):
+def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging, mix_blocks, inner_passes, dgpd_rounds,
+          dgpd_batch, dgpd_growth, dgpd_dual_step, tol, max_epochs, memory, bias, class_weight, seed, checkpoint_every,
+          distributed, overwrite, as_json, verbose):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
     import warnings
 
@@ -253,7 +263,8 @@ def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging,
                            multiclass=multiclass, l2=l2, l1=l1, solver=solver, sampling=sampling, tol=tol,
                            max_epochs=max_epochs, memory=memory, bias=bias, class_weight=class_weight,
                            seed=seed, checkpoint_every=checkpoint_every, distributed=distributed,
-                           inner_passes=inner_passes, mix_blocks=mix_blocks, paging=paging)
+                           inner_passes=inner_passes, mix_blocks=mix_blocks, paging=paging, dgpd_rounds=dgpd_rounds,
+                           dgpd_batch=dgpd_batch, dgpd_growth=dgpd_growth, dgpd_dual_step=dgpd_dual_step)
     finally:
         bar.close()
     _report(run.result, as_json)

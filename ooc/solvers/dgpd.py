@@ -19,7 +19,10 @@ the history count) is one outer iteration:
    ``gap <= tol max(1, |P|)`` (summed over one-vs-rest problems); the run then returns ``xbar``.
 3. **Dual search** (eq. 12): the top-``k_y`` inactive examples by the length of their proximal
    dual step at the margins ``m`` (Gauss-Southwell-r; see :func:`ooc.kernels.dgpd.dual_scores`)
-   join ``A_y``.
+   join ``A_y``. Steps 2 and 3 stream over the row blocks: each block's margins are summed from
+   the active columns (:func:`ooc.kernels.dgpd.lines_axpy_range`, a cursor per column), its
+   losses and scores computed, and a running top-``k_y`` kept (:class:`Selection`), so no
+   length-``n`` vector is needed and the data (rows) is never read for the search.
 4. **Active submatrix** ``[A] = A[A_y, A_x]``, kept in memory and grown incrementally: new rows
    (read from the row blocks) restricted to ``A_x``, new columns (from the column blocks)
    restricted to the old ``A_y``, entries of departed rows/columns dropped.
@@ -49,14 +52,20 @@ primal-active-set SDCA. It still converges, only without the dual savings.
 Out of core: both layouts are needed. The scheduler pages the column blocks holding ``A_x``
 and the row blocks holding ``A_y`` through one :class:`~ooc.schedule.cache.BlockCache`; the full
 active lines are kept resident while they fit in a quarter of ``memory`` each (otherwise they
-are re-read through the cache at every search), the cache gets the other half. Resident beyond
-``memory``: ``O(n + d)`` vectors, ``8 (4 n + 3 d)`` bytes for the labels, weights, row norms, one
-class's margins (two buffers) and ``u``/``xbar`` (one class at a time; one-vs-rest classes are
-searched one after the other, each block read serving every class), plus ``[A]`` and the
-sparse state. What is computed never depends on where the data comes from: lines are always
-summed in ascending id order, ``[A]`` is kept in a canonical (row, column) order, so a tiny cache
-and a resident matrix give identical iterates, and resume is bit-for-bit (the state is the
-active sets and their values; ``[A]`` is rebuilt from the row blocks on resume).
+are re-read through the cache at every search), the cache gets the other half. The
+per-example vectors (labels, weights, row norms: ``24 n`` bytes) are kept in memory, taken from
+the cache's half, when they fit in a quarter of ``memory``; otherwise each row block's are read
+from the store's metadata arrays at every search (``vector_bytes_read`` in the history). The
+margins are never held whole: they are recomputed exactly at every search from the active
+columns (no drift), one row block at a time (``margin_bytes`` in the history), so unlike the
+duals of sdca they are no state to page or checkpoint. Resident beyond ``memory``:
+:func:`resident_bytes` (``O(d)`` and one row block's ``O(rows)``; ``ooc info`` prints it for a
+store), plus ``[A]`` and the active sets. What is computed never depends on where the data or
+the vectors come from: lines are always summed in ascending id order, each margin receives its
+terms in the same order whatever the row blocks, the loss sums and the top-``k`` run over the
+same row blocks, ``[A]`` is kept in a canonical (row, column) order; so a tiny ``memory`` and a
+large one give identical iterates, and resume is bit-for-bit (the state is the active sets and
+their values; ``[A]`` is rebuilt from the row blocks on resume).
 """
 
 from __future__ import annotations
@@ -221,7 +230,8 @@ class DGPDSolver(StoreSolver):
     Same contract as :class:`ooc.solvers.base.BlockLoopSolver`: ``(problem, rundir, options,
     progress)`` and :meth:`run` returning the result dict. Options read beyond the common ones
     (``tol, memory, seed``): ``dgpd_rounds`` (5), ``dgpd_batch`` (64), ``dgpd_growth`` (1.0),
-    ``dgpd_dual_step`` ('safe' or 'theorem').
+    ``dgpd_dual_step`` ('safe' or 'theorem'), all four on ``ooc train`` as ``--dgpd-*``; and
+    ``dgpd_vectors`` ('memory' or 'streamed'; default by the budget, see the module docstring).
     """
 
     name = "dgpd"
@@ -580,7 +590,7 @@ class DGPDSolver(StoreSolver):
             if loaded is not None:
                 self._rebuild_A(states)
             while result is None:
-                t0, b0 = time.perf_counter(), self.cache.bytes_read
+                t0, b0, v0 = time.perf_counter(), self.cache.bytes_read, self.vector_bytes_read
                 plan, (P, D, gap), rows, cols = self._search(states, e, tol)
                 search_s = time.perf_counter() - t0
                 rel = gap / max(1.0, abs(P))
@@ -595,6 +605,10 @@ class DGPDSolver(StoreSolver):
                     "active_y": int(sum(len(s.ay) for s in states)),
                     "nnz_alpha": int(sum(int(np.count_nonzero(s.av)) for s in states)),
                     "search_seconds": search_s,
+                    # labels and row norms re-read by the streamed search (0 when resident), and
+                    # the margins held at once (two buffers of the largest row block)
+                    "vector_bytes_read": self.vector_bytes_read - v0,
+                    "margin_bytes": 16 * self.block_rows,
                 }
                 if converged or e >= max_epochs:
                     entry["bytes_paged"] = self.cache.bytes_read - b0
