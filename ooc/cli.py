@@ -160,8 +160,11 @@ def format_info(i: dict) -> str:
         f"size         {_fmt_bytes(i['bytes_on_disk'])} on disk, {_fmt_bytes(i['bytes_decoded'])} decoded "
         f"(compression {i['compression_ratio']:.2f}x)" if i.get("compression_ratio") else
         f"size         {_fmt_bytes(i['bytes_on_disk'])} on disk",
-        f"resident     training keeps O(n + d) vectors in memory besides the block cache: "
-        f"about {_fmt_bytes(16 * (i['n_cols'] + 1) + 8 * i['n_rows'])} here",
+        "resident     beyond --memory (O(d) vectors and one block's rows, k = "
+        f"{i['resident_k']} problems): " + ", ".join(f"{s} {_fmt_bytes(b)}" for s, b in i["resident_bytes"].items())
+        + " (dgpd: + its active submatrix)",
+        "             O(n) vectors, inside --memory when they fit in a quarter of it (else paged, streamed "
+        "or memory-mapped): " + ", ".join(f"{s} {_fmt_bytes(b)}" for s, b in i["resident_vector_bytes"].items()),
         f"fingerprint  {i['fingerprint']}",
     ]
     return "\n".join(lines)
@@ -228,6 +231,15 @@ def _report(result: dict, as_json: bool) -> None:
 @click.option("--smoothing", type=float, default=None,
               help="acc-sdca with --loss hinge: gamma of the paper's Sec. 3.3 smoothing (default: --tol); the gap "
                    "reported is the hinge problem's.")
+@click.option("--dgpd-rounds", type=int, default=5, show_default=True,
+              help="dgpd: rounds of updates on the active submatrix between two searches (>= 1).")
+@click.option("--dgpd-batch", type=int, default=64, show_default=True,
+              help="dgpd: coordinates a search adds at least, per side (>= 1).")
+@click.option("--dgpd-growth", type=float, default=1.0, show_default=True,
+              help="dgpd: a search adds up to max(batch, growth x active-set size) coordinates (>= 0).")
+@click.option("--dgpd-dual-step", type=click.Choice(["safe", "theorem"]), default="safe", show_default=True,
+              help="dgpd: dual step size, the largest safe one (Prox-SDCA's on the submatrix) or the paper's "
+                   "Theorem 4.2 (shorter).")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Relative duality gap to certify.")
 @click.option("--max-epochs", type=int, default=100, show_default=True)
 @click.option("--memory", default="1GiB", show_default=True, help="Block cache budget.")
@@ -240,8 +252,9 @@ def _report(result: dict, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-v", "--verbose", is_flag=True)
 @_user_errors
-def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging, mix_blocks, inner_passes, smoothing, tol,
-          max_epochs, memory, bias, class_weight, seed, checkpoint_every, distributed, overwrite, as_json, verbose):
+def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging, mix_blocks, inner_passes, smoothing,
+          dgpd_rounds, dgpd_batch, dgpd_growth, dgpd_dual_step, tol, max_epochs, memory, bias, class_weight, seed,
+          checkpoint_every, distributed, overwrite, as_json, verbose):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
     import warnings
 
@@ -255,7 +268,9 @@ def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging,
                            multiclass=multiclass, l2=l2, l1=l1, solver=solver, sampling=sampling, tol=tol,
                            max_epochs=max_epochs, memory=memory, bias=bias, class_weight=class_weight,
                            seed=seed, checkpoint_every=checkpoint_every, distributed=distributed,
-                           inner_passes=inner_passes, mix_blocks=mix_blocks, paging=paging, smoothing=smoothing)
+                           inner_passes=inner_passes, mix_blocks=mix_blocks, paging=paging, smoothing=smoothing,
+                           dgpd_rounds=dgpd_rounds, dgpd_batch=dgpd_batch, dgpd_growth=dgpd_growth,
+                           dgpd_dual_step=dgpd_dual_step)
     finally:
         bar.close()
     _report(run.result, as_json)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -16,6 +17,8 @@ from .objectives.losses import make_loss
 from .objectives.penalties import ElasticNet
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
+from .solvers.dgpd import DEFAULTS as DGPD_DEFAULTS
+from .solvers.dgpd import DUAL_STEPS
 from .store import layout as L
 from .store import open_store
 from .store.ingest import parse_bytes
@@ -73,6 +76,7 @@ DEFAULTS = {
     "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
     "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None, "inner_passes": 1,
     "mix_blocks": 4, "paging": "shuffled", "smoothing": None,
+    **{f"dgpd_{k}": v for k, v in DGPD_DEFAULTS.items()},
 }
 
 
@@ -166,6 +170,7 @@ def _validate(opts: dict, store) -> dict:
         raise ValueError(f"--sampling {o['sampling']} is for binary or regression tasks (not one-vs-rest)")
     if o["l2"] <= 0 and used in ("sdca", "acc-sdca"):
         _add_l2_for_pure_l1(store, o)
+    _validate_dgpd(o, used)
     if o["distributed"]:
         if o["solver"] not in ("auto", "sdca"):
             raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {o['solver']} is not distributed")
@@ -200,6 +205,32 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
         radius = np.maximum(radius, 1.0)
     o["l1_radius"] = [float(r) for r in radius]
     o["l2_added"] = float(o["tol"] / radius.max() ** 2)
+
+
+def _validate_dgpd(o: dict, used: str) -> None:
+    """Check and normalise the ``dgpd_*`` options in place (they are for ``--solver dgpd`` only)."""
+    for key in ("dgpd_rounds", "dgpd_batch"):
+        flag = "--" + key.replace("_", "-")
+        try:
+            value = int(o[key])
+        except (TypeError, ValueError):
+            raise ValueError(f"{flag} must be an integer >= 1 (got {o[key]!r})") from None
+        if value != o[key] or value < 1:
+            raise ValueError(f"{flag} must be an integer >= 1 (got {o[key]!r})")
+        o[key] = value
+    try:
+        growth = float(o["dgpd_growth"])
+    except (TypeError, ValueError):
+        growth = math.nan
+    if not math.isfinite(growth) or growth < 0:
+        raise ValueError(f"--dgpd-growth must be a finite number >= 0 (got {o['dgpd_growth']!r})")
+    o["dgpd_growth"] = growth
+    if o["dgpd_dual_step"] not in DUAL_STEPS:
+        raise ValueError(f"--dgpd-dual-step {o['dgpd_dual_step']!r}: expected one of {', '.join(DUAL_STEPS)}")
+    changed = [k for k, v in DGPD_DEFAULTS.items() if o[f"dgpd_{k}"] != v]
+    if changed and used != "dgpd":
+        raise ValueError(", ".join(f"--dgpd-{k.replace('_', '-')}" for k in changed)
+                         + f" set, but these are options of --solver dgpd (this run uses {used})")
 
 
 def _problem(store, o: dict) -> Problem:
@@ -299,7 +330,9 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         ``loss`` ('logistic', 'squared', 'smooth-hinge', 'hinge'), ``gamma``, ``l2``, ``l1``,
         ``solver``, ``sampling``, ``tol`` (relative duality gap), ``max_epochs``, ``memory``
         (block cache budget), ``bias``, ``class_weight`` ('balanced'), ``seed``,
-        ``checkpoint_every`` (seconds), ``distributed`` ('local:N' or a scheduler address).
+        ``checkpoint_every`` (seconds), ``distributed`` ('local:N' or a scheduler address);
+        for ``solver='dgpd'``: ``dgpd_rounds``, ``dgpd_batch``, ``dgpd_growth``,
+        ``dgpd_dual_step`` (see :class:`ooc.solvers.dgpd.DGPDSolver`).
         ``warm_start`` names a finished run on the same store whose duals start this
         one (regularization paths). The objective is
         ``P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1``; LIBLINEAR's
@@ -358,6 +391,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
                  "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
                  "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
                  "l1_radius": o.get("l1_radius"),
+                 **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = solver.run(o["max_epochs"], resume=resume)

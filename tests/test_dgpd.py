@@ -30,7 +30,7 @@ import reference_dgpd as R
 from ooc.kernels import dgpd as K
 from ooc.objectives.losses import Logistic, SmoothHinge, Squared
 from ooc.runs.rundir import RunDir
-from ooc.solvers.dgpd import DGPDSolver, top_k
+from ooc.solvers.dgpd import DGPDSolver, Selection, top_k
 from ooc.solvers.sdca import SDCASolver
 from ooc.train import _problem, _validate
 from test_train_optimality import primal, ref_scipy_primal
@@ -182,6 +182,119 @@ def test_resume_is_bit_for_bit(data, runs):
     assert done["epochs"] == full["epochs"]
 
 
+def test_streamed_vectors_and_resident_ones_give_identical_iterates(data, runs):
+    """Labels/weights/norms resident (large --memory) or re-read per row block (tiny --memory, or
+    forced): same history and coefficients, bit for bit; the margins are never held whole."""
+    X, yb, _ = data
+    st = store(X, yb)
+    assert st.n_blocks("rows") >= 8
+    r_mem, rd_mem = solve(st, runs, loss="smooth-hinge", memory="1GiB")
+    r_tiny, rd_tiny = solve(st, runs, loss="smooth-hinge", memory="16")
+    r_str, rd_str = solve(st, runs, loss="smooth-hinge", memory="1GiB", dgpd_vectors="streamed")
+    assert r_mem["converged"]
+    for r, rd in ((r_tiny, rd_tiny), (r_str, rd_str)):
+        assert np.array_equal(r_mem["w"], r["w"])
+        assert exact(rd) == exact(rd_mem)
+        assert all(e["vector_bytes_read"] == 16 * N for e in rd.history())  # labels + norms, every search
+    assert all(e["vector_bytes_read"] == 0 for e in rd_mem.history())
+    rows = int(np.max(np.diff(st.block_ptr("rows"))))
+    assert all(e["margin_bytes"] == 16 * rows < 16 * N for e in rd_mem.history())
+
+
+def test_streamed_vectors_multiclass_with_bias_identical(runs):
+    rng = np.random.default_rng(5)
+    X = sp.random(N, D, density=0.25, random_state=5, format="csr", data_rvs=rng.standard_normal)
+    y = np.argmax(X @ rng.standard_normal((D, 3)) + 0.3 * rng.standard_normal((N, 3)), axis=1).astype(float)
+    st = store(X, y)
+    a, rd_a = solve(st, runs, loss="smooth-hinge", bias=1.0, class_weight="balanced", dgpd_vectors="memory")
+    b, rd_b = solve(st, runs, loss="smooth-hinge", bias=1.0, class_weight="balanced", memory="16")
+    assert a["converged"] and np.array_equal(a["w"], b["w"])
+    assert exact(rd_a) == exact(rd_b)
+
+
+def test_resume_with_streamed_vectors_is_bit_for_bit(data, runs):
+    X, yb, _ = data
+    st = store(X, yb)
+    full, rd_full = solve(st, runs, loss="smooth-hinge", memory="1GiB")
+    out = os.path.join(runs, "resume-str-" + uuid.uuid4().hex[:6])
+    part, _ = solve(st, runs, loss="smooth-hinge", max_epochs=3, out=out, memory="16")
+    assert not part["converged"] and part["epochs"] == 3
+    solve(st, runs, loss="smooth-hinge", max_epochs=5, out=out, resume=True, memory="1GiB")
+    done, rd = solve(st, runs, loss="smooth-hinge", out=out, resume=True, memory="16")
+    assert rd.history()[-1]["vector_bytes_read"] > 0
+    assert np.array_equal(done["w"], full["w"])
+    assert exact(rd) == exact(rd_full)
+
+
+def test_resident_bytes_in_info_bound_a_measured_run(runs, tmp_path):
+    """``ooc info``'s resident bytes are the solvers' formulas, and a streamed DGPD run stays within
+    ``--memory`` + ``resident_bytes`` + its active submatrix, while the resident vectors cost what
+    ``resident_vector_bytes`` says (tracemalloc sees numpy's allocations)."""
+    import tracemalloc
+
+    from ooc.solvers import base, dgpd, rcd
+
+    n, d = 40000, 30
+    rng = np.random.default_rng(0)
+    X = sp.random(n, d, density=2 / d, random_state=0, format="csr", data_rvs=rng.standard_normal)
+    y = np.where(X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    path = str(tmp_path / "s.zarr")
+    st = store(X, y, where="disk", path=path, block_bytes=64 << 10)
+    info = st.info()
+    rows = int(np.max(np.diff(st.block_ptr("rows"))))
+    cols = int(np.max(np.diff(st.block_ptr("cols"))))
+    assert info["resident_k"] == 1
+    assert info["resident_bytes"] == {"sdca": base.resident_bytes(n, d + 1, 1, rows)["beyond_memory"],
+                                      "dgpd": dgpd.resident_bytes(n, d + 1, 1, rows)["beyond_memory"],
+                                      "rcd-primal": rcd.primal_resident_bytes(n, d + 1, 1, cols)["beyond_memory"]}
+    assert info["resident_vector_bytes"] == {"sdca": 8 * n, "dgpd": 24 * n, "rcd-primal": 24 * n}
+    assert info["resident_bytes"]["dgpd"] < info["resident_vector_bytes"]["dgpd"] / 4  # O(d + block), not O(n)
+    mem = 1 << 20
+    peaks = {}
+    for mode in ("memory", "streamed"):
+        st = ooc.open_store(path)
+        tracemalloc.start()
+        res, rd = solve(st, runs, loss="smooth-hinge", memory=str(mem), dgpd_vectors=mode, max_epochs=4,
+                        l2=1e-2, l1=1e-3)
+        peaks[mode] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        nnz_A = max(e.get("nnz_A", 0) for e in rd.history())
+    assert peaks["streamed"] <= mem + info["resident_bytes"]["dgpd"] + 64 * nnz_A + (64 << 10), (peaks, nnz_A)
+    assert peaks["memory"] - peaks["streamed"] >= 0.8 * info["resident_vector_bytes"]["dgpd"], peaks
+
+
+def test_cli_dgpd_options(tmp_path):
+    from click.testing import CliRunner
+
+    from ooc.cli import main
+
+    X, yb, _ = make_data(1, 80, 12)
+    path = str(tmp_path / "s.zarr")
+    store(X, yb, where="disk", path=path)
+    help_text = CliRunner().invoke(main, ["train", "--help"]).output
+    for flag in ("--dgpd-rounds", "--dgpd-batch", "--dgpd-growth", "--dgpd-dual-step"):
+        assert flag in help_text
+    run = ooc.train(path, str(tmp_path / "r"), solver="dgpd", loss="smooth-hinge", l2=L2, l1=L1, tol=1e-8,
+                    dgpd_rounds=2, dgpd_batch=4, dgpd_growth=0.5, dgpd_dual_step="theorem", max_epochs=3000)
+    assert run.result["converged"]
+    cfg = RunDir.open(run.path).config
+    assert (cfg["dgpd_rounds"], cfg["dgpd_batch"], cfg["dgpd_growth"], cfg["dgpd_dual_step"]) == (2, 4, 0.5, "theorem")
+    assert RunDir.open(run.path).history()[1]["active_y"] <= 4  # the first search added batch = 4 rows
+    for bad, msg in (({"dgpd_rounds": 0}, "--dgpd-rounds"), ({"dgpd_batch": 2.5}, "--dgpd-batch"),
+                     ({"dgpd_growth": -1.0}, "--dgpd-growth"), ({"dgpd_dual_step": "big"}, "--dgpd-dual-step")):
+        with pytest.raises(ValueError, match=msg):
+            ooc.train(path, str(tmp_path / uuid.uuid4().hex[:6]), solver="dgpd", **bad)
+    with pytest.raises(ValueError, match="options of --solver dgpd"):
+        ooc.train(path, str(tmp_path / "x"), solver="sdca", dgpd_rounds=3)
+    res = CliRunner().invoke(main, ["train", path, "--out", str(tmp_path / "c"), "--solver", "dgpd", "--loss",
+                                    "smooth-hinge", "--l2", str(L2), "--l1", str(L1), "--dgpd-batch", "0"])
+    assert res.exit_code != 0 and "--dgpd-batch must be an integer >= 1" in res.output
+    res = CliRunner().invoke(main, ["train", path, "--out", str(tmp_path / "c2"), "--solver", "dgpd", "--loss",
+                                    "smooth-hinge", "--l2", str(L2), "--l1", str(L1), "--dgpd-rounds", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    assert RunDir.open(str(tmp_path / "c2")).config["dgpd_rounds"] == 3
+
+
 # ------------------------------------------------------------------------------- multiclass
 
 
@@ -255,6 +368,34 @@ def test_theorem_rate_as_printed_is_not_met():
 
 
 # ---------------------------------------------------------------------------------- helpers
+
+
+def test_streamed_margins_and_selection_equal_the_whole_vector_ones():
+    rng = np.random.default_rng(2)
+    A = sp.random(300, 50, density=0.1, random_state=2, format="csc", data_rvs=rng.standard_normal)
+    A.sort_indices()
+    lines = np.sort(rng.choice(50, 20, replace=False)).astype(np.int64)
+    coef = rng.standard_normal(20)
+    coef[3] = 0.0
+    whole = np.zeros(300)
+    K.lines_axpy(A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data, lines, coef, whole)
+    bounds = [0, 7, 7, 64, 130, 299, 300]
+    cursor = A.indptr[lines].astype(np.int64)
+    parts = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        out = np.zeros(hi - lo)
+        K.lines_axpy_range(A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data, lines, coef, cursor,
+                           lo, hi, out)
+        parts.append(out)
+    assert np.array_equal(np.concatenate(parts), whole)
+    score = np.round(rng.standard_normal(300), 1)  # many ties
+    for k in (1, 5, 40, 400):
+        sel = Selection(k)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            sel.add(lo, score[lo:hi], -score[lo:hi], 2 * score[lo:hi])
+        np.testing.assert_array_equal(sel.ids, top_k(score, k))
+        np.testing.assert_array_equal(sel.y, -score[sel.ids])
+        np.testing.assert_array_equal(sel.c, 2 * score[sel.ids])
 
 
 def test_selection_helpers():

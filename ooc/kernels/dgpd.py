@@ -45,6 +45,7 @@ __all__ = [
     "row_sqnorms",
     "count_member",
     "restrict_lines",
+    "lines_axpy_range",
 ]
 
 
@@ -100,37 +101,73 @@ def row_sqnorms(indptr, data, bias, out):
 
 
 @njit(cache=True, nogil=True)
-def count_member(indptr, indices, lines, member):
-    r"""Entries of the lines ``lines`` whose index ``i`` has ``member[i] >= 0``."""
+def _in_sorted(keys, x):
+    """Whether ``x`` is in the ascending array ``keys`` (binary search)."""
+    lo = 0
+    hi = keys.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < keys.shape[0] and keys[lo] == x
+
+
+@njit(cache=True, nogil=True)
+def count_member(indptr, indices, lines, keys):
+    r"""Entries of the lines ``lines`` whose index is in ``keys`` (ascending)."""
     total = 0
     for t in range(lines.shape[0]):
         ln = lines[t]
         for p in range(indptr[ln], indptr[ln + 1]):
-            if member[indices[p]] >= 0:
+            if _in_sorted(keys, indices[p]):
                 total += 1
     return total
 
 
 @njit(cache=True, nogil=True)
-def restrict_lines(indptr, indices, data, lines, line_ids, member, out_major, out_minor, out_vals, pos):
-    r"""COO triplets of some full lines restricted to the indices with ``member >= 0``.
+def restrict_lines(indptr, indices, data, lines, line_ids, keys, out_major, out_minor, out_vals, pos):
+    r"""COO triplets of some full lines restricted to the indices in ``keys`` (ascending).
 
-    Line ``lines[t]`` contributes its entries ``p`` with ``member[indices[p]] >= 0`` as
-    ``(line_ids[t], member[indices[p]], data[p])``, appended from position ``pos``. Used to
-    grow the active submatrix: new active rows restricted to the active columns, new active
-    columns restricted to the (old) active rows. Returns the end position.
+    Line ``lines[t]`` contributes its entries ``p`` with ``indices[p]`` in ``keys`` as
+    ``(line_ids[t], indices[p], data[p])``, appended from position ``pos``. Used to grow the
+    active submatrix: new active rows restricted to the active columns, new active columns
+    restricted to the (old) active rows. A binary search instead of a dense membership map
+    keeps this free of ``O(n)`` scratch arrays. Returns the end position.
     """
     for t in range(lines.shape[0]):
         ln = lines[t]
         lid = line_ids[t]
         for p in range(indptr[ln], indptr[ln + 1]):
-            j = member[indices[p]]
-            if j >= 0:
+            j = indices[p]
+            if _in_sorted(keys, j):
                 out_major[pos] = lid
                 out_minor[pos] = j
                 out_vals[pos] = data[p]
                 pos += 1
     return pos
+
+
+@njit(cache=True, nogil=True)
+def lines_axpy_range(indptr, indices, data, lines, coef, cursor, lo, hi, out):
+    r"""The part of :func:`lines_axpy` that lands in ``[lo, hi)``: ``out[i - lo] += ...``.
+
+    ``cursor[t]`` is where line ``lines[t]`` resumes (start it at ``indptr[lines[t]]``); calls for
+    consecutive ascending ranges stream the margins ``A x`` one row block at a time, touching each
+    entry of the active columns once. Every ``out`` entry receives its terms in the order
+    :func:`lines_axpy` adds them, so the result is bit-identical to slicing its output.
+    """
+    for t in range(lines.shape[0]):
+        s = coef[t]
+        if s == 0.0:
+            continue
+        p = cursor[t]
+        end = indptr[lines[t] + 1]
+        while p < end and indices[p] < hi:
+            out[indices[p] - lo] += s * data[p]
+            p += 1
+        cursor[t] = p
 
 
 # ---------------------------------------------------------------------------- inner rounds

@@ -69,6 +69,19 @@ def load_train_block(store, problem, b: int) -> TrainBlock:
     return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
 
 
+def resident_bytes(n: int, dim: int, k: int, block_rows: int, mix: int = 4) -> dict:
+    """What the row-block dual solvers (sdca, acc-sdca, rcd-dual) hold for ``n`` examples,
+    ``dim`` features (+ bias) and ``k`` problems.
+
+    ``{"beyond_memory": 32 k dim + 8 k (mix + 1) block_rows, "vectors": 8 n k}``: ``w``, ``v``, the
+    pass snapshot and the result (``32 k dim``) and the duals of the block group being worked on
+    are resident whatever ``--memory`` is; the duals (``vectors``) stay in memory, charged to
+    ``--memory``, when they fit in a quarter of it (:func:`ooc.runs.duals.make_duals`), otherwise
+    they are paged per block.
+    """
+    return {"beyond_memory": 32 * k * dim + 8 * k * (mix + 1) * block_rows, "vectors": 8 * n * k}
+
+
 class StoreSolver:
     """What every solver knows about its problem, store and run directory."""
 
@@ -109,7 +122,7 @@ class BlockLoopSolver(StoreSolver):
         # duals stay in memory when they take at most a quarter of the budget; the cache gets the rest
         self.duals = make_duals(rundir, self.row_ptr, self.k, int(options["memory"]) // 4,
                                 options.get("dual_store"))
-        dual_bytes = 8 * self.n * self.k if self.duals.kind == "memory" else 0
+        dual_bytes = resident_bytes(self.n, self.dim, self.k, 0)["vectors"] if self.duals.kind == "memory" else 0
         # the rows of a group are copied into one block while it is worked on
         group_bytes = self.mix * int(self.store.attrs.get("block_bytes", 0)) if self.mix > 1 else 0
         self.cache = BlockCache(max(0, int(options["memory"]) - dual_bytes - group_bytes))

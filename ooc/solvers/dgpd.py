@@ -19,7 +19,10 @@ the history count) is one outer iteration:
    ``gap <= tol max(1, |P|)`` (summed over one-vs-rest problems); the run then returns ``xbar``.
 3. **Dual search** (eq. 12): the top-``k_y`` inactive examples by the length of their proximal
    dual step at the margins ``m`` (Gauss-Southwell-r; see :func:`ooc.kernels.dgpd.dual_scores`)
-   join ``A_y``.
+   join ``A_y``. Steps 2 and 3 stream over the row blocks: each block's margins are summed from
+   the active columns (:func:`ooc.kernels.dgpd.lines_axpy_range`, a cursor per column), its
+   losses and scores computed, and a running top-``k_y`` kept (:class:`Selection`), so no
+   length-``n`` vector is needed and the data (rows) is never read for the search.
 4. **Active submatrix** ``[A] = A[A_y, A_x]``, kept in memory and grown incrementally: new rows
    (read from the row blocks) restricted to ``A_x``, new columns (from the column blocks)
    restricted to the old ``A_y``, entries of departed rows/columns dropped.
@@ -49,14 +52,20 @@ primal-active-set SDCA. It still converges, only without the dual savings.
 Out of core: both layouts are needed. The scheduler pages the column blocks holding ``A_x``
 and the row blocks holding ``A_y`` through one :class:`~ooc.schedule.cache.BlockCache`; the full
 active lines are kept resident while they fit in a quarter of ``memory`` each (otherwise they
-are re-read through the cache at every search), the cache gets the other half. Resident beyond
-``memory``: ``O(n + d)`` vectors, ``8 (4 n + 3 d)`` bytes for the labels, weights, row norms, one
-class's margins (two buffers) and ``u``/``xbar`` (one class at a time; one-vs-rest classes are
-searched one after the other, each block read serving every class), plus ``[A]`` and the
-sparse state. What is computed never depends on where the data comes from: lines are always
-summed in ascending id order, ``[A]`` is kept in a canonical (row, column) order, so a tiny cache
-and a resident matrix give identical iterates, and resume is bit-for-bit (the state is the
-active sets and their values; ``[A]`` is rebuilt from the row blocks on resume).
+are re-read through the cache at every search), the cache gets the other half. The
+per-example vectors (labels, weights, row norms: ``24 n`` bytes) are kept in memory, taken from
+the cache's half, when they fit in a quarter of ``memory``; otherwise each row block's are read
+from the store's metadata arrays at every search (``vector_bytes_read`` in the history). The
+margins are never held whole: they are recomputed exactly at every search from the active
+columns (no drift), one row block at a time (``margin_bytes`` in the history), so unlike the
+duals of sdca they are no state to page or checkpoint. Resident beyond ``memory``:
+:func:`resident_bytes` (``O(d)`` and one row block's ``O(rows)``; ``ooc info`` prints it for a
+store), plus ``[A]`` and the active sets. What is computed never depends on where the data or
+the vectors come from: lines are always summed in ascending id order, each margin receives its
+terms in the same order whatever the row blocks, the loss sums and the top-``k`` run over the
+same row blocks, ``[A]`` is kept in a canonical (row, column) order; so a tiny ``memory`` and a
+large one give identical iterates, and resume is bit-for-bit (the state is the active sets and
+their values; ``[A]`` is rebuilt from the row blocks on resume).
 """
 
 from __future__ import annotations
@@ -79,6 +88,30 @@ from .base import StoreSolver
 
 DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe"}
 DUAL_STEPS = ("safe", "theorem")
+VECTORS = ("memory", "streamed")
+
+
+def vector_bytes(n: int) -> int:
+    """Bytes of the per-example vectors DGPD keeps when they fit: labels, weights, row norms."""
+    return 24 * n
+
+
+def resident_bytes(n: int, dim: int, k: int, block_rows: int) -> dict:
+    """What DGPD holds in memory for ``n`` examples, ``dim`` features (+ bias), ``k`` problems.
+
+    Returns ``{"beyond_memory": 8 k dim + 34 dim + 65 block_rows, "vectors": 24 n}``:
+
+    * ``beyond_memory``, resident whatever ``--memory`` is: the dense result (``8 k dim``), the
+      primal search of one problem at a time (``u``, ``xbar``, scores, selected ids: ``34 dim``)
+      and the streamed dual search of one row block (labels, weights, norms, steps, and per
+      problem sub-labels, two margin buffers, scores, activity: ``65`` bytes per row of the
+      largest row block). Not counted, as it depends on the run: the active submatrix ``[A]``
+      (about 40 bytes per entry, ``nnz_A`` in the history) and the active sets.
+    * ``vectors``: labels, weights and row norms, kept in memory and charged to ``--memory``
+      when they fit in a quarter of it, otherwise re-read per row block at every search
+      (``vector_bytes_read`` in the history). The margins ``A x`` are never held whole.
+    """
+    return {"beyond_memory": 8 * k * dim + 34 * dim + 65 * block_rows, "vectors": vector_bytes(n)}
 
 
 class LineSet(NamedTuple):
@@ -125,13 +158,6 @@ def _merge(a: LineSet, b: LineSet) -> LineSet:
     return cat.take(np.argsort(ids, kind="stable"))
 
 
-def _in(ids: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Boolean mask: which ``values`` (ids below ``size``) are in ``ids``."""
-    mask = np.zeros(size, dtype=bool)
-    mask[ids] = True
-    return mask[values]
-
-
 def _isin_sorted(sorted_set: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Boolean mask: which ``values`` are in the sorted array ``sorted_set``."""
     if len(sorted_set) == 0:
@@ -144,10 +170,43 @@ def _isin_sorted(sorted_set: np.ndarray, values: np.ndarray) -> np.ndarray:
 def top_k(score: np.ndarray, k: int) -> np.ndarray:
     """Ids of the ``k`` largest positive scores (ties by smaller id), sorted ascending."""
     idx = np.flatnonzero(score > 0.0)
-    if len(idx) > k:
-        sel = np.lexsort((idx, -score[idx]))[:k]
-        idx = np.sort(idx[sel])
-    return idx.astype(np.int64)
+    return idx[top_k_of(idx, score[idx], k)].astype(np.int64)
+
+
+def top_k_of(ids: np.ndarray, score: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest of the positive ``score`` of the ascending ``ids`` (ties by
+    smaller id), ascending."""
+    pos = np.flatnonzero(score > 0.0)
+    if len(pos) > k:
+        pos = np.sort(pos[np.lexsort((ids[pos], -score[pos]))[:k]])
+    return pos
+
+
+class Selection:
+    """Running :func:`top_k` over consecutive ranges of one score vector, with labels and weights.
+
+    ``add(lo, score, y, c)`` offers the scores of ids ``lo, lo + 1, ...``. The ids kept at the
+    end are exactly ``top_k`` of the whole vector (an id of the overall top ``k`` is in the top
+    ``k`` of any subset holding it), so a search streamed block by block selects what one over
+    the whole vector would.
+    """
+
+    def __init__(self, k: int):
+        self.k = k
+        self.ids = np.zeros(0, np.int64)
+        self.score = np.zeros(0)
+        self.y = np.zeros(0)
+        self.c = np.zeros(0)
+
+    def add(self, lo: int, score: np.ndarray, y: np.ndarray, c: np.ndarray) -> None:
+        local = top_k(score, self.k)
+        if len(local) == 0:
+            return
+        ids = np.concatenate([self.ids, local + lo])
+        sc = np.concatenate([self.score, score[local]])
+        yy, cc = np.concatenate([self.y, y[local]]), np.concatenate([self.c, c[local]])
+        keep = top_k_of(ids, sc, self.k)
+        self.ids, self.score, self.y, self.c = ids[keep], sc[keep], yy[keep], cc[keep]
 
 
 class ClassState:
@@ -171,7 +230,8 @@ class DGPDSolver(StoreSolver):
     Same contract as :class:`ooc.solvers.base.BlockLoopSolver`: ``(problem, rundir, options,
     progress)`` and :meth:`run` returning the result dict. Options read beyond the common ones
     (``tol, memory, seed``): ``dgpd_rounds`` (5), ``dgpd_batch`` (64), ``dgpd_growth`` (1.0),
-    ``dgpd_dual_step`` ('safe' or 'theorem').
+    ``dgpd_dual_step`` ('safe' or 'theorem'), all four on ``ooc train`` as ``--dgpd-*``; and
+    ``dgpd_vectors`` ('memory' or 'streamed'; default by the budget, see the module docstring).
     """
 
     name = "dgpd"
@@ -202,18 +262,45 @@ class DGPDSolver(StoreSolver):
         self.l2 = float(problem.penalty.l2)
         self.l1 = float(problem.penalty.l1)
         mem = int(options["memory"])
-        self.cache = BlockCache(mem // 2)
+        self.block_rows = int(np.max(np.diff(self.row_ptr))) if self.nb else 0
+        # the per-example vectors stay in memory when they take at most a quarter of the budget
+        # (taken from the cache); otherwise each row block's are re-read at every search
+        need = vector_bytes(self.n)
+        self.vectors = options.get("dgpd_vectors") or ("memory" if need <= mem // 4 else "streamed")
+        if self.vectors not in VECTORS:
+            raise ValueError(f"dgpd_vectors {self.vectors!r}: expected one of {VECTORS}")
+        self.cache = BlockCache(max(0, mem // 2 - (need if self.vectors == "memory" else 0)))
         self.line_budget = mem // 4  # per layout, for the resident full active lines
         self.resident: dict[str, LineSet | None] = {L.ROWS: None, L.COLS: None}
-        # O(n) vectors: labels, weights, full row norms (for the dual search's step)
-        self.y_all = problem.block_labels(st.labels)
-        self.c_all = np.ascontiguousarray(problem.example_weights(self.y_all), dtype=np.float64)
-        self.rsq = np.asarray(st.row_sqnorm, dtype=np.float64) + (self.bias ** 2 if self.has_bias else 0.0)
-        self.r2 = float(self.rsq.max()) if self.n else 0.0
+        self.vector_bytes_read = 0
+        if self.vectors == "memory":
+            self.y_all = problem.block_labels(st.labels)
+            self.c_all = np.ascontiguousarray(problem.example_weights(self.y_all), dtype=np.float64)
+            self.rsq = np.asarray(st.row_sqnorm, dtype=np.float64) + (self.bias ** 2 if self.has_bias else 0.0)
+        self.r2 = max([float(self._chunk(b)[4].max()) for b in range(self.nb) if self.row_ptr[b + 1] > self.row_ptr[b]]
+                      + [0.0])
         self.gamma = 1.0 / float(problem.loss.smoothness) if problem.loss.is_smooth else 0.0
         entry = np.dtype(st.dtype).itemsize + np.dtype(st.index_dtype).itemsize
         self.layout_bytes = st.nnz * entry + (self.n + 1) * 8  # one pass over the row layout
         self.pool = None
+
+    # ------------------------------------------------------------------------------ vectors
+    def _chunk(self, b: int):
+        """Row block ``b``'s ``(lo, hi, stored labels, weights, squared row norms (+ bias^2))``.
+
+        Sliced from the resident vectors, or read from the store's metadata arrays (never the
+        data) when they are streamed; the values are the same either way.
+        """
+        lo, hi = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
+        if self.vectors == "memory":
+            return lo, hi, self.y_all[lo:hi], self.c_all[lo:hi], self.rsq[lo:hi]
+        st, pb = self.store, self.pb
+        y = pb.block_labels(st.read_labels(lo, hi))
+        c = np.ascontiguousarray(pb.example_weights(y), dtype=np.float64)
+        rsq = np.asarray(st.backend.read(L.ROW_SQNORM, lo, hi), dtype=np.float64) + (
+            self.bias ** 2 if self.has_bias else 0.0)
+        self.vector_bytes_read += y.nbytes + rsq.nbytes
+        return lo, hi, y, c, rsq
 
     # ------------------------------------------------------------------------------------ lines
     def _fetch(self, layout: str, ids: np.ndarray) -> LineSet:
@@ -259,29 +346,25 @@ class DGPDSolver(StoreSolver):
         return out
 
     # ------------------------------------------------------------------------------------ [A]
-    def _restrict(self, lines: LineSet, which: np.ndarray, member: np.ndarray):
-        """COO (line id, member id, value) of lines ``which`` restricted to ``member >= 0``."""
+    def _restrict(self, lines: LineSet, which: np.ndarray, keys: np.ndarray):
+        """COO (line id, other id, value) of lines ``which`` restricted to the ids ``keys`` (ascending)."""
         pos = lines.positions(which)
-        cnt = K.count_member(lines.indptr, lines.indices, pos, member)
+        cnt = K.count_member(lines.indptr, lines.indices, pos, keys)
         major = np.empty(cnt, np.int64)
         minor = np.empty(cnt, np.int64)
         vals = np.empty(cnt, np.float64)
-        K.restrict_lines(lines.indptr, lines.indices, lines.data, pos, which, member, major, minor, vals, 0)
+        K.restrict_lines(lines.indptr, lines.indices, lines.data, pos, which, keys, major, minor, vals, 0)
         return major, minor, vals
 
     def _grow_A(self, s: ClassState, ax_new, ay_old, new_rows, new_cols, rows: LineSet, cols: LineSet):
         """``[A]`` for ``(ay_old + new_rows) x ax_new`` from the one for ``ay_old x ax_old``."""
-        keep = _in(ay_old, s.a_rows, self.n) & _in(ax_new, s.a_cols, self.d)
+        keep = _isin_sorted(ay_old, s.a_rows) & _isin_sorted(ax_new, s.a_cols)
         R, C, V = [s.a_rows[keep]], [s.a_cols[keep]], [s.a_vals[keep]]
         if len(new_rows):
-            member = np.full(self.d, -1, np.int64)
-            member[ax_new] = ax_new
-            r, c, v = self._restrict(rows, new_rows, member)
+            r, c, v = self._restrict(rows, new_rows, ax_new)
             R.append(r), C.append(c), V.append(v)
         if len(new_cols) and len(ay_old):
-            member = np.full(self.n, -1, np.int64)
-            member[ay_old] = ay_old
-            c, r, v = self._restrict(cols, new_cols, member)
+            c, r, v = self._restrict(cols, new_cols, ay_old)
             R.append(r), C.append(c), V.append(v)
         rr, cc, vv = np.concatenate(R), np.concatenate(C), np.concatenate(V)
         order = np.lexsort((cc, rr))
@@ -362,34 +445,50 @@ class DGPDSolver(StoreSolver):
                              pen=primal_value(pb.penalty, np.concatenate([xbar[supp], xbar[d:]]), self.bias),
                              sq=float(np.dot(xbar[supp], xbar[supp]) + np.dot(xbar[d:], xbar[d:]))))
             del u, xbar, score, active
-        # 2. margins of x (active columns) and of xbar (+ the columns it adds): the certificate
+        # 2. margins of x (active columns) and of xbar (+ the columns it adds): the certificate;
+        # 3. dual search at the margins of x. Both streamed one row block at a time, so no
+        # vector of length n is ever held (the margins are recomputed exactly at every search,
+        # from the active columns, as in the paper's eq. 14: they are no state to checkpoint)
         all_cols = np.unique(np.concatenate([p["ax"] for p in plan] + [np.zeros(0, np.int64)]))
         cols = self._lines(L.COLS, all_cols, keep=True)
         extra_all = np.unique(np.concatenate([p["extra"] for p in plan] + [np.zeros(0, np.int64)]))
         ecols = self._lines(L.COLS, extra_all, keep=False)
+        psum = np.zeros(self.k)
+        for s, p in zip(states, plan):
+            p["pos"], p["epos"] = cols.positions(p["ax"]), ecols.positions(p["extra"])
+            p["cur"], p["ecur"] = cols.indptr[p["pos"]].copy(), ecols.indptr[p["epos"]].copy()
+            p["old_yc"], p["new"] = [], Selection(max(self.batch, int(self.growth * len(s.ay))))
+        for b in range(self.nb):
+            lo, hi, yb, cb, rsq = self._chunk(b)
+            qb = rsq * inv_l2n
+            for c, (s, p) in enumerate(zip(states, plan)):
+                yc = np.ascontiguousarray(pb.sub_labels(yb, c), dtype=np.float64)
+                m = np.zeros(hi - lo)
+                K.lines_axpy_range(cols.indptr, cols.indices, cols.data, p["pos"], p["x"], p["cur"], lo, hi, m)
+                if self.has_bias:
+                    m += self.bias * p["xb"]
+                mbar = m.copy()
+                K.lines_axpy_range(ecols.indptr, ecols.indices, ecols.data, p["epos"], p["xe"], p["ecur"], lo, hi,
+                                   mbar)
+                psum[c] += K.margins_loss_sum(pb.loss, mbar, yc, cb)
+                a0, a1 = np.searchsorted(s.ay, (lo, hi))
+                local = s.ay[a0:a1] - lo
+                p["old_yc"].append((yc[local], cb[local]))
+                active = np.zeros(hi - lo, dtype=bool)
+                active[local] = True
+                score = np.empty(hi - lo)
+                K.dual_scores(pb.loss, m, yc, cb, qb, active, score)
+                p["new"].add(lo, score, yc, cb)
         P = D = 0.0
         for c, (s, p) in enumerate(zip(states, plan)):
-            yc = np.ascontiguousarray(pb.sub_labels(self.y_all, c), dtype=np.float64)
-            m = np.zeros(n)
-            K.lines_axpy(cols.indptr, cols.indices, cols.data, cols.positions(p["ax"]), p["x"], m)
-            if self.has_bias:
-                m += self.bias * p["xb"]
-            mbar = m.copy()
-            K.lines_axpy(ecols.indptr, ecols.indices, ecols.data, ecols.positions(p["extra"]), p["xe"], mbar)
-            psum = K.margins_loss_sum(pb.loss, mbar, yc, self.c_all)
-            del mbar
-            dsum = block_dual_loss(pb.loss, np.ascontiguousarray(yc[s.ay]), np.ascontiguousarray(self.c_all[s.ay]),
-                                   np.ascontiguousarray(s.av))
-            P += psum / n + p["pen"]
+            p["ay_y"] = np.concatenate([t[0] for t in p["old_yc"]] + [np.zeros(0)])
+            p["ay_c"] = np.concatenate([t[1] for t in p["old_yc"]] + [np.zeros(0)])
+            dsum = block_dual_loss(pb.loss, p["ay_y"], p["ay_c"], np.ascontiguousarray(s.av))
+            P += psum[c] / n + p["pen"]
             D += dsum / n - 0.5 * self.l2 * p["sq"]
-            # 3. dual search at the margins of x
-            active = np.zeros(n, dtype=bool)
-            active[s.ay] = True
-            score = np.empty(n)
-            K.dual_scores(pb.loss, m, yc, self.c_all, self.rsq * inv_l2n, active, score)
-            p["new_y"] = top_k(score, max(self.batch, int(self.growth * len(s.ay))))
-            p["y"] = yc
-            del m, score, active
+            p["new_y"], p["new_yv"], p["new_c"] = p["new"].ids, p["new"].y, p["new"].c
+            for key in ("pos", "epos", "cur", "ecur", "old_yc", "new"):
+                del p[key]
         gap = (P - D) if math.isfinite(D) else math.inf
         return plan, (P, D, gap), rows, cols
 
@@ -406,6 +505,7 @@ class DGPDSolver(StoreSolver):
         seed = int(self.opt["seed"])
         for c, (s, p) in enumerate(zip(states, plan)):
             ay_new = np.union1d(s.ay, p["new_y"]).astype(np.int64)
+            old_ay = s.ay
             self._grow_A(s, p["ax"], s.ay, p["new_y"], p["new_x"], rows, cols)
             av = np.zeros(len(ay_new))
             av[np.searchsorted(ay_new, s.ay)] = s.av
@@ -414,8 +514,11 @@ class DGPDSolver(StoreSolver):
             nnz_A += len(vals)
             v = np.ascontiguousarray(p["uA"])
             w = np.concatenate([p["x"], [p["xb"]] if self.has_bias else []])
-            yA = np.ascontiguousarray(p["y"][s.ay])
-            cA = np.ascontiguousarray(self.c_all[s.ay])
+            at_new = np.searchsorted(s.ay, p["new_y"])
+            at_old = np.searchsorted(s.ay, old_ay)
+            yA, cA = np.empty(len(s.ay)), np.empty(len(s.ay))
+            yA[at_old], yA[at_new] = p["ay_y"], p["new_yv"]
+            cA[at_old], cA[at_new] = p["ay_c"], p["new_c"]
             q = self._dual_q(indptr, vals, cA)
             rng = np.random.default_rng([seed, epoch, c, 2])
             orders = np.stack([rng.permutation(len(s.ay)) for _ in range(self.rounds)]).astype(np.int64) \
@@ -429,7 +532,7 @@ class DGPDSolver(StoreSolver):
             s.ax, s.xv = s.ax[keep_x], xw[keep_x].copy()
             s.ay, s.av = s.ay[keep_y], s.av[keep_y].copy()
             s.xb = float(w[-1]) if self.has_bias else 0.0
-            km = _in(s.ay, s.a_rows, self.n) & _in(s.ax, s.a_cols, self.d)
+            km = _isin_sorted(s.ay, s.a_rows) & _isin_sorted(s.ax, s.a_cols)
             s.a_rows, s.a_cols, s.a_vals = s.a_rows[km], s.a_cols[km], s.a_vals[km]
         return nnz_A
 
@@ -487,7 +590,7 @@ class DGPDSolver(StoreSolver):
             if loaded is not None:
                 self._rebuild_A(states)
             while result is None:
-                t0, b0 = time.perf_counter(), self.cache.bytes_read
+                t0, b0, v0 = time.perf_counter(), self.cache.bytes_read, self.vector_bytes_read
                 plan, (P, D, gap), rows, cols = self._search(states, e, tol)
                 search_s = time.perf_counter() - t0
                 rel = gap / max(1.0, abs(P))
@@ -502,6 +605,10 @@ class DGPDSolver(StoreSolver):
                     "active_y": int(sum(len(s.ay) for s in states)),
                     "nnz_alpha": int(sum(int(np.count_nonzero(s.av)) for s in states)),
                     "search_seconds": search_s,
+                    # labels and row norms re-read by the streamed search (0 when resident), and
+                    # the margins held at once (two buffers of the largest row block)
+                    "vector_bytes_read": self.vector_bytes_read - v0,
+                    "margin_bytes": 16 * self.block_rows,
                 }
                 if converged or e >= max_epochs:
                     entry["bytes_paged"] = self.cache.bytes_read - b0

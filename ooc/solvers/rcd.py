@@ -287,6 +287,19 @@ class RCDDualSolver(BlockLoopSolver):
 # =================================================================================================
 # rcd-primal
 # =================================================================================================
+def primal_resident_bytes(n: int, dim: int, k: int, block_cols: int) -> dict:
+    """What ``rcd-primal`` holds for ``n`` examples, ``dim`` features (+ bias) and ``k`` problems.
+
+    ``{"beyond_memory": 40 dim + 24 k dim + 48 block_cols, "vectors": 8 n (2 k + 1)}``: the
+    column constants ``u, M``, the L1 weights, column counts and coordinate gaps (``40 dim``),
+    ``w``, the gap pass's ``A^T phi'`` and the result (``24 k dim``) and one column block's
+    sampling tree and draws are resident whatever ``--memory`` is; the margins, labels and
+    weights (``vectors``) stay in memory, charged to ``--memory``, when they fit in a quarter of
+    it, otherwise in memory-mapped files the OS pages.
+    """
+    return {"beyond_memory": 40 * dim + 24 * k * dim + 48 * block_cols, "vectors": 8 * n * (2 * k + 1)}
+
+
 class RCDPrimalSolver:
     """``--solver rcd-primal``: NSync primal RCD on the column blocks (see the module docstring).
 
@@ -324,7 +337,7 @@ class RCDPrimalSolver:
         # sampling "blocks": the column blocks, then the intercept as a virtual one
         self.nblk = self.ncb + (1 if self.bias > 0 else 0)
         mem = int(options["memory"])
-        vec_bytes = 8 * self.n * (2 * self.k + 1)
+        vec_bytes = primal_resident_bytes(self.n, self.dim, self.k, 0)["vectors"]
         force = options.get("margin_store")
         self.in_memory = force == "memory" or (force is None and vec_bytes <= mem // 4)
         self.cache = BlockCache(max(0, mem - (vec_bytes if self.in_memory else 0)))
