@@ -119,8 +119,11 @@ def info(store, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes."""
     from .store import open_store
 
+    from .solvers.rcd import explain_auto
+
     with open_store(store) as st:
         i = st.info()
+        i["auto"] = explain_auto(i, st.has_layout("cols"))
     if as_json:
         _emit_json(i)
         return
@@ -167,6 +170,8 @@ def format_info(i: dict) -> str:
         "or memory-mapped): " + ", ".join(f"{s} {_fmt_bytes(b)}" for s, b in i["resident_vector_bytes"].items()),
         f"fingerprint  {i['fingerprint']}",
     ]
+    for j, line in enumerate(i.get("auto") or []):
+        lines.append(("auto solver  " if j == 0 else "             ") + line)
     return "\n".join(lines)
 
 

@@ -151,7 +151,7 @@ def _validate(opts: dict, store) -> dict:
         from .solvers.rcd import auto_solver
 
         o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
-                                       store.has_layout(L.COLS), o["sampling"])
+                                       store.has_layout(L.COLS), o["sampling"], o["gamma"])
     else:
         o["solver_used"] = o["solver"]
     used = o["solver_used"]

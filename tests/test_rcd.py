@@ -30,7 +30,7 @@ import ooc
 from ooc.kernels.rcd import dual_block_gaps
 from ooc.runs.rundir import RunDir
 from ooc.schedule.sampling import SAMPLINGS
-from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver, auto_solver
+from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver, acc_sdca_l2_threshold, auto_solver, explain_auto
 
 T = importlib.import_module("ooc.train")
 #: run directories in memory when possible: checkpoints are fsynced at every block in the resume tests
@@ -358,3 +358,30 @@ def test_validation(clf):
     Xm, ym, stm = make_store(multiclass=True, seed=4)
     with pytest.raises(ValueError, match="one-vs-rest"):
         solver(RCDDualSolver, stm, loss="logistic", l2=L2, sampling="ada-gap")
+
+
+def test_auto_rule_picks_acc_sdca_below_the_condition_threshold():
+    # dual side, n = 1000, R = 1: the threshold is R^2 / (10 gamma n) = 1e-4 / gamma
+    info = {"C_P": 3.0, "C_D": 2.0, "R": 1.0, "n_rows": 1000}
+    assert auto_solver(info, 0.0, 1e-5, "squared") == "acc-sdca"          # 1e-5 < 1e-4
+    assert auto_solver(info, 0.0, 2e-4, "squared") == "sdca"
+    assert auto_solver(info, 0.0, 3e-5, "logistic") == "sdca"             # logistic: 2.5e-5
+    assert auto_solver(info, 0.0, 2e-5, "logistic") == "acc-sdca"
+    assert auto_solver(info, 0.0, 5e-6, "smooth-hinge", gamma=10.0) == "acc-sdca"   # 1e-5
+    assert auto_solver(info, 0.0, 5e-5, "smooth-hinge", gamma=10.0) == "sdca"
+    assert auto_solver(info, 0.0, 1e-9, "hinge") == "sdca"               # never for the hinge
+    assert auto_solver(info, 0.0, 1e-9, "squared", sampling="importance") == "rcd-dual"
+    assert acc_sdca_l2_threshold(info, "logistic") == pytest.approx(2.5e-5)
+    text = " ".join(explain_auto(info, has_cols=True))
+    assert "acc-sdca" in text and "2.5e-05" in text
+
+
+def test_auto_runs_acc_sdca_at_small_l2(tmp_path):
+    from ooc.synth import SynthSource
+
+    # rows only: the dual side whatever C_P and C_D say
+    st = ooc.convert(SynthSource(3000, 300, 10, seed=5), f"memory://auto-{uuid.uuid4().hex[:8]}",
+                     dtype="float64", layout="rows")
+    thr = acc_sdca_l2_threshold(st.info(), "logistic")
+    r = ooc.train(st, str(tmp_path / "r"), loss="logistic", l2=thr / 10, tol=1e-3, max_epochs=300)
+    assert r.result["solver"] == "acc-sdca" and r.result["converged"]
