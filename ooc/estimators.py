@@ -1,4 +1,4 @@
-"""scikit-learn estimators: ``LinearClassifier`` (binary) and ``LinearRegressor``.
+"""scikit-learn estimators: ``LinearClassifier`` (binary and multiclass) and ``LinearRegressor``.
 
 They follow scikit-learn's conventions: ``__init__`` stores its parameters untouched,
 ``fit`` validates them (and the data, with scikit-learn's own validators), fitted
@@ -18,10 +18,10 @@ so scikit-learn's / LIBLINEAR's ``C`` is ``1 / (l2 n)`` and Ridge's ``alpha`` is
 ``l2 n`` (with ``bias=0``). ``bias=B > 0`` adds LIBLINEAR's intercept feature of value
 ``B``, whose weight is regularized like the others; ``bias=0`` fits no intercept.
 
-Scope of this version: binary classification only (multiclass raises
-``ValueError('Only binary classification is supported. ...')``, as scikit-learn asks of
-binary-only classifiers); ``class_weight`` is None or ``'balanced'`` (no dict); no
-``sample_weight``.
+Multiclass targets train one-vs-rest (``multiclass='ovr'``, every class on the same pass
+over the data) or with the Crammer-Singer loss (``multiclass='crammer-singer'``, hinge or
+smooth hinge); ``coef_`` is then ``(n_classes, n_features)``. Scope of this version:
+``class_weight`` is None or ``'balanced'`` (no dict); no ``sample_weight``.
 """
 
 from __future__ import annotations
@@ -95,6 +95,16 @@ def _data_hash(X, y) -> str:
     return joblib.hash((X, y))
 
 
+def _sigmoid(m: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-m))`` without overflow."""
+    p = np.empty_like(m, dtype=np.float64)
+    pos = m >= 0
+    p[pos] = 1.0 / (1.0 + np.exp(-m[pos]))
+    e = np.exp(m[~pos])
+    p[~pos] = e / (1.0 + e)
+    return p
+
+
 class _OOCLinear(BaseEstimator):
     """Shared machinery: data -> store, training, partial_fit state, streamed margins."""
 
@@ -147,6 +157,9 @@ class _OOCLinear(BaseEstimator):
     def _extra_options(self) -> dict:
         return {}
 
+    def _store_kind(self) -> str:
+        return self._label_kind
+
     def _encode_y(self, y, reset: bool):
         """Labels for the store (float64) and the store's label kind; sets classes_ when reset."""
         raise NotImplementedError
@@ -172,7 +185,7 @@ class _OOCLinear(BaseEstimator):
             X = X.tocsr()
         key = _data_hash(X, y_store)
         st = convert(X, f"{_MEM_PREFIX}{uuid.uuid4().hex}", y=y_store, dtype="float64",
-                     label_kind=self._label_kind, n_features=X.shape[1])
+                     label_kind=self._store_kind(), n_features=X.shape[1])
         return st, key
 
     def _store_for(self, X, y, reset: bool):
@@ -309,11 +322,13 @@ class _OOCLinear(BaseEstimator):
                 out.append(self.model_.decision_csr(np.asarray(blk.indptr, dtype=np.int64), blk.indices, blk.data))
             return np.concatenate(out) if out else np.zeros(0)
         X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32], reset=False)
+        if self.coef_.ndim == 2:  # multiclass: one column per class
+            return np.asarray(X @ self.coef_.T) + self.intercept_
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
 
 class LinearClassifier(ClassifierMixin, _OOCLinear):
-    """Binary linear classifier (logistic, hinge or smooth-hinge loss) trained out of core.
+    """Linear classifier (logistic, hinge or smooth-hinge loss) trained out of core.
 
     Minimises ``1/n sum_i c_i phi(x_i . w + B w_B, y_i) + l2/2 ||w||^2 + l1 ||w||_1`` with
     Prox-SDCA to a certified relative duality gap ``tol``. scikit-learn's
@@ -336,7 +351,12 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
     class_weight : None or 'balanced'
     gamma : float
         Smoothing of ``'smooth-hinge'``.
-    solver : {'auto', 'sdca'}
+    solver : {'auto', 'sdca', 'acc-sdca', 'rcd-primal', 'rcd-dual', 'dgpd'}
+        As ``ooc train --solver`` (``'auto'`` decides from the data, see the README).
+    multiclass : {'ovr', 'crammer-singer'}
+        How more than two classes are trained: one-vs-rest (one binary problem per class,
+        all on the same pass), or the Crammer-Singer multiclass hinge (``loss='hinge'`` or
+        ``'smooth-hinge'``). Ignored for two classes.
     memory : str or int
         Block cache budget (e.g. ``'1GiB'``).
     seed : int
@@ -347,11 +367,11 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
 
     Attributes
     ----------
-    coef_ : ndarray (n_features,)
-    intercept_ : float
+    coef_ : ndarray (n_features,), or (n_classes, n_features) for more than two classes
+    intercept_ : float, or ndarray (n_classes,)
         ``B * w_B`` (0 when ``bias=0``).
-    classes_ : ndarray (2,)
-        Original labels, ``classes_[1]`` is the positive class.
+    classes_ : ndarray (n_classes,)
+        Original labels; for two classes ``classes_[1]`` is the positive class.
     n_iter_ : int
         Epochs (passes with updates).
     primal_, dual_, gap_, rel_gap_ : float
@@ -368,7 +388,8 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
     _losses = ("logistic", "hinge", "smooth-hinge")
 
     def __init__(self, loss="logistic", l2=None, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0,
-                 class_weight=None, gamma=1.0, solver="auto", memory="1GiB", seed=0, run_dir=None):
+                 class_weight=None, gamma=1.0, solver="auto", multiclass="ovr", memory="1GiB", seed=0,
+                 run_dir=None):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1
@@ -378,14 +399,13 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         self.class_weight = class_weight
         self.gamma = gamma
         self.solver = solver
+        self.multiclass = multiclass
         self.memory = memory
         self.seed = seed
         self.run_dir = run_dir
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
+    def _is_multiclass(self) -> bool:
+        return len(getattr(self, "classes_", ())) > 2
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -395,43 +415,52 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         g = self.gamma
         if not isinstance(g, numbers.Real) or not np.isfinite(g) or g <= 0:
             raise ValueError(f"gamma={g!r}: expected a finite number > 0")
+        if self.multiclass not in ("ovr", "crammer-singer"):
+            raise ValueError(f"multiclass={self.multiclass!r}: expected 'ovr' or 'crammer-singer'")
 
     def _extra_options(self) -> dict:
-        return {"class_weight": self.class_weight, "gamma": float(self.gamma)}
+        return {"class_weight": self.class_weight, "gamma": float(self.gamma),
+                "multiclass": self.multiclass if self._is_multiclass() else None}
+
+    def _store_kind(self) -> str:
+        return "multiclass" if self._is_multiclass() else "binary"
 
     def _encode_y(self, y, reset: bool):
         if reset:
             check_classification_targets(y)
-            y_type = type_of_target(y, input_name="y", raise_unknown=True)
-            if y_type != "binary":
-                raise ValueError(f"Only binary classification is supported. The type of the target is {y_type}.")
             classes = np.unique(y)
             if len(classes) < 2:
-                raise ValueError(f"y has only one class ({classes[0]!r}): a binary classifier needs 2 classes")
+                raise ValueError(f"y has only one class ({classes[0]!r}): a classifier needs at least 2 classes")
             self.classes_ = classes
-        pos = np.asarray(y) == self.classes_[1]
-        if not reset:
-            known = pos | (np.asarray(y) == self.classes_[0])
-            if not known.all():
-                raise ValueError(f"y has labels outside classes_ {self.classes_.tolist()}")
-        return np.where(pos, 1.0, -1.0)
+        y = np.asarray(y)
+        # the store gets class positions (0..k-1, or -1/+1 for two classes); classes_ maps back
+        idx = np.searchsorted(self.classes_, y)
+        known = (idx < len(self.classes_)) & (self.classes_[np.minimum(idx, len(self.classes_) - 1)] == y)
+        if not known.all():
+            raise ValueError(f"y has labels outside classes_ {self.classes_.tolist()}")
+        if self._is_multiclass():
+            return idx.astype(np.float64)
+        return np.where(idx == 1, 1.0, -1.0)
 
     def _check_store_labels(self, st, reset: bool) -> None:
         from .store import layout as L
 
-        if st.label_kind != L.BINARY:
-            raise ValueError(f"{st.path}: Only binary classification is supported. The store's labels are "
-                             f"{st.label_kind}.")
+        if st.label_kind == L.REGRESSION:
+            raise ValueError(f"{st.path}: a classifier needs class labels; the store's labels are regression "
+                             "targets (use LinearRegressor)")
         if reset:
-            self.classes_ = np.asarray(st.label_values)
+            self.classes_ = np.asarray(st.label_values if st.label_kind == L.BINARY else st.classes)
 
     def decision_function(self, X):
-        """Margins ``X @ coef_ + intercept_`` (> 0 means ``classes_[1]``); X may be a store path."""
+        """Margins ``X @ coef_.T + intercept_``: (n,) for two classes (> 0 means ``classes_[1]``),
+        else (n, n_classes); X may be a store path."""
         return self._margins(X)
 
     def predict(self, X):
-        """Predicted labels, in ``classes_``'s values."""
+        """Predicted labels, in ``classes_``'s values (the largest margin for more than two)."""
         m = self._margins(X)
+        if m.ndim == 2:
+            return self.classes_[np.argmax(m, axis=1)]
         return self.classes_[(m > 0).astype(np.intp)]
 
     def _has_proba(self):
@@ -441,26 +470,29 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        """``[P(classes_[0]), P(classes_[1])]`` per row: the logistic sigmoid of the margin."""
+        """Class probabilities per row: ``[P(classes_[0]), P(classes_[1])]`` from the sigmoid of
+        the margin, or for more than two classes each class's one-vs-rest sigmoid, normalised to
+        sum to 1 (scikit-learn's one-vs-rest rule)."""
         m = self._margins(X)
-        p = np.empty_like(m)
-        pos = m >= 0
-        p[pos] = 1.0 / (1.0 + np.exp(-m[pos]))
-        e = np.exp(m[~pos])
-        p[~pos] = e / (1.0 + e)
+        if m.ndim == 2:
+            p = _sigmoid(m)
+            return p / p.sum(axis=1, keepdims=True)
+        p = _sigmoid(m)
         return np.column_stack([1.0 - p, p])
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
         m = self._margins(X)
+        if m.ndim == 2:
+            return np.log(self.predict_proba(X))
         return np.column_stack([-np.logaddexp(0.0, m), -np.logaddexp(0.0, -m)])
 
     def partial_fit(self, X, y=None, classes=None):
-        """One more pass over the same data; ``classes`` (if given) must be the two labels of y."""
+        """One more pass over the same data; ``classes`` (if given) must be the labels of y."""
         if classes is not None and getattr(self, "_pf", None) is None:
             classes = np.unique(np.asarray(classes))
-            if len(classes) != 2:
-                raise ValueError(f"Only binary classification is supported. classes={classes.tolist()}")
+            if len(classes) < 2:
+                raise ValueError(f"classes={classes.tolist()}: a classifier needs at least 2 classes")
         super().partial_fit(X, y)
         if classes is not None and not np.array_equal(classes, self.classes_):
             raise ValueError(f"classes={classes.tolist()} differ from the labels of y {self.classes_.tolist()}")

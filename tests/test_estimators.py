@@ -45,8 +45,8 @@ def _expected_failed_checks(est):
 # tol: a 1e-4 certified gap is plenty for the checks' assertions. Some checks fit random labels
 # on features centred at 100 (check_fit_idempotent, ...): badly conditioned for a dual
 # coordinate method, those fits stop at max_epochs (default 100) with a ConvergenceWarning,
-# which is what they should do, and keep the ~200 fits fast. Multiclass checks are skipped by
-# scikit-learn itself (tag multi_class=False) and replaced by check_classifier_not_supporting_multiclass.
+# which is what they should do, and keep the ~200 fits fast. The classifier is multiclass
+# (one-vs-rest by default), so scikit-learn's multiclass checks run too.
 @parametrize_with_checks(
     [
         LinearClassifier(tol=1e-4),
@@ -85,7 +85,7 @@ def _regression_data(n=300, d=15, seed=1):
 def test_params_stored_untouched_and_not_mutated_by_fit():
     X, y = _binary_data()
     params = dict(loss="logistic", l2=1e-2, l1=0.0, tol=1e-8, max_epochs=50, bias=0.5, class_weight=None,
-                  gamma=1.0, solver="sdca", memory="64MiB", seed=3, run_dir=None)
+                  gamma=1.0, solver="sdca", multiclass="ovr", memory="64MiB", seed=3, run_dir=None)
     est = LinearClassifier(**params)
     assert est.get_params() == params
     est.fit(X, y)
@@ -172,13 +172,58 @@ def test_predict_proba_logistic_and_refused_for_hinge():
     assert hinge.score(X, y) > 0.9
 
 
-def test_multiclass_and_single_class_refused():
+def test_single_class_refused():
     X, _ = _binary_data()
-    y3 = np.arange(X.shape[0]) % 3
-    with pytest.raises(ValueError, match="Only binary classification is supported"):
-        LinearClassifier().fit(X, y3)
     with pytest.raises(ValueError, match="one class"):
         LinearClassifier().fit(X, np.ones(X.shape[0]))
+
+
+def _multiclass_data(n=450, d=20, k=3, seed=2):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.4, format="csr", random_state=seed, dtype=np.float64)
+    X.data = rng.standard_normal(X.nnz)
+    W = rng.standard_normal((k, d))
+    names = np.array(["ant", "bee", "cat", "dog"][:k])
+    return X, names[np.argmax(X @ W.T + 0.3 * rng.standard_normal((n, k)), axis=1)]
+
+
+def test_multiclass_ovr_matches_sklearn_one_vs_rest():
+    from sklearn.multiclass import OneVsRestClassifier
+
+    X, y = _multiclass_data()
+    n, l2 = X.shape[0], 1e-2
+    est = LinearClassifier(l2=l2, bias=0.0, tol=1e-13, max_epochs=3000).fit(X, y)
+    assert est.converged_ and list(est.classes_) == ["ant", "bee", "cat"]
+    assert est.coef_.shape == (3, X.shape[1]) and est.intercept_.shape == (3,)
+    ref = OneVsRestClassifier(LogisticRegression(C=1.0 / (l2 * n), fit_intercept=False, solver="newton-cholesky",
+                                                 tol=1e-14, max_iter=1000)).fit(X.toarray(), y)
+    w_ref = np.vstack([e.coef_.ravel() for e in ref.estimators_])
+    np.testing.assert_allclose(est.coef_, w_ref, rtol=1e-6, atol=1e-6 * np.abs(w_ref).max())
+    m = est.decision_function(X)
+    assert m.shape == (n, 3)
+    assert np.array_equal(est.predict(X), est.classes_[np.argmax(m, axis=1)])
+    assert est.score(X, y) > 0.8
+    p = est.predict_proba(X)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    np.testing.assert_allclose(p, ref.predict_proba(X.toarray()), rtol=1e-5, atol=1e-7)
+    est.partial_fit(X, y)  # a new one-pass run; a later call must bring the same labels
+    with pytest.raises(ValueError, match="outside classes_"):
+        est.partial_fit(X, np.where(y == "ant", "emu", y))
+
+
+def test_multiclass_crammer_singer_equals_the_engine(tmp_path):
+    X, y = _multiclass_data(k=4, seed=5)
+    est = LinearClassifier(loss="hinge", multiclass="crammer-singer", l2=1e-2, bias=0.0, tol=1e-8,
+                           max_epochs=2000).fit(X, y)
+    assert est.converged_ and est.primal_ >= est.dual_
+    pos = np.searchsorted(est.classes_, y).astype(np.float64)
+    st = ooc.convert(X, f"memory://cs-{np.random.default_rng().integers(1 << 60)}", y=pos, dtype="float64",
+                     label_kind="multiclass")
+    run = ooc.train(st, str(tmp_path / "cs"), loss="hinge", multiclass="crammer-singer", l2=1e-2, tol=1e-8,
+                    max_epochs=2000, solver="sdca")
+    np.testing.assert_array_equal(est.coef_, run.model.coef_)
+    with pytest.raises(ValueError, match="multiclass="):
+        LinearClassifier(multiclass="one-vs-one").fit(X, y)
 
 
 def test_wrong_number_of_features_at_predict():
@@ -274,7 +319,7 @@ def test_partial_fit_is_one_more_pass():
 
 def test_partial_fit_regressor():
     X, y = _regression_data()
-    est = LinearRegressor(l2=1e-3, tol=1e-14)
+    est = LinearRegressor(l2=1e-3, tol=1e-14, solver="sdca")  # auto would accelerate: its gap is not monotone
     gaps = [est.partial_fit(X, y).rel_gap_ for _ in range(3)]
     assert est.n_iter_ == 3
     assert gaps[2] < gaps[1] < gaps[0]
