@@ -22,7 +22,7 @@ from .store.ingest import parse_bytes
 
 LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
 SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
-AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual")
+AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
 
 
 class ConvergenceWarning(UserWarning):
@@ -101,6 +101,9 @@ def _validate(opts: dict, store) -> dict:
     if o["solver"] == "acc-sdca" and o["loss"] == "hinge":
         raise ValueError("--solver acc-sdca needs a smooth loss: use --loss smooth-hinge with a small --gamma "
                          "(the smoothing of Sec. 3.3 of the accelerated Prox-SDCA paper)")
+    if o["solver"] == "dspdc" and o["loss"] == "hinge":
+        raise ValueError("--solver dspdc needs a smooth loss (squared, logistic, smooth-hinge); for an SVM use "
+                         "--loss smooth-hinge with a small --gamma")
     if int(o["inner_passes"]) < 1:
         raise ValueError("--inner-passes must be >= 1")
     o["inner_passes"] = int(o["inner_passes"])
@@ -217,6 +220,10 @@ def _solver_class(name: str, distributed: str | None, multiclass: str | None = N
         from .solvers.dgpd import DGPDSolver
 
         return DGPDSolver
+    if name == "dspdc":
+        from .solvers.dspdc import DSPDCSolver
+
+        return DSPDCSolver
     from .solvers.acc_sdca import AccSDCASolver
     from .solvers.sdca import SDCASolver
 
