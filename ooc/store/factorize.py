@@ -11,9 +11,12 @@ store, in a second streaming pass over its row blocks::
 and the attribute ``factor = {k, seed, scale, R, blocks, base_fingerprint}``. The fingerprint
 of the store then covers ``U`` and ``V`` too (a run on a factorized store is refused on another).
 
-``G`` is ``K x d`` with i.i.d. ``N(0, 1/K)`` entries (the paper's "Gaussian random matrix";
-the ``1/K`` variance makes ``E[G^T G] = I``, so ``A = X G^T G`` is an unbiased random
-projection of ``X`` onto ``K`` directions and back). It is generated from ``(seed, c)`` in
+``G`` is ``K x d`` with i.i.d. ``N(0, 1/d)`` entries (the paper's "Gaussian random matrix",
+which does not give a scale). With variance ``1/d``, ``G G^T`` is close to ``I_K`` (rows nearly
+orthonormal), so ``G^T G`` is close to the orthogonal projection ``P`` onto a random
+``K``-dimensional subspace and ``A ~ X P``: row norms shrink by about ``sqrt(K/d)``. (Variance
+``1/K`` would make ``E[G^T G] = I`` but inflate row norms by ``sqrt(d/K)``, and with them
+``R^2`` and the iteration count.) It is generated from ``(seed, c)`` in
 chunks of :data:`G_CHUNK` columns, so it does not depend on ``--memory``; at most a quarter of
 ``memory`` of it is held at a time (regenerated per row piece when it does not fit).
 
@@ -45,8 +48,8 @@ FACTOR_A_SQNORM = "factor/a_sqnorm"
 G_CHUNK = 4096
 
 
-def gaussian_columns(seed: int, k: int, c0: int, c1: int, dtype) -> np.ndarray:
-    """Columns ``c0..c1-1`` of ``G`` (``k x (c1 - c0)``, ``N(0, 1/k)``), cast to ``dtype``.
+def gaussian_columns(seed: int, k: int, d: int, c0: int, c1: int, dtype) -> np.ndarray:
+    """Columns ``c0..c1-1`` of ``G`` (``k x (c1 - c0)``, ``N(0, 1/d)``), cast to ``dtype``.
 
     Chunk ``t`` of :data:`G_CHUNK` columns comes from ``default_rng([seed, t])``, so any column
     range is reproducible on its own.
@@ -54,7 +57,7 @@ def gaussian_columns(seed: int, k: int, c0: int, c1: int, dtype) -> np.ndarray:
     parts = []
     for t in range(c0 // G_CHUNK, -(-c1 // G_CHUNK)):
         lo, hi = t * G_CHUNK, (t + 1) * G_CHUNK
-        g = np.random.default_rng([int(seed), t]).standard_normal((k, G_CHUNK)) / math.sqrt(k)
+        g = np.random.default_rng([int(seed), t]).standard_normal((k, G_CHUNK)) / math.sqrt(d)
         parts.append(g[:, max(c0, lo) - lo:min(c1, hi) - lo])
     out = np.concatenate(parts, axis=1) if parts else np.zeros((k, 0))
     return np.ascontiguousarray(out.astype(dtype))
@@ -102,7 +105,7 @@ def factorize_in_place(path: str, k: int, seed: int = 0, memory: int = 1 << 30) 
         gram = np.zeros((k, k))
         vt = Appender(be, FACTOR_VT, dtype, cl, h_v)
         for c0, c1 in groups:
-            g = gaussian_columns(seed, k, c0, c1, dtype)
+            g = gaussian_columns(seed, k, d, c0, c1, dtype)
             g64 = g.astype(np.float64)
             gram += g64 @ g64.T
             vt.append(np.ascontiguousarray(g.T).reshape(-1))
@@ -128,7 +131,7 @@ def factorize_in_place(path: str, k: int, seed: int = 0, memory: int = 1 << 30) 
                 for c0, c1 in groups:
                     g = held.get((c0, c1))
                     if g is None:
-                        g = gaussian_columns(seed, k, c0, c1, dtype)
+                        g = gaussian_columns(seed, k, d, c0, c1, dtype)
                     U += np.asarray(X[:, c0:c1] @ g.astype(np.float64).T)
                 U = U.astype(dtype)
                 u64 = U.astype(np.float64)
@@ -144,7 +147,7 @@ def factorize_in_place(path: str, k: int, seed: int = 0, memory: int = 1 << 30) 
         h.update(repr(("factor", k, int(seed), str(dtype))).encode())
         h.update(h_u.digest())
         h.update(h_v.digest())
-        info = {"k": k, "seed": int(seed), "scale": 1.0 / math.sqrt(k), "R": math.sqrt(r2),
+        info = {"k": k, "seed": int(seed), "scale": 1.0 / math.sqrt(max(d, 1)), "R": math.sqrt(r2),
                 "blocks": len(ptr) - 1, "base_fingerprint": old_fp}
         be.set_attrs({"factor": info, "fingerprint": h.hexdigest()})
     finally:
