@@ -62,6 +62,7 @@ iteration's ``J`` and steps, the gap sums) is in the checkpoint.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -200,7 +201,9 @@ class DSPDCSolver(BlockLoopSolver):
     def history_extra(self) -> dict:
         ex = getattr(self, "extra", {})
         out = {"m": self.m, "q": self.q, "theta": self.theta, "tau": self.tau, "sigma": self.sigma,
-               "factorized": self.factorized}
+               "factorized": self.factorized,
+               # this process's time in the iterations (not state: a resumed run counts from 0 again)
+               "update_seconds": getattr(self, "_update_seconds", 0.0)}
         if "at_start" in ex:  # what it took to reach the state this line certifies
             out["iterations"] = int(ex["at_start"][0])
             out["work"] = int(ex["at_start"][1])
@@ -236,6 +239,7 @@ class DSPDCSolver(BlockLoopSolver):
         iters = max(1, int(round(rows / self.m)))
         vptr, vidx, vdat = self.V
         l1_last = not (self.bias > 0)
+        t0 = time.perf_counter()
         for c in range(self.k):
             a = np.ascontiguousarray(alpha[c])
             ex["work"][0] += dspdc_block(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c,
@@ -245,3 +249,4 @@ class DSPDCSolver(BlockLoopSolver):
                                          _seed(self.opt["seed"], epoch, blk.index, c), l1_last)
             alpha[c] = a
         ex["iters"][0] += iters
+        self._update_seconds = getattr(self, "_update_seconds", 0.0) + time.perf_counter() - t0
