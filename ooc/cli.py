@@ -85,14 +85,23 @@ def main():
 @click.option("--n-features", type=int, default=None, help="Number of features (default: from the data).")
 @click.option("--block-bytes", default=None, help="Decoded bytes per block (default 64MiB, at most memory/8).")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists.")
+@click.option("--factorize", "factorize", type=click.IntRange(min=1), default=None, metavar="K",
+              help="Also store A = U V with U = X G^T, V = G (G: K x d Gaussian) for --solver dspdc.")
+@click.option("--factorize-seed", type=int, default=0, show_default=True, help="Seed of G.")
 @click.option("--json", "as_json", is_flag=True, help="Print the store summary as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, label_kind, n_features,
-            block_bytes, overwrite, as_json, verbose):
+            block_bytes, overwrite, factorize, factorize_seed, as_json, verbose):
     """Convert INPUT (svmlight/LIBSVM, CSV/TSV, .npz; .gz/.bz2/.xz) into the ooc store STORE."""
     from .store.ingest import convert as do_convert
 
+    if factorize:
+        from functools import partial
+
+        from .store.factorize import convert_factorized
+
+        do_convert = partial(convert_factorized, k=factorize, seed=factorize_seed)
     bar = ConvertProgress(wanted(verbose))
     try:
         st = do_convert(input, store, format=fmt, layout=layout, memory=memory, dtype=dtype,
@@ -124,6 +133,10 @@ def info(store, as_json):
     with open_store(store) as st:
         i = st.info()
         i["auto"] = explain_auto(i, st.has_layout("cols"))
+        f = st.attrs.get("factor")
+        # the factor (ooc.store.factorize) is reported here, not in Store.info, to keep it in one module
+        i.update({"factorized": bool(f), "factor_k": f["k"] if f else None,
+                  "factor_R": f["R"] if f else None, "factor_seed": f["seed"] if f else None})
     if as_json:
         _emit_json(i)
         return
@@ -172,6 +185,9 @@ def format_info(i: dict) -> str:
     ]
     for j, line in enumerate(i.get("auto") or []):
         lines.append(("auto solver  " if j == 0 else "             ") + line)
+    if i.get("factorized"):
+        lines.insert(-1, f"factorized   A = U V, K = {i['factor_k']} (U = X G^T, V = G, seed {i['factor_seed']}); "
+                         f"max row norm of A {i['factor_R']:.4g}; read by --solver dspdc")
     return "\n".join(lines)
 
 

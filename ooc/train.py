@@ -25,7 +25,7 @@ from .store.ingest import parse_bytes
 
 LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
 SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
-AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual")
+AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
 #: solvers that accept --l2 0 with --l1 > 0 (auto picks rcd-primal; sdca/acc-sdca add a small L2)
 PURE_L1_SOLVERS = ("auto", "rcd-primal", "sdca", "acc-sdca")
 
@@ -113,6 +113,9 @@ def _validate(opts: dict, store) -> dict:
             raise ValueError(f"--smoothing must be a finite number > 0 (got {o['smoothing']!r})")
     elif o["solver"] == "acc-sdca" and o["loss"] == "hinge":
         o["smoothing"] = o["tol"]  # the smoothed optimum is then within tol/2 of the hinge one
+    if o["solver"] == "dspdc" and o["loss"] == "hinge":
+        raise ValueError("--solver dspdc needs a smooth loss (squared, logistic, smooth-hinge); for an SVM use "
+                         "--loss smooth-hinge with a small --gamma")
     if int(o["inner_passes"]) < 1:
         raise ValueError("--inner-passes must be >= 1")
     o["inner_passes"] = int(o["inner_passes"])
@@ -288,6 +291,10 @@ def _solver_class(name: str, distributed: str | None, multiclass: str | None = N
         from .solvers.dgpd import DGPDSolver
 
         return DGPDSolver
+    if name == "dspdc":
+        from .solvers.dspdc import DSPDCSolver
+
+        return DSPDCSolver
     from .solvers.acc_sdca import AccSDCASolver
     from .solvers.sdca import SDCASolver
 

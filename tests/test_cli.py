@@ -219,7 +219,7 @@ def test_predict_original_labels_store_and_svmlight(data, trained, tmp_path):
     (["train", "{binary}", "--out", "{tmp}/r", "--tol", "-1"], "tol"),
     (["train", "{binary}", "--out", "{tmp}/r", "--max-epochs", "-3"], "max-epochs"),
     (["train", "{binary}", "--out", "{tmp}/r", "--memory", "lots"], "memory"),
-    (["train", "{binary}", "--out", "{tmp}/r", "--solver", "dspdc"], "dspdc"),
+    (["train", "{binary}", "--out", "{tmp}/r", "--solver", "dspdc", "--loss", "hinge"], "dspdc"),
     (["train", "{binary}", "--out", "{tmp}/r", "--solver", "sdca", "--sampling", "importance"], "sampling"),
     (["train", "{multi}", "--out", "{tmp}/r", "--multiclass", "crammer-singer"], "crammer-singer"),
     (["train", "{multi}", "--out", "{tmp}/r", "--loss", "squared"], "multiclass"),
