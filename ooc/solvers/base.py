@@ -204,6 +204,10 @@ class BlockLoopSolver(StoreSolver):
         """Solver-specific fields of a history line."""
         return {}
 
+    def v_is_w(self) -> bool:
+        """Whether ``w = grad g*(v)`` is ``v`` itself (then one array serves both)."""
+        return False
+
     #: entries of the gap sums (one per problem solved side by side)
     @property
     def n_terms(self) -> int:
@@ -267,6 +271,12 @@ class BlockLoopSolver(StoreSolver):
             self.duals.restore(arrays)
             rd.truncate_history(meta["history_len"])
         w, v, w_prev = arrays["w"], arrays["v"], arrays["w_prev"]
+        if self.v_is_w():
+            # one array for both: the kernels write v_j and w_j = v_j to the same place, which
+            # saves a random write (and a cache line) per nonzero; the iterates are identical
+            if not np.array_equal(w, v):
+                raise RuntimeError("inconsistent state: w != v although l1 = 0")
+            v = w
         self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev", "alpha")}
         self.restore_extra(meta)
         e, k = int(meta["epoch"]), int(meta["position"])

@@ -28,6 +28,10 @@ class SDCASolver(BlockLoopSolver):
 
     name = "sdca"
 
+    def v_is_w(self) -> bool:
+        # soft_threshold(v, 0) = v exactly; the bias entry is v too
+        return float(self.pb.penalty.l1) == 0.0
+
     def work_block(self, blk: TrainBlock, alpha, epoch, w, v, w_state, psum, dsum, update) -> None:
         """Gap terms and update in one sweep per class (:func:`ooc.kernels.sdca.sdca_pass_gap`)."""
         if not update:
