@@ -65,6 +65,9 @@ def _json_default(o):
 @click.version_option(__version__, prog_name="ooc")
 def main():
     """Train regularized linear models on sparse data larger than memory."""
+    from ._malloc import tune_malloc
+
+    tune_malloc()  # block-sized buffers must go back to the system when freed (see ooc._malloc)
 
 
 # -- convert ---------------------------------------------------------------------------------

@@ -391,6 +391,9 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
 
 
 def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
+    from ._malloc import tune_malloc
+
+    tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
     pb = _problem(st, o)
     solver = _solver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
