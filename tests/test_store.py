@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 from sklearn.datasets import load_svmlight_file
 
+import ooc
 from ooc.cli import main as cli
 from ooc.store import layout as L
 from ooc.store.backend import MemoryBackend, StoreError
@@ -527,3 +528,24 @@ def test_streamed_row_blocks_match_block_boundaries(nnz, budget, entry, cuts, bi
     for a, b in zip(edges[:-1], edges[1:]):
         c.add(nnz[a:b])
     np.testing.assert_array_equal(c.finish(), L.block_boundaries(nnz, entry, budget))
+
+
+@pytest.mark.parametrize("fmt", ["zarr", "hdf5"])
+def test_read_labels_of_any_range_equals_the_labels(tmp_path, fmt):
+    """read_labels keeps the chunks of the last range: every range, in any order, is still exact."""
+    rng = np.random.default_rng(7)
+    X = sp.random(3000, 20, density=0.2, format="csr", random_state=7)
+    y = rng.normal(size=3000)
+    st = ooc.convert(X, str(tmp_path / f"s.{'zarr' if fmt == 'zarr' else 'h5'}"), y=y, format=fmt,
+                     label_kind="regression", dtype="float64", block_bytes=4000)
+    cl = st.backend.chunk_len("labels")
+    full = st.read_labels(0, st.n_rows)
+    np.testing.assert_array_equal(full, y)
+    edges = [0, 1, cl - 1, cl, cl + 1, 2 * cl - 3, st.n_rows - 5, st.n_rows]
+    ranges = [(a, b) for a in edges for b in edges if a < b <= st.n_rows]
+    ranges += [tuple(sorted(rng.integers(0, st.n_rows + 1, 2))) for _ in range(50)]
+    for a, b in ranges:
+        got = st.read_labels(int(a), int(b))
+        np.testing.assert_array_equal(got, y[a:b])
+        got[:] = 0  # a copy: the kept chunk is not changed by the caller
+    np.testing.assert_array_equal(st.read_labels(0, st.n_rows), y)

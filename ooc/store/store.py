@@ -95,6 +95,7 @@ class Store:
         self.fingerprint = attrs["fingerprint"]
         self._block_ptr = {lay: backend.read(L.array_name(lay, L.BLOCK_PTR)) for lay in self.layouts}
         self._cached: dict[str, np.ndarray] = {}
+        self._label_window: tuple | None = None  # (start, stop, labels) of the label chunks read last
 
     # -- metadata ------------------------------------------------------------------
     def has_layout(self, layout: str) -> bool:
@@ -125,10 +126,26 @@ class Store:
         return self._vector(L.LABELS)
 
     def read_labels(self, start: int, stop: int) -> np.ndarray:
-        """Labels of rows ``start..stop-1`` without loading all of them."""
+        """Labels of rows ``start..stop-1`` without loading all of them.
+
+        A row block is usually much shorter than a label chunk, and decoding a chunk to take
+        a slice of it once per block decoded every chunk ~15 times a pass (measured on a
+        14M-row store: 12 % of a cold gap-only pass). The chunks that held the last range
+        read are kept (one chunk, or two when the range straddles a boundary).
+        """
         if L.LABELS in self._cached:
             return self._cached[L.LABELS][start:stop]
-        return self.backend.read(L.LABELS, start, stop)
+        win = self._label_window
+        if win is not None and win[0] <= start and stop <= win[1]:
+            return win[2][start - win[0]:stop - win[0]].copy()
+        cl = int(self.backend.chunk_len(L.LABELS) or 0)
+        if cl <= 0 or stop - start >= cl:
+            return self.backend.read(L.LABELS, start, stop)
+        lo = start // cl * cl
+        hi = min(-(-stop // cl) * cl, self.n_rows)
+        arr = self.backend.read(L.LABELS, lo, hi)
+        self._label_window = (lo, hi, arr)  # one tuple: a reader in another thread sees old or new
+        return arr[start - lo:stop - lo].copy()
 
     @property
     def row_nnz(self) -> np.ndarray:
