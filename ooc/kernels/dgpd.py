@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from ooc.objectives.losses import dual_step, loss_value
+from ooc.kernels.sdca import dual_apply
 from ooc.objectives.penalties import soft_threshold_scalar
 
 __all__ = [
@@ -222,16 +223,7 @@ def active_rounds(loss, indptr, indices, data, y, c, alpha, q, orders, v, w, l2,
             d = dual_step(loss, ai, z, y[i], q[i], ci)
             if d != 0.0:
                 alpha[i] = ai + d
-                s = d * inv_l2n
-                for p in range(start, end):
-                    j = indices[p]
-                    vj = v[j] + s * data[p]
-                    v[j] = vj
-                    w[j] = soft_threshold_scalar(vj, k)
-                if has_bias:
-                    vb = v[b] + s * bias
-                    v[b] = vb
-                    w[b] = vb
+                dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
                 sum_d2 += d * d
     return sum_d2
 

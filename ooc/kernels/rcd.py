@@ -30,6 +30,7 @@ from numba import njit
 
 from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
+from ooc.kernels.sdca import dual_apply
 from ooc.schedule.sampling import tree_build, tree_draw
 
 _KAPPA_EPS = 1e-12
@@ -46,20 +47,6 @@ def _row_margin(indptr, indices, data, i, w, bias):
     if bias > 0.0:
         z += bias * w[w.shape[0] - 1]
     return z
-
-
-@njit(cache=True, nogil=True)
-def _dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias):
-    s = d * inv_l2n
-    for p in range(indptr[i], indptr[i + 1]):
-        j = indices[p]
-        vj = v[j] + s * np.float64(data[p])
-        v[j] = vj
-        w[j] = soft_threshold_scalar(vj, k)
-    if bias > 0.0:
-        b = v.shape[0] - 1
-        v[b] += s * bias
-        w[b] = v[b]
 
 
 @njit(cache=True, nogil=True)
@@ -81,7 +68,7 @@ def quartz_pass(loss, indptr, indices, data, y, c, alpha, draws, eta, v, w, l2, 
         d = eta[i] * (target - alpha[i])
         if d != 0.0:
             alpha[i] += d
-            _dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
+            dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
             total += d * d
     return total
 
@@ -178,7 +165,7 @@ def dual_adaptive_pass(loss, indptr, indices, data, y, c, alpha, v, w, rownorm, 
         d = dual_step(loss, alpha[i], z, y[i], q, c[i])
         if d != 0.0:
             alpha[i] += d
-            _dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
+            dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
         steps += 1
     return steps
 

@@ -36,12 +36,34 @@ from ooc.objectives.losses import dual_step, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
 
 __all__ = [
+    "dual_apply",
     "sdca_pass",
     "sdca_pass_gap",
     "block_primal_loss",
     "block_dual_loss",
     "block_accumulate_v",
 ]
+
+
+@njit(cache=True, nogil=True)
+def dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias):
+    r"""Apply a step ``d`` of dual coordinate ``i`` to ``v`` and ``w`` (in place).
+
+    ``v += d x_i / (l2 n)`` (``inv_l2n = 1 / (l2 n)``) and ``w_j = soft_threshold(v_j, k)``
+    with ``k = l1 / l2`` on the entries of row ``i``; the bias entry (``bias > 0``, index
+    ``d``) gets ``d bias / (l2 n)`` and is never thresholded. Every dual coordinate method
+    (sdca, rcd-dual, dgpd) moves ``v`` and ``w`` with this one rule.
+    """
+    s = d * inv_l2n
+    for p in range(indptr[i], indptr[i + 1]):
+        j = indices[p]
+        vj = v[j] + s * np.float64(data[p])
+        v[j] = vj
+        w[j] = soft_threshold_scalar(vj, k)
+    if bias > 0.0:
+        b = v.shape[0] - 1
+        v[b] += s * bias
+        w[b] = v[b]
 
 
 @njit(cache=True, nogil=True)
@@ -90,16 +112,7 @@ def _pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total
         d = dual_step(loss, ai, z, yi, sq * inv_l2n, ci)
         if d != 0.0:
             alpha[i] = ai + d
-            s = d * inv_l2n
-            for p in range(start, end):
-                j = indices[p]
-                vj = v[j] + s * np.float64(data[p])
-                v[j] = vj
-                w[j] = soft_threshold_scalar(vj, k)
-            if has_bias:
-                vb = v[b] + s * bias
-                v[b] = vb
-                w[b] = vb
+            dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
             sum_d2 += d * d
     return sum_d2, primal_sum
 
