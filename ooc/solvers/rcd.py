@@ -110,6 +110,7 @@ import numpy as np
 from ..kernels.rcd import (col_curvature, dual_adaptive_pass, dual_block_gaps, primal_adaptive_pass,
                            primal_bias_steps, primal_cd_pass, primal_gap_rows, quartz_pass)
 from ..kernels.sdca import sdca_pass
+from ..objectives.losses import make_loss
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir, atomic_save_npy
 from ..schedule.cache import BlockCache
@@ -122,17 +123,17 @@ from .base import BlockLoopSolver, TrainBlock
 PAGINGS = ("shuffled", "gap")
 
 
-#: 1 / smoothness of each loss (``gamma`` of the accelerated Prox-SDCA paper); the smooth hinge's is its --gamma
-LOSS_GAMMA = {"logistic": 4.0, "squared": 1.0}
-
-
 def acc_sdca_l2_threshold(info: dict, loss_name: str, gamma: float = 1.0) -> float | None:
-    """``R^2 / (10 gamma n)``: below this ``l2``, ``auto`` picks ``acc-sdca`` (None for the hinge)."""
-    g = LOSS_GAMMA.get(loss_name, float(gamma) if loss_name == "smooth-hinge" else None)
+    """``R^2 / (10 gamma n)``: below this ``l2``, ``auto`` picks ``acc-sdca`` (None for the hinge).
+
+    ``gamma`` is the paper's: 1 / the loss's smoothness (4 logistic, 1 squared, the smooth
+    hinge's own ``gamma``), read from the loss itself.
+    """
+    loss = make_loss(loss_name, gamma=gamma)
     n = int(info.get("n_rows") or 0)
-    if g is None or n <= 0:
+    if not loss.is_smooth or n <= 0:
         return None
-    return float(info.get("R") or 0.0) ** 2 / (10.0 * g * n)
+    return float(info.get("R") or 0.0) ** 2 * float(loss.smoothness) / (10.0 * n)
 
 
 def auto_solver(info: dict, l1: float, l2: float, loss_name: str, multiclass: str | None = None,
