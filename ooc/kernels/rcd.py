@@ -31,6 +31,7 @@ from numba import njit
 from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
 from ooc.kernels.sdca import dual_apply
+from ooc.kernels.prefetch import prefetch_rows
 from ooc.schedule.sampling import tree_build, tree_draw
 
 _KAPPA_EPS = 1e-12
@@ -62,6 +63,7 @@ def quartz_pass(loss, indptr, indices, data, y, c, alpha, draws, eta, v, w, l2, 
     k = l1 / l2
     total = 0.0
     for t in range(draws.shape[0]):
+        prefetch_rows(draws, t, indptr, indices, data, alpha, y, c, w, w[:0])
         i = draws[t]
         z = _row_margin(indptr, indices, data, i, w, bias)
         target = -c[i] * loss_deriv(loss, z, y[i])

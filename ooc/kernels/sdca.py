@@ -34,6 +34,7 @@ from numba import njit
 
 from ooc.objectives.losses import dual_step, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
+from ooc.kernels.prefetch import prefetch_rows
 
 __all__ = [
     "dual_apply",
@@ -79,6 +80,8 @@ def _pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total
     sum_d2 = 0.0
     primal_sum = 0.0
     for t in range(order.shape[0]):
+        # the rows come in random order: request the next ones' cache lines now
+        prefetch_rows(order, t, indptr, indices, data, alpha, y, c, w, w_snap)
         i = order[t]
         ci = c[i]
         ai = alpha[i]
