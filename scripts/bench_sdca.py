@@ -18,7 +18,9 @@ step in its own process unless said otherwise:
    ``tol`` until its primal is certified within TOL by ooc's dual bound (liblinear's stopping
    rule is a projected-gradient ratio, not a gap). Both final primal objectives are computed
    here with the same formula; each one's relative suboptimality is against the better one,
-   and against ooc's certified lower bound ``D``.
+   and against ooc's certified lower bound ``D``. LIBLINEAR's permutation (hence its number
+   of iterations) depends on its seed: the chosen ``tol`` is timed with ``--liblinear-repeats``
+   seeds and the median time is the one compared.
 4. A cold epoch: ``run-capped CAP --cold -- ooc train --max-epochs 1 --memory MEM`` (page
    cache dropped, memory cgroup of CAP, block cache MEM), its first pass time against the
    same command run warm and uncapped.
@@ -123,6 +125,8 @@ def main() -> None:
     ap.add_argument("--cold-cap", default="auto",
                     help="memory cgroup cap of the cold epoch (auto: store bytes / 10, at least 384M)")
     ap.add_argument("--cold-memory", default="32MiB", help="ooc --memory (block cache) for the cold/warm epoch")
+    ap.add_argument("--liblinear-repeats", type=int, default=3,
+                    help="seeds LIBLINEAR is timed with at its chosen tol (the median is the ratio's)")
     ap.add_argument("--skip-liblinear", action="store_true")
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--workdir", default=None, help="keep the files here (default: a temporary directory, removed)")
@@ -225,21 +229,32 @@ def bench_liblinear(store: str, args, res: dict) -> dict:
     chosen = None
     p_ooc = res["primal"]
     d_ooc = res["dual"]
-    for tol in [float(t) for t in args.liblinear_tols.split(",")]:
-        m = LogisticRegression(solver="liblinear", dual=True, C=C, fit_intercept=False, tol=tol, max_iter=10000)
+    def fit(tol: float, seed: int) -> dict:
+        m = LogisticRegression(solver="liblinear", dual=True, C=C, fit_intercept=False, tol=tol, max_iter=10000,
+                               random_state=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
             m.fit(X, y)
             dt = time.perf_counter() - t0
-        w = m.coef_.ravel()
-        p = logistic_primal(X, y, w, args.l2)
+        p = logistic_primal(X, y, m.coef_.ravel(), args.l2)
         bound = (p - d_ooc) / max(1.0, abs(p))  # certified by ooc's dual (any feasible dual bounds P*)
-        tries.append({"tol": tol, "seconds": round(dt, 3), "n_iter": int(np.max(m.n_iter_)), "primal": p,
-                      "rel_subopt_bound": bound})
+        return {"tol": tol, "seed": seed, "seconds": round(dt, 3), "n_iter": int(np.max(m.n_iter_)), "primal": p,
+                "rel_subopt_bound": bound}
+
+    for tol in [float(t) for t in args.liblinear_tols.split(",")]:
+        tries.append(fit(tol, 0))
         chosen = tries[-1]
-        if bound <= args.tol:
+        if chosen["rel_subopt_bound"] <= args.tol:
             break
+    # liblinear's row permutation depends on its seed and so does its number of iterations
+    # (12 to 17 seen on the default set): time the chosen tol with more seeds, take the median
+    repeats = [chosen] + [fit(chosen["tol"], s) for s in range(1, args.liblinear_repeats)]
+    tries += repeats[1:]
+    times = sorted(r["seconds"] for r in repeats)
+    chosen = dict(chosen, seconds=statistics.median(times), n_iter=int(statistics.median(r["n_iter"] for r in repeats)),
+                  primal=max(r["primal"] for r in repeats),
+                  rel_subopt_bound=max(r["rel_subopt_bound"] for r in repeats))
     # ooc's primal recomputed here with the same formula as liblinear's
     w_ooc = ooc.load_model(os.path.join(os.path.dirname(store), "run")).coef_
     p_ooc_here = logistic_primal(X, y, w_ooc, args.l2)

@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 
 import numpy as np
@@ -98,6 +99,8 @@ class RunDir:
         self.path = os.path.abspath(path)
         self.state = os.path.join(self.path, "state")
         self._unsynced: set[str] = set()
+        self._writer: threading.Thread | None = None  # a checkpoint being written in the background
+        self._writer_error: BaseException | None = None
 
     # -- creation ------------------------------------------------------------------------
     @classmethod
@@ -153,9 +156,7 @@ class RunDir:
 
     def sync_duals(self) -> None:
         """Make the dual files written through this object durable (workers of distributed runs)."""
-        for p in sorted(self._unsynced):
-            if os.path.exists(p):
-                fsync_path(p)
+        _fsync_files(self._unsynced)
         self._unsynced.clear()
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -167,14 +168,54 @@ class RunDir:
             name = f.read().strip()
         return os.path.join(self.state, name) if name else None
 
-    def save_checkpoint(self, arrays: dict[str, np.ndarray], meta: dict) -> str:
+    def save_checkpoint(self, arrays: dict[str, np.ndarray], meta: dict, background: bool = False) -> str:
         """Write a checkpoint directory, make it durable, then point LATEST at it.
 
         The arrays go into one ``state.npz`` (one write, one fsync), the metadata into
         ``meta.json``; the directory is built under a temporary name and renamed.
+
+        With ``background``, the arrays are copied and the write (with its fsyncs) runs in a
+        thread while the caller goes on; until it completes, LATEST still names the previous
+        checkpoint, which stays valid as long as the caller does not overwrite files it
+        needs: only callers whose state lives entirely in the checkpoint (in-memory duals)
+        may use it. The next checkpoint, :meth:`load_checkpoint` and
+        :meth:`wait_checkpoint` wait for it and raise its error, if any.
         """
+        self.wait_checkpoint()
         seq = int(meta["seq"])
         name = f"ckpt-{seq:06d}"
+        unsynced, self._unsynced = self._unsynced, set()
+        if not background:
+            self._write_checkpoint(name, arrays, meta, unsynced)
+            return os.path.join(self.state, name)
+        copies: dict[int, np.ndarray] = {}  # one copy per distinct array (v may be w)
+        for a in arrays.values():
+            if id(a) not in copies:
+                copies[id(a)] = np.array(a, copy=True)
+        arrays = {k: copies[id(a)] for k, a in arrays.items()}
+        meta = json.loads(json.dumps(meta))
+
+        def write():
+            try:
+                self._write_checkpoint(name, arrays, meta, unsynced)
+            except BaseException as exc:  # raised in the caller's thread by wait_checkpoint
+                self._writer_error = exc
+
+        # not a daemon: an interpreter that exits (Ctrl-C) still finishes a durable checkpoint
+        self._writer = threading.Thread(target=write, name="ooc-checkpoint")
+        self._writer.start()
+        return os.path.join(self.state, name)
+
+    def wait_checkpoint(self, reraise: bool = True) -> None:
+        """Wait for a background checkpoint; raise its error (unless ``reraise`` is false)."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        err, self._writer_error = self._writer_error, None
+        if err is not None and reraise:
+            raise err
+
+    def _write_checkpoint(self, name: str, arrays: dict[str, np.ndarray], meta: dict, unsynced: set[str]) -> None:
         final = os.path.join(self.state, name)
         tmp = final + f".tmp-{os.getpid()}"
         with disk_full_is_run_error(self.path, f"checkpoint {final}"):
@@ -187,13 +228,14 @@ class RunDir:
                     f.flush()
                     os.fsync(f.fileno())
                 atomic_write_bytes(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
-                if self._unsynced:  # paged duals written since the last checkpoint
-                    self.sync_duals()
+                if unsynced:  # paged duals written since the last checkpoint
+                    _fsync_files(unsynced)
                     fsync_dir(os.path.join(self.state, "duals", "0"))
                     fsync_dir(os.path.join(self.state, "duals", "1"))
             except BaseException:
                 # the half-written directory is of no use, and on a full disk its space is wanted
                 shutil.rmtree(tmp, ignore_errors=True)
+                self._unsynced |= unsynced  # still not known durable
                 raise
             if os.path.exists(final):
                 shutil.rmtree(final)
@@ -205,10 +247,10 @@ class RunDir:
         for old in os.listdir(self.state):
             if old.startswith("ckpt-") and old != name:
                 shutil.rmtree(os.path.join(self.state, old), ignore_errors=True)
-        return final
 
     def load_checkpoint(self) -> tuple[dict[str, np.ndarray], dict] | None:
         """The checkpoint LATEST names (arrays, meta), or None; clears what a killed process left."""
+        self.wait_checkpoint()
         self.remove_stale()
         ck = self.latest()
         if ck is None:
@@ -300,6 +342,12 @@ class RunDir:
     @property
     def model_dir(self) -> str:
         return os.path.join(self.path, "model")
+
+
+def _fsync_files(paths) -> None:
+    for p in sorted(paths):
+        if os.path.exists(p):
+            fsync_path(p)
 
 
 def now() -> float:

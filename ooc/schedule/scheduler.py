@@ -13,6 +13,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from ..kernels.shuffle import permutation
 from .cache import BlockCache
 
 
@@ -24,8 +25,9 @@ def block_order(n_blocks: int, seed: int, epoch: int, shuffle: bool = True) -> n
 
 
 def row_order(n_rows: int, seed: int, epoch: int, block: int) -> np.ndarray:
-    """Seeded permutation of the rows inside one block for one epoch."""
-    return np.random.default_rng([seed, epoch, 1, block]).permutation(n_rows).astype(np.int64)
+    """Seeded permutation of the rows inside one block for one epoch (int64)."""
+    key = np.random.SeedSequence([seed, epoch, 1, block]).generate_state(1, np.uint64)[0]
+    return permutation(n_rows, key)
 
 
 class Prefetcher:

@@ -303,7 +303,10 @@ class BlockLoopSolver(StoreSolver):
             m = {"seq": seq, "epoch": e, "position": k, "seconds": elapsed(), "state_seconds": state_seconds,
                  "primal_sum": psum.tolist(), "dual_sum": dsum.tolist(), "history_len": history_len,
                  "bytes_read": bytes_read0 + self.cache.bytes_read}
-            rd.save_checkpoint({"w": w, "v": v, "w_prev": w_prev, **self.extra, **self.duals.checkpoint_arrays()}, m)
+            # with the duals in memory the whole state is in the checkpoint: it can be written while the
+            # next blocks are worked on (paged duals must be durable before their buffer is reused)
+            rd.save_checkpoint({"w": w, "v": v, "w_prev": w_prev, **self.extra, **self.duals.checkpoint_arrays()}, m,
+                               background=self.duals.kind == "memory")
             last_ck = time.perf_counter()
 
         # one read-ahead thread for the whole run (a pool per pass costs more than small blocks)
@@ -386,8 +389,10 @@ class BlockLoopSolver(StoreSolver):
                 psum[:] = 0.0
                 dsum[:] = 0.0
                 checkpoint()
+            rd.wait_checkpoint()
         finally:
             pool.shutdown(wait=True)
+            rd.wait_checkpoint(reraise=False)  # on an error path, the first error is the one reported
         result["total_seconds"] = elapsed()
         return result
 
