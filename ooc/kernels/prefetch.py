@@ -48,7 +48,7 @@ def prefetch(typingctx, arr, idx):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def prefetch_rows(order, t, indptr, indices, data, alpha, y, c, w, w_snap):
     """Prefetch what the rows visited after step ``t`` of ``order`` will read.
 
