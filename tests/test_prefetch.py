@@ -1,4 +1,4 @@
-"""The prefetch intrinsic: emitted as a real prefetch, never changes a value, any layout."""
+"""Kernel micro-architecture helpers: the prefetch intrinsic, the branchless soft-threshold."""
 
 import platform
 
@@ -46,3 +46,20 @@ def test_prefetch_rows_at_the_ends():
         prefetch_rows(order, t, indptr, indices, data, np.empty(0), y, c, w, w[:0])
         prefetch_rows(order[:0], t, indptr, indices, data, y, y, c, w, w)
     assert not w.any()
+
+
+def test_branchless_soft_threshold_is_bit_identical_to_the_branching_form():
+    # the kernels' max/min form must give exactly v - k, v + k or +0.0: the sdca state keeps
+    # w = soft_threshold(v, 0) = v in one array, and resume compares coefficients bit for bit
+    from ooc.objectives.penalties import soft_threshold
+
+    def reference(v, k):
+        return v - k if v > k else (v + k if v < -k else 0.0)
+
+    rng = np.random.default_rng(0)
+    vs = np.concatenate([rng.normal(size=2000), rng.normal(size=200) * 1e-300,
+                         [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, np.inf, -np.inf, 5e-324, -5e-324]])
+    for k in (0.0, 0.5, 1.0, 1e-300, 5e-324):
+        got = soft_threshold(vs, k)
+        want = np.array([reference(float(v), k) for v in vs])
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), k
