@@ -34,7 +34,7 @@ from numba import njit
 
 from ooc.objectives.losses import dual_step, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
-from ooc.kernels.prefetch import prefetch_rows
+from ooc.kernels.prefetch import NNZ_AHEAD, prefetch_gather, prefetch_rows
 
 __all__ = [
     "dual_apply",
@@ -195,6 +195,7 @@ def block_primal_loss(loss, indptr, indices, data, y, c, w, bias):
     b = w.shape[0] - 1
     total = 0.0
     for i in range(indptr.shape[0] - 1):
+        prefetch_gather(w, indices, indptr[i] + NNZ_AHEAD, indptr[i + 1] + NNZ_AHEAD)
         ci = c[i]
         if ci <= 0.0:
             continue
