@@ -31,6 +31,7 @@ from ooc.objectives.multiclass import (
     simplex_threshold,
 )
 from ooc.objectives.penalties import soft_threshold_scalar
+from ooc.kernels.prefetch import prefetch_rows
 
 __all__ = [
     "cs_sdca_pass",
@@ -80,6 +81,8 @@ def _pass(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2, l1, n
     primal_sum = 0.0
     dual_sum = 0.0
     for t in range(order.shape[0]):
+        # rows in random order: request the next ones' cache lines now (ooc.kernels.prefetch)
+        prefetch_rows(order, t, indptr, indices, data, alpha, y_class, c, W, W[:0])
         i = order[t]
         ci = c[i]
         ai = alpha[i]

@@ -30,15 +30,20 @@ NNZ_AHEAD = 64
 
 @intrinsic
 def prefetch(typingctx, arr, idx):
-    """Hint that ``arr[idx]`` will be read soon (no effect on values; never faults)."""
-    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(idx, types.Integer):
+    """Hint that ``arr[idx]`` (for a 2-d array, the start of row ``arr[idx, :]``) will be read soon.
+
+    No effect on values; never faults, whatever ``idx``.
+    """
+    if not isinstance(arr, types.Array) or arr.ndim not in (1, 2) or not isinstance(idx, types.Integer):
         return None
     sig = types.void(arr, idx)
 
     def codegen(context, builder, signature, args):
-        aryty, _ = signature.args
+        aryty, idxty = signature.args
         ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i = context.cast(builder, args[1], idxty, types.intp)
+        inds = [i] + [context.get_constant(types.intp, 0)] * (aryty.ndim - 1)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, inds, wraparound=False)
         i8p = builder.bitcast(ptr, ir.IntType(8).as_pointer())
         i32 = ir.IntType(32)
         fnty = ir.FunctionType(ir.VoidType(), [i8p.type, i32, i32, i32])
@@ -58,7 +63,8 @@ def prefetch_rows(order, t, indptr, indices, data, alpha, y, c, w, w_snap):
     ``order[t + 12]``: the first and last cache lines of its ``indices`` and ``data``
     (``indptr`` was requested 12 rows ago). Row ``order[t + 4]``: ``w[j]`` (and
     ``w_snap[j]`` when it is not empty) for its nonzeros. ``alpha`` may be empty (then it
-    is skipped); every array is 1-d.
+    is skipped). ``alpha``, ``w`` and ``w_snap`` may be 2-d (multiclass: one row per
+    example or feature), then the start of the row is requested.
     """
     m = order.shape[0]
     t1 = t + ROWS_AHEAD[0]
