@@ -69,6 +69,28 @@ def load_train_block(store, problem, b: int) -> TrainBlock:
     return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
 
 
+def load_train_group(store, problem, blocks) -> TrainBlock:
+    """Row blocks ``blocks`` concatenated in that order (see :meth:`BlockLoopSolver.load_group`)."""
+    blocks = [int(b) for b in blocks]
+    if len(blocks) == 1:
+        return load_train_block(store, problem, blocks[0])
+    blk = store.read_group(L.ROWS, blocks)
+    y = problem.block_labels(store.read_labels_group([store.block_bounds(L.ROWS, b) for b in blocks]))
+    return TrainBlock(blocks[0], 0, blk.stop, blk.indptr, blk.indices, blk.data, y, problem.example_weights(y))
+
+
+def _part_bytes(g: TrainBlock, off: int, m: int) -> int:
+    nnz = int(g.indptr[off + m] - g.indptr[off])
+    return (m + 1) * g.indptr.itemsize + nnz * (g.indices.itemsize + g.data.itemsize) + m * (g.y.itemsize + g.c.itemsize)
+
+
+def _part(g: TrainBlock, b: int, off: int, m: int, start: int) -> TrainBlock:
+    """Rows ``off..off+m-1`` of a merged block as block ``b`` (copies: what load_train_block returns)."""
+    lo, hi = int(g.indptr[off]), int(g.indptr[off + m])
+    return TrainBlock(b, start, start + m, g.indptr[off:off + m + 1] - lo, g.indices[lo:hi].copy(),
+                      g.data[lo:hi].copy(), g.y[off:off + m].copy(), g.c[off:off + m].copy())
+
+
 def resident_bytes(n: int, dim: int, k: int, block_rows: int, mix: int = 4) -> dict:
     """What the row-block dual solvers (sdca, acc-sdca, rcd-dual) hold for ``n`` examples,
     ``dim`` features (+ bias) and ``k`` problems.
@@ -123,35 +145,57 @@ class BlockLoopSolver(StoreSolver):
         self.duals = make_duals(rundir, self.row_ptr, self.k, int(options["memory"]) // 4,
                                 options.get("dual_store"))
         dual_bytes = resident_bytes(self.n, self.dim, self.k, 0)["vectors"] if self.duals.kind == "memory" else 0
-        # the rows of a group are copied into one block while it is worked on
-        group_bytes = self.mix * int(self.store.attrs.get("block_bytes", 0)) if self.mix > 1 else 0
+        # outside the cache: the group being worked on and the next one being read (load_group)
+        group_bytes = 2 * self.mix * int(self.store.attrs.get("block_bytes", 0))
         self.cache = BlockCache(max(0, int(options["memory"]) - dual_bytes - group_bytes))
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
         return load_train_block(self.store, self.pb, b)
 
-    def _gather(self, group, buf: int) -> tuple[TrainBlock, np.ndarray]:
-        """One block of the rows of ``group`` (interleaved by the row order) and their duals.
+    def load_group(self, group: tuple) -> TrainBlock:
+        """The rows of the blocks of ``group`` as one block (the prefetch thread calls this).
 
         Visiting the rows of several blocks in one random permutation matters: on data
         with very popular features, a permutation that keeps each block's rows together
         (blocks in random order, rows shuffled inside) converges several times slower
         than a global permutation (measured: 1e-4 vs 1e-9 relative gap after 10 epochs).
         Mixing ``mix`` resident blocks recovers almost all of the difference.
+
+        The merged block is the blocks' rows one after the other in ``group``'s order
+        (``start = 0``, ``stop`` = their count, ``index`` = the first block), however it is
+        made: when no block is cached, the store decodes every block straight into the
+        merged arrays (:meth:`ooc.store.Store.read_group`), so a group costs its own size
+        in memory, not its blocks plus their concatenation; cached blocks are copied in.
         """
+        cache = self.cache
         if len(group) == 1:
-            b, blk = group[0]
-            return blk, self.duals.read(buf, b)
-        blocks = [blk for _, blk in group]
+            return cache.get(group[0], lambda: self.load_block(group[0]), lambda t: t.nbytes)
+        hits = [cache.lookup(b) for b in group]
+        if all(h is None for h in hits):
+            gblk = load_train_group(self.store, self.pb, group)
+            off = 0
+            for b in group:
+                m = int(self.row_ptr[b + 1] - self.row_ptr[b])
+                size = _part_bytes(gblk, off, m)
+                # a copy only when the cache keeps it (the merged arrays go when the group is done)
+                cache.add(b, _part(gblk, b, off, m, int(self.row_ptr[b])) if cache.fits(size) else None, size)
+                off += m
+            return gblk
+        blocks = [h if h is not None else cache.get(b, lambda b=b: self.load_block(b), lambda t: t.nbytes)
+                  for b, h in zip(group, hits)]
         offs = np.cumsum([0] + [int(t.indptr[-1]) for t in blocks[:-1]])
         indptr = np.concatenate([blocks[0].indptr[:1]] + [t.indptr[1:] + o for t, o in zip(blocks, offs)])
         m = sum(t.stop - t.start for t in blocks)
-        gblk = TrainBlock(group[0][0], 0, m, indptr, np.concatenate([t.indices for t in blocks]),
+        return TrainBlock(group[0], 0, m, indptr, np.concatenate([t.indices for t in blocks]),
                           np.concatenate([t.data for t in blocks]), np.concatenate([t.y for t in blocks]),
                           np.concatenate([t.c for t in blocks]))
-        alpha = np.concatenate([self.duals.read(buf, b) for b, _ in group], axis=1)
-        return gblk, alpha
+
+    def group_duals(self, group: tuple, buf: int) -> np.ndarray:
+        """The duals of the blocks of ``group``, (k, rows) in the merged block's row order."""
+        if len(group) == 1:
+            return self.duals.read(buf, group[0])
+        return np.concatenate([self.duals.read(buf, b) for b in group], axis=1)
 
     # -- state ---------------------------------------------------------------------------------------
     def fresh_state(self) -> dict:
@@ -321,28 +365,25 @@ class BlockLoopSolver(StoreSolver):
                 order = block_order(self.nb, int(opt["seed"]), e)
                 cur, nxt = e % 2, (e + 1) % 2
                 pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
+                file_bytes0 = self.store.backend.file_bytes_read()
                 rows_done = 0
-                pf = Prefetcher(order[k:], self.load_block, self.cache, lambda t: t.nbytes, depth=1, pool=pool)
-                group = []
-                for b, blk in pf:
-                    group.append((b, blk))
-                    # groups are consecutive runs of ``mix`` blocks of this epoch's order (so a resume at a
-                    # group boundary forms the same groups); the last one may be shorter
-                    if len(group) < self.mix and k + len(group) < self.nb:
-                        continue
-                    gblk, alpha = self._gather(group, cur)
-                    # keep only the sizes: a merged group no longer needs its blocks (unless cached)
-                    group = [(gb, blk_i.stop - blk_i.start) for gb, blk_i in group]
-                    blk = None
+                # groups are consecutive runs of ``mix`` blocks of this epoch's order (so a resume at a
+                # group boundary forms the same groups); the last one may be shorter
+                groups = [tuple(order[i:i + self.mix]) for i in range(k, self.nb, self.mix)]
+                pf = Prefetcher(groups, self.load_group, None, depth=1, pool=pool,
+                                cached=lambda g: all(b in self.cache for b in g))
+                for group, gblk in pf:
+                    alpha = self.group_duals(group, cur)
                     self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
                     if update:
                         off = 0
-                        for gb, m in group:
+                        for gb in group:
+                            m = int(self.row_ptr[gb + 1] - self.row_ptr[gb])
                             self.duals.write(nxt, gb, np.ascontiguousarray(alpha[:, off:off + m]))
                             off += m
                     k += len(group)
                     rows_done += gblk.stop - gblk.start
-                    group = []
+                    gblk = alpha = None  # the next group is being read: do not hold two
                     if update and k < self.nb and time.perf_counter() - last_ck >= ck_every:
                         checkpoint()
                 # the pass is complete: S_e is certified (or not)
@@ -365,6 +406,11 @@ class BlockLoopSolver(StoreSolver):
                     "pass_seconds": pass_seconds,
                     "rows_per_s": rows_done / pass_seconds if pass_seconds > 0 else None,
                     "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
+                    # the reader's own figures: wall seconds it spent reading and decoding this pass, the
+                    # decoded bytes it loaded and the encoded bytes it read from files (None: not counted)
+                    "read_seconds": pf.busy_seconds,
+                    "read_bytes": self.cache.bytes_read - pass_bytes0,
+                    "read_file_bytes": _delta(self.store.backend.file_bytes_read(), file_bytes0),
                     **self.history_extra(),
                 }
                 rd.append_history(entry)
@@ -406,6 +452,10 @@ class BlockLoopSolver(StoreSolver):
                 p -= half * float(np.dot(w_state[c], w_state[c]))
                 d -= half * radius[c] ** 2
         return p, d, (p - d) if math.isfinite(d) else math.inf
+
+
+def _delta(now, then):
+    return None if now is None or then is None else now - then
 
 
 def _predicts_converged(recent: list[float], tol: float) -> bool:
