@@ -193,3 +193,43 @@ def test_history_has_the_reader_figures(data, tmp_path, mix):
         assert h["read_bytes"] == decoded  # nothing cached: every block of every pass read
         assert h["read_file_bytes"] >= st.bytes_on_disk() * 0.5
         assert 0 < h["read_seconds"]
+
+
+def test_group_read_waits_for_the_previous_group_when_memory_is_short(data, tmp_path):
+    import threading
+
+    from ooc.schedule.scheduler import ReadAheadGate
+
+    X, y = data
+    st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64", block_bytes=900, chunk_len=50)
+    solver = _solver(st, tmp_path, 16, 3)  # --memory 16 bytes: one block of the next group read ahead
+    assert solver.ahead_blocks == 1 and solver.cache.budget == 0
+    group = (2, 0, 3)
+    solver._gate, solver._positions = ReadAheadGate(), {(5,): 0, group: 1}
+    reads = []
+    orig = st.backend.read_many
+
+    def spy(requests):
+        reads.append({r[0] for r in requests})
+        return orig(requests)
+
+    st.backend.read_many = spy
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("g", solver.load_group(group)))
+    t.start()
+    t.join(0.5)
+    assert t.is_alive() and "g" not in res  # the first block is read; the rest waits for group 0
+    n_before = len(reads)
+    solver._gate.release()
+    t.join(10)
+    assert not t.is_alive() and len(reads) > n_before
+    want = _concat([load_train_block(st, solver.pb, b) for b in group], group)
+    assert all(np.array_equal(getattr(res["g"], f), getattr(want, f)) for f in ("indptr", "indices", "data", "y", "c"))
+    # a pass that stops frees a waiting reader
+    gate = ReadAheadGate()
+    errs = []
+    t = threading.Thread(target=lambda: errs.append(pytest.raises(RuntimeError, gate.wait_released, 3)))
+    t.start()
+    gate.abort()
+    t.join(10)
+    assert not t.is_alive() and errs

@@ -119,3 +119,34 @@ class Prefetcher:
                 for f in futures:  # a shared pool: let in-flight reads finish before the caller moves on
                     if not f.cancelled():
                         f.exception()
+
+
+class ReadAheadGate:
+    """Holds the reader of item ``i`` of a pass until the consumer has released items ``0..i-1``.
+
+    A reader that may read only part of the next item while the current one is worked on
+    (memory) reads that part, then calls :meth:`wait_released`; the consumer calls
+    :meth:`release` when it is done with an item. :meth:`abort` frees a waiting reader
+    (it then raises), for a consumer that stops early.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self.released = 0
+        self._aborted = False
+
+    def release(self) -> None:
+        with self._cond:
+            self.released += 1
+            self._cond.notify_all()
+
+    def wait_released(self, n: int) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._aborted or self.released >= n)
+            if self._aborted:
+                raise RuntimeError("read-ahead aborted: the pass stopped")
+
+    def abort(self) -> None:
+        with self._cond:
+            self._aborted = True
+            self._cond.notify_all()

@@ -36,7 +36,7 @@ from ..objectives.penalties import grad_conj
 from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
-from ..schedule.scheduler import Prefetcher, block_order
+from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
 
 
@@ -69,12 +69,15 @@ def load_train_block(store, problem, b: int) -> TrainBlock:
     return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
 
 
-def load_train_group(store, problem, blocks) -> TrainBlock:
-    """Row blocks ``blocks`` concatenated in that order (see :meth:`BlockLoopSolver.load_group`)."""
+def load_train_group(store, problem, blocks, pause_at: int = 0, pause=None) -> TrainBlock:
+    """Row blocks ``blocks`` concatenated in that order (see :meth:`BlockLoopSolver.load_group`).
+
+    ``pause`` is called once the first ``pause_at`` blocks are read (:meth:`ooc.store.Store.read_group`).
+    """
     blocks = [int(b) for b in blocks]
     if len(blocks) == 1:
         return load_train_block(store, problem, blocks[0])
-    blk = store.read_group(L.ROWS, blocks)
+    blk = store.read_group(L.ROWS, blocks, pause_at, pause)
     y = problem.block_labels(store.read_labels_group([store.block_bounds(L.ROWS, b) for b in blocks]))
     return TrainBlock(blocks[0], 0, blk.stop, blk.indptr, blk.indices, blk.data, y, problem.example_weights(y))
 
@@ -145,9 +148,17 @@ class BlockLoopSolver(StoreSolver):
         self.duals = make_duals(rundir, self.row_ptr, self.k, int(options["memory"]) // 4,
                                 options.get("dual_store"))
         dual_bytes = resident_bytes(self.n, self.dim, self.k, 0)["vectors"] if self.duals.kind == "memory" else 0
-        # outside the cache: the group being worked on and the next one being read (load_group)
-        group_bytes = 2 * self.mix * int(self.store.attrs.get("block_bytes", 0))
-        self.cache = BlockCache(max(0, int(options["memory"]) - dual_bytes - group_bytes))
+        # --memory holds the duals (when in memory), the group being worked on, the part of the next
+        # group read meanwhile (all of it when --memory holds two groups, else what it leaves, but at
+        # least one block: a pass always reads a block ahead), and the cache: whatever is left
+        block_bytes = int(self.store.attrs.get("block_bytes", 0))
+        group_bytes = self.mix * block_bytes
+        free = int(options["memory"]) - dual_bytes
+        readahead = min(group_bytes, max(block_bytes, free - group_bytes))
+        #: blocks of the next group read while the current one is worked on (see load_group)
+        self.ahead_blocks = max(1, readahead // block_bytes) if block_bytes > 0 else self.mix
+        self.cache = BlockCache(max(0, free - group_bytes - readahead))
+        self._gate, self._positions = None, {}
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
@@ -173,7 +184,11 @@ class BlockLoopSolver(StoreSolver):
             return cache.get(group[0], lambda: self.load_block(group[0]), lambda t: t.nbytes)
         hits = [cache.lookup(b) for b in group]
         if all(h is None for h in hits):
-            gblk = load_train_group(self.store, self.pb, group)
+            # the group at position i of the pass reads ahead_blocks blocks, then waits until the
+            # consumer is done with group i-1 (when --memory does not hold two groups)
+            pos = self._positions.get(group, 0) if self._gate is not None else 0
+            pause = (lambda: self._gate.wait_released(pos)) if pos > 0 else None
+            gblk = load_train_group(self.store, self.pb, group, self.ahead_blocks, pause)
             off = 0
             for b in group:
                 m = int(self.row_ptr[b + 1] - self.row_ptr[b])
@@ -369,7 +384,8 @@ class BlockLoopSolver(StoreSolver):
                 rows_done = 0
                 # groups are consecutive runs of ``mix`` blocks of this epoch's order (so a resume at a
                 # group boundary forms the same groups); the last one may be shorter
-                groups = [tuple(order[i:i + self.mix]) for i in range(k, self.nb, self.mix)]
+                groups = [tuple(int(b) for b in order[i:i + self.mix]) for i in range(k, self.nb, self.mix)]
+                self._gate, self._positions = ReadAheadGate(), {g: i for i, g in enumerate(groups)}
                 pf = Prefetcher(groups, self.load_group, None, depth=1, pool=pool,
                                 cached=lambda g: all(b in self.cache for b in g))
                 for group, gblk in pf:
@@ -384,6 +400,7 @@ class BlockLoopSolver(StoreSolver):
                     k += len(group)
                     rows_done += gblk.stop - gblk.start
                     gblk = alpha = None  # the next group is being read: do not hold two
+                    self._gate.release()
                     if update and k < self.nb and time.perf_counter() - last_ck >= ck_every:
                         checkpoint()
                 # the pass is complete: S_e is certified (or not)
@@ -433,6 +450,8 @@ class BlockLoopSolver(StoreSolver):
                 dsum[:] = 0.0
                 checkpoint()
         finally:
+            if self._gate is not None:
+                self._gate.abort()  # a reader waiting for a group this loop will never release
             pool.shutdown(wait=True)
         result["total_seconds"] = elapsed()
         return result

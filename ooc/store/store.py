@@ -184,12 +184,15 @@ class Store:
         indptr, indices, data = self._read_ranges(layout, [(start, stop)])
         return Block(layout, index, start, stop, indptr, indices, data)
 
-    def _read_ranges(self, layout: str, ranges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _read_ranges(self, layout: str, ranges, pause_at: int = 0, pause=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Lines of the ``(start, stop)`` ranges, one after the other, as one CSR (local indptr).
 
         Each array is allocated once at its final size and the backend decodes every
         range straight into its place (:meth:`Backend.read_many`): a group of blocks
-        costs its own size in memory, not twice that.
+        costs its own size in memory, not twice that. With ``pause``, the entries of
+        ``ranges[:pause_at]`` are read, then ``pause()`` is called, then the rest are: the
+        arrays' pages are committed as they are written, so until ``pause`` returns the
+        group holds only its first ranges in memory.
         """
         self._need(layout)
         be = self.backend
@@ -209,10 +212,15 @@ class Store:
             lo = int(ip[0])
             # a local indptr: this range's offsets, shifted to where its entries land
             np.subtract(ip[1:], lo - off, out=indptr[line + 1:line + len(ip)])
-            reqs += [(ixn, lo, lo + m, indices[off:off + m]), (dan, lo, lo + m, data[off:off + m])]
+            reqs.append([(ixn, lo, lo + m, indices[off:off + m]), (dan, lo, lo + m, data[off:off + m])])
             off += m
             line += len(ip) - 1
-        be.read_many(reqs)
+        if pause is None or not 0 < pause_at < len(ranges):
+            be.read_many([r for pair in reqs for r in pair])
+        else:
+            be.read_many([r for pair in reqs[:pause_at] for r in pair])
+            pause()
+            be.read_many([r for pair in reqs[pause_at:] for r in pair])
         return indptr, indices, data
 
     def block(self, layout: str, b: int) -> Block:
@@ -220,17 +228,18 @@ class Store:
         start, stop = self.block_bounds(layout, b)
         return self.read_lines(layout, start, stop, b)
 
-    def read_group(self, layout: str, blocks) -> Block:
+    def read_group(self, layout: str, blocks, pause_at: int = 0, pause=None) -> Block:
         """Blocks ``blocks`` of ``layout``, concatenated in that order, as one :class:`Block`.
 
         Its lines are the blocks' lines one after the other (``start = 0``, ``stop`` = their
-        count; ``index`` = the first block); for one block it is :meth:`block`.
+        count; ``index`` = the first block); for one block it is :meth:`block`. ``pause``
+        is called after the first ``pause_at`` blocks are read (see :meth:`_read_ranges`).
         """
         blocks = [int(b) for b in blocks]
         if len(blocks) == 1:
             return self.block(layout, blocks[0])
         ranges = [self.block_bounds(layout, b) for b in blocks]
-        indptr, indices, data = self._read_ranges(layout, ranges)
+        indptr, indices, data = self._read_ranges(layout, ranges, pause_at, pause)
         return Block(layout, blocks[0], 0, len(indptr) - 1, indptr, indices, data)
 
     def read_labels_group(self, ranges) -> np.ndarray:
