@@ -386,10 +386,11 @@ class BlockLoopSolver(StoreSolver):
                 # group boundary forms the same groups); the last one may be shorter
                 groups = [tuple(int(b) for b in order[i:i + self.mix]) for i in range(k, self.nb, self.mix)]
                 self._gate, self._positions = ReadAheadGate(), {g: i for i, g in enumerate(groups)}
-                pf = Prefetcher(groups, self.load_group, None, depth=1, pool=pool,
-                                cached=lambda g: all(b in self.cache for b in g))
-                for group, gblk in pf:
-                    alpha = self.group_duals(group, cur)
+                # the prefetch thread reads a group's duals with its rows: the duals of buffer ``cur`` do
+                # not change during the pass (updates go to ``nxt``), and paged ones are files to read
+                pf = Prefetcher(groups, lambda g, cur=cur: (self.load_group(g), self.group_duals(g, cur)), None,
+                                depth=1, pool=pool, cached=lambda g: all(b in self.cache for b in g))
+                for group, (gblk, alpha) in pf:
                     self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
                     if update:
                         off = 0
