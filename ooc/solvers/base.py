@@ -35,6 +35,7 @@ from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_los
 from ..objectives.penalties import grad_conj
 from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
+from ..schedule.buffers import BufferPool
 from ..schedule.cache import BlockCache
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
@@ -61,23 +62,26 @@ class TrainBlock(NamedTuple):
         return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y, self.c))
 
 
-def load_train_block(store, problem, b: int) -> TrainBlock:
-    """Row block ``b`` of ``store`` with its labels and example weights, ready for the kernels."""
-    blk = store.block(L.ROWS, b)
+def load_train_block(store, problem, b: int, alloc=None) -> TrainBlock:
+    """Row block ``b`` of ``store`` with its labels and example weights, ready for the kernels.
+
+    ``alloc(n, dtype)``, when given, provides the CSR arrays (:class:`ooc.schedule.buffers.BufferPool`).
+    """
+    blk = store.block(L.ROWS, b, alloc)
     y = problem.block_labels(store.read_labels(blk.start, blk.stop))
     indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
     return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
 
 
-def load_train_group(store, problem, blocks, pause_at: int = 0, pause=None) -> TrainBlock:
+def load_train_group(store, problem, blocks, pause_at: int = 0, pause=None, alloc=None) -> TrainBlock:
     """Row blocks ``blocks`` concatenated in that order (see :meth:`BlockLoopSolver.load_group`).
 
     ``pause`` is called once the first ``pause_at`` blocks are read (:meth:`ooc.store.Store.read_group`).
     """
     blocks = [int(b) for b in blocks]
     if len(blocks) == 1:
-        return load_train_block(store, problem, blocks[0])
-    blk = store.read_group(L.ROWS, blocks, pause_at, pause)
+        return load_train_block(store, problem, blocks[0], alloc)
+    blk = store.read_group(L.ROWS, blocks, pause_at, pause, alloc)
     y = problem.block_labels(store.read_labels_group([store.block_bounds(L.ROWS, b) for b in blocks]))
     return TrainBlock(blocks[0], 0, blk.stop, blk.indptr, blk.indices, blk.data, y, problem.example_weights(y))
 
@@ -159,10 +163,12 @@ class BlockLoopSolver(StoreSolver):
         self.ahead_blocks = max(1, readahead // block_bytes) if block_bytes > 0 else self.mix
         self.cache = BlockCache(max(0, free - group_bytes - readahead))
         self._gate, self._positions = None, {}
+        # the arrays of blocks and groups read from the store, reused once nothing refers to them
+        self._buffers = BufferPool()
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
-        return load_train_block(self.store, self.pb, b)
+        return load_train_block(self.store, self.pb, b, self._buffers.take)
 
     def load_group(self, group: tuple) -> TrainBlock:
         """The rows of the blocks of ``group`` as one block (the prefetch thread calls this).
@@ -188,7 +194,7 @@ class BlockLoopSolver(StoreSolver):
             # consumer is done with group i-1 (when --memory does not hold two groups)
             pos = self._positions.get(group, 0) if self._gate is not None else 0
             pause = (lambda: self._gate.wait_released(pos)) if pos > 0 else None
-            gblk = load_train_group(self.store, self.pb, group, self.ahead_blocks, pause)
+            gblk = load_train_group(self.store, self.pb, group, self.ahead_blocks, pause, self._buffers.take)
             off = 0
             for b in group:
                 m = int(self.row_ptr[b + 1] - self.row_ptr[b])

@@ -179,12 +179,16 @@ class Store:
             raise IndexError(f"{layout} block {b} out of range (0..{len(ptr) - 2})")
         return int(ptr[b]), int(ptr[b + 1])
 
-    def read_lines(self, layout: str, start: int, stop: int, index: int = -1) -> Block:
-        """Lines ``start..stop-1`` of ``layout`` as a :class:`Block` (local indptr)."""
-        indptr, indices, data = self._read_ranges(layout, [(start, stop)])
+    def read_lines(self, layout: str, start: int, stop: int, index: int = -1, alloc=None) -> Block:
+        """Lines ``start..stop-1`` of ``layout`` as a :class:`Block` (local indptr).
+
+        ``alloc(n, dtype)``, when given, provides the block's arrays (a buffer pool).
+        """
+        indptr, indices, data = self._read_ranges(layout, [(start, stop)], alloc=alloc)
         return Block(layout, index, start, stop, indptr, indices, data)
 
-    def _read_ranges(self, layout: str, ranges, pause_at: int = 0, pause=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _read_ranges(self, layout: str, ranges, pause_at: int = 0, pause=None,
+                     alloc=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Lines of the ``(start, stop)`` ranges, one after the other, as one CSR (local indptr).
 
         Each array is allocated once at its final size and the backend decodes every
@@ -202,9 +206,10 @@ class Store:
         sizes = [int(ip[-1] - ip[0]) for ip in ips]
         nnz = sum(sizes)
         ixn, dan = L.array_name(layout, L.INDICES), L.array_name(layout, L.DATA)
-        indices = np.empty(nnz, dtype=be.dtype(ixn))
-        data = np.empty(nnz, dtype=be.dtype(dan))
-        indptr = np.empty(sum(len(ip) - 1 for ip in ips) + 1, dtype=np.int64)
+        alloc = alloc or (lambda n, dtype: np.empty(n, dtype=dtype))
+        indices = alloc(nnz, be.dtype(ixn))
+        data = alloc(nnz, be.dtype(dan))
+        indptr = alloc(sum(len(ip) - 1 for ip in ips) + 1, np.int64)
         indptr[0] = 0
         reqs = []
         off = line = 0
@@ -223,12 +228,12 @@ class Store:
             be.read_many([r for pair in reqs[pause_at:] for r in pair])
         return indptr, indices, data
 
-    def block(self, layout: str, b: int) -> Block:
-        """Block ``b`` of ``layout``; reads only the chunks that hold it."""
+    def block(self, layout: str, b: int, alloc=None) -> Block:
+        """Block ``b`` of ``layout``; reads only the chunks that hold it (``alloc``: see :meth:`read_lines`)."""
         start, stop = self.block_bounds(layout, b)
-        return self.read_lines(layout, start, stop, b)
+        return self.read_lines(layout, start, stop, b, alloc)
 
-    def read_group(self, layout: str, blocks, pause_at: int = 0, pause=None) -> Block:
+    def read_group(self, layout: str, blocks, pause_at: int = 0, pause=None, alloc=None) -> Block:
         """Blocks ``blocks`` of ``layout``, concatenated in that order, as one :class:`Block`.
 
         Its lines are the blocks' lines one after the other (``start = 0``, ``stop`` = their
@@ -237,9 +242,9 @@ class Store:
         """
         blocks = [int(b) for b in blocks]
         if len(blocks) == 1:
-            return self.block(layout, blocks[0])
+            return self.block(layout, blocks[0], alloc)
         ranges = [self.block_bounds(layout, b) for b in blocks]
-        indptr, indices, data = self._read_ranges(layout, ranges, pause_at, pause)
+        indptr, indices, data = self._read_ranges(layout, ranges, pause_at, pause, alloc)
         return Block(layout, blocks[0], 0, len(indptr) - 1, indptr, indices, data)
 
     def read_labels_group(self, ranges) -> np.ndarray:
