@@ -134,6 +134,8 @@ class ReadAheadGate:
         self._cond = threading.Condition()
         self.released = 0
         self._aborted = False
+        #: seconds readers spent waiting here (not reading: see Prefetcher.busy_seconds)
+        self.waited_seconds = 0.0
 
     def release(self) -> None:
         with self._cond:
@@ -141,8 +143,10 @@ class ReadAheadGate:
             self._cond.notify_all()
 
     def wait_released(self, n: int) -> None:
+        t0 = time.perf_counter()
         with self._cond:
             self._cond.wait_for(lambda: self._aborted or self.released >= n)
+            self.waited_seconds += time.perf_counter() - t0
             if self._aborted:
                 raise RuntimeError("read-ahead aborted: the pass stopped")
 

@@ -432,7 +432,7 @@ class BlockLoopSolver(StoreSolver):
                     "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
                     # the reader's own figures: wall seconds it spent reading and decoding this pass, the
                     # decoded bytes it loaded and the encoded bytes it read from files (None: not counted)
-                    "read_seconds": pf.busy_seconds,
+                    "read_seconds": pf.busy_seconds - self._gate.waited_seconds,
                     "read_bytes": self.cache.bytes_read - pass_bytes0,
                     "read_file_bytes": _delta(self.store.backend.file_bytes_read(), file_bytes0),
                     **self.history_extra(),
