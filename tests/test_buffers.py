@@ -32,3 +32,11 @@ def test_grows_when_free_arrays_are_too_small():
     del big
     again = p.take(500, np.int64)
     assert p.reused == 1 and again.base is not None and again.base.size == 1000
+
+
+def test_replaces_a_free_array_of_another_size_when_full():
+    p = BufferPool(per_dtype=2)
+    a, b = p.take(194, np.float64), p.take(197, np.float64)
+    del a
+    c = p.take(300, np.float64)  # one free (too small), the pool full: the free one is replaced
+    assert c.shape == (300,) and not np.shares_memory(b, c)

@@ -55,7 +55,8 @@ class BufferPool:
                 if not free:  # all in use: an array the pool does not keep
                     self.allocated += 1
                     return np.empty(n, dtype=dtype)
-                bufs.remove(free[0])  # too small for this request: let it go
+                # too small for this request: let it go (by identity: == on arrays compares elements)
+                del bufs[next(i for i, buf in enumerate(bufs) if buf is free[0])]
             buf = np.empty(n, dtype=dtype)
             bufs.append(buf)
             self.allocated += 1
