@@ -242,3 +242,22 @@ def test_read_seconds_exclude_the_wait_for_memory(data, tmp_path):
                     memory="16", mix_blocks=3, solver="sdca")
     for h in run.history:  # the reader waits for each group to be released, most of the pass
         assert 0 < h["read_seconds"] <= h["pass_seconds"]
+
+
+def test_factor_view_groups_are_the_concatenation(data):
+    from ooc.solvers.base import load_train_group
+    from ooc.store.factorize import FactorView, convert_factorized
+
+    X, y = data
+    st = convert_factorized(X, f"memory://cf-{uuid.uuid4().hex[:8]}", 4, y=y, seed=2, dtype="float64",
+                            block_bytes=2000)
+    fv = FactorView(st)
+    assert fv.n_blocks(L.ROWS) >= 4
+    pb = _problem(st)
+    group = (2, 0, 3)
+    paused = []
+    got = load_train_group(fv, pb, group, 1, lambda: paused.append(1))
+    want = _concat([load_train_block(fv, pb, b) for b in group], group)
+    assert paused == [1]
+    assert all(np.array_equal(getattr(got, f), getattr(want, f)) for f in ("indptr", "indices", "data", "y", "c"))
+    assert got.stop == sum(fv.block_bounds(L.ROWS, b)[1] - fv.block_bounds(L.ROWS, b)[0] for b in group)

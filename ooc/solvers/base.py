@@ -67,7 +67,7 @@ def load_train_block(store, problem, b: int, alloc=None) -> TrainBlock:
 
     ``alloc(n, dtype)``, when given, provides the CSR arrays (:class:`ooc.schedule.buffers.BufferPool`).
     """
-    blk = store.block(L.ROWS, b, alloc)
+    blk = store.block(L.ROWS, b) if alloc is None else store.block(L.ROWS, b, alloc)
     y = problem.block_labels(store.read_labels(blk.start, blk.stop))
     indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
     return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
