@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import uuid
 
 import numpy as np
@@ -412,17 +413,27 @@ def test_block_read_touches_only_its_chunks(tmp_path, fmt):
         b = nb // 2
         s, e = st.block_bounds(layout, b)
         calls = []
-        orig = be._read
+        orig, orig_many = be._read, be.read_many
+        inside = []
 
         def spy(name, start, stop, _orig=orig):
-            calls.append((name, start, stop))
+            if not inside:
+                calls.append((name, start, stop))
             return _orig(name, start, stop)
 
-        be._read = spy
+        def spy_many(requests, _orig=orig_many):
+            calls.extend((name, start, stop) for name, start, stop, _ in requests)
+            inside.append(1)
+            try:
+                return _orig(requests)
+            finally:
+                inside.pop()
+
+        be._read, be.read_many = spy, spy_many
         try:
             blk = st.block(layout, b)
         finally:
-            del be._read
+            del be._read, be.read_many
         lo = int(be.read(L.array_name(layout, L.INDPTR), s, s + 1)[0])
         hi = lo + int(blk.indptr[-1])
         expect = {(L.array_name(layout, L.INDPTR), s, e + 1),
@@ -434,21 +445,28 @@ def test_block_read_touches_only_its_chunks(tmp_path, fmt):
 
 
 def check_zarr_chunk_keys(st, layout, b, s, e, lo, hi):
-    """The chunk objects the Zarr store actually fetches for block ``b``."""
+    """The chunk objects read for block ``b``: chunk files (ooc.store.chunk_files) or Zarr's store."""
+    from ooc.store.chunk_files import DirectArray
+
     store = st.backend._g.store
     keys = []
     cls = type(store)
-    orig_get = cls.get
+    orig_get, orig_chunk = cls.get, DirectArray.read_chunk
+    root = str(store.root)
 
     async def get(self, key, *a, **k):
         keys.append(key)
         return await orig_get(self, key, *a, **k)
 
-    cls.get = get
+    def read_chunk(self, k, *a):
+        keys.append(os.path.relpath(os.path.join(self.root, self.chunk_key(k)), root).replace(os.sep, "/"))
+        return orig_chunk(self, k, *a)
+
+    cls.get, DirectArray.read_chunk = get, read_chunk
     try:
         st.block(layout, b)
     finally:
-        cls.get = orig_get
+        cls.get, DirectArray.read_chunk = orig_get, orig_chunk
     cl = st.backend.chunk_len(L.array_name(layout, L.INDICES))
     chunk_keys = sorted(k for k in keys if "/c/" in k)
     expect = sorted([f"{layout}/indptr/c/{k}" for k in range(s // cl, e // cl + 1)]

@@ -41,6 +41,7 @@ class PagedDuals:
 
     def write(self, buf: int, b: int, alpha: np.ndarray) -> None:
         self.rd.write_duals(buf, b, alpha)
+        _start_writeback(self.rd.dual_path(buf, b))
 
     def checkpoint_arrays(self) -> dict:
         return {}
@@ -88,6 +89,29 @@ class MemoryDuals:
         os.makedirs(self.rd.model_dir, exist_ok=True)
         atomic_save_npy(os.path.join(self.rd.model_dir, "duals.npy"), self.alpha, fsync=True)
         return {"dual_store": self.kind}
+
+
+def _start_writeback(path: str) -> None:
+    """Start writing ``path``'s dirty pages now and let the OS drop them once written.
+
+    Paged duals are what a run does when memory is short, typically under a memory cgroup
+    that counts the page cache: left alone, a pass's dual files stay dirty in it until
+    the kernel flushes them, and reclaiming room for the next block then waits on that
+    writeback. The file is read again one pass later, long after its pages would have
+    been evicted anyway. (Durability is unchanged: the checkpoint still fsyncs them.)
+    """
+    if not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def make_duals(rd: RunDir, row_ptr: np.ndarray, k: int, budget: int, force: str | None = None):

@@ -35,25 +35,42 @@ class BlockCache:
 
     def get(self, key: Hashable, load: Callable[[], Any], nbytes: Callable[[Any], int]) -> Any:
         """The block for ``key``, loading it with ``load()`` on a miss."""
+        hit = self.lookup(key)
+        if hit is not None:
+            return hit
+        value = load()  # outside the lock: loads run while the solver works
+        self.add(key, value, int(nbytes(value)))
+        return value
+
+    def lookup(self, key: Hashable) -> Any:
+        """The cached block for ``key`` (a hit), or None; a caller that then loads it calls :meth:`add`."""
         with self._lock:
             hit = self._items.get(key)
-            if hit is not None:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return hit[0]
-        value = load()  # outside the lock: loads run while the solver works
-        size = int(nbytes(value))
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return hit[0]
+
+    def fits(self, size: int) -> bool:
+        """Whether a block of ``size`` bytes would be kept (callers skip making a copy that would not)."""
+        return 0 < size <= self.budget
+
+    def add(self, key: Hashable, value: Any, size: int) -> None:
+        """Count a load of ``size`` bytes from the store (a miss) and keep ``value`` if it fits.
+
+        ``value`` None counts the load without keeping anything.
+        """
         with self._lock:
             self.misses += 1
             self.bytes_read += size
-            if key not in self._items and size <= self.budget:
+            if value is not None and key not in self._items and size <= self.budget:
                 self._items[key] = (value, size)
                 self.resident += size
                 while self.resident > self.budget:
                     _, (_, s) = self._items.popitem(last=False)
                     self.resident -= s
                     self.evictions += 1
-        return value
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:

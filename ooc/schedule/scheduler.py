@@ -7,6 +7,8 @@ the position in the epoch.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Sequence
@@ -38,37 +40,65 @@ class Prefetcher:
 
     Parameters
     ----------
-    order : sequence of int
-        Block ids in visiting order.
+    order : sequence
+        Items in visiting order: block ids, or tuples of them (groups loaded as one).
     load : callable
-        ``load(b)`` returns the decoded block ``b``.
-    cache : BlockCache
-        Blocks are fetched through it (hits cost nothing).
+        ``load(item)`` returns the decoded block (or group).
+    cache : BlockCache or None
+        Items are fetched through it (hits cost nothing); None: ``load`` is called
+        for every item (a loader that consults a cache itself, per block of a group).
     nbytes : callable
-        Size of a loaded block in bytes.
+        Size of a loaded item in bytes (with a cache).
     depth : int
-        Blocks read ahead (1 keeps memory at about two blocks beyond the cache).
+        Items read ahead (1 keeps memory at about two items beyond the cache).
+    cached : callable, optional
+        ``cached(item)``: whether loading it costs nothing (without a cache); when every
+        item is, they are loaded in the caller's thread, without hand-offs.
+
+    Attributes
+    ----------
+    busy_seconds : float
+        Wall seconds spent inside ``load`` (reading, decoding, waiting for the disk),
+        summed over the items loaded: the reader's own time, whether or not the
+        consumer was waiting for it. Cache hits take no time.
     """
 
-    def __init__(self, order: Sequence[int], load: Callable[[int], object], cache: BlockCache,
-                 nbytes: Callable[[object], int], depth: int = 1, key: Callable[[int], object] = None,
-                 pool: ThreadPoolExecutor | None = None):
-        self.order = [int(b) for b in order]
+    def __init__(self, order: Sequence, load: Callable[[object], object], cache: BlockCache | None,
+                 nbytes: Callable[[object], int] | None = None, depth: int = 1,
+                 key: Callable[[object], object] = None, pool: ThreadPoolExecutor | None = None,
+                 cached: Callable[[object], bool] | None = None):
+        self.order = [tuple(int(x) for x in b) if np.ndim(b) else int(b) for b in order]
         self.load = load
         self.cache = cache
         self.nbytes = nbytes
         self.depth = max(0, int(depth))
         self.key = key or (lambda b: b)
+        if cached is None:
+            cached = (lambda b: self.key(b) in self.cache) if cache is not None else (lambda b: False)
+        self.cached = cached
+        self.busy_seconds = 0.0
+        self._lock = threading.Lock()
         # a long-lived pool may be shared across passes; otherwise one is made for this iteration
         self._own = pool is None and self.depth > 0
         self._pool = pool if pool is not None else (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch") if self.depth else None)
 
-    def _fetch(self, b: int):
-        return self.cache.get(self.key(b), lambda: self.load(b), self.nbytes)
+    def _timed_load(self, b):
+        t0 = time.perf_counter()
+        try:
+            return self.load(b)
+        finally:
+            dt = time.perf_counter() - t0
+            with self._lock:
+                self.busy_seconds += dt
 
-    def __iter__(self) -> Iterator[tuple[int, object]]:
-        if self._pool is None or all(self.key(b) in self.cache for b in self.order):
+    def _fetch(self, b):
+        if self.cache is None:
+            return self._timed_load(b)
+        return self.cache.get(self.key(b), lambda: self._timed_load(b), self.nbytes)
+
+    def __iter__(self) -> Iterator[tuple[object, object]]:
+        if self._pool is None or all(self.cached(b) for b in self.order):
             # nothing to read ahead (no thread, or every block is cached): no hand-off cost
             for b in self.order:
                 yield b, self._fetch(b)
@@ -77,7 +107,7 @@ class Prefetcher:
         submitted = 0
         try:
             for k, b in enumerate(self.order):
-                # keep block k and up to ``depth`` successors in flight
+                # keep item k and up to ``depth`` successors in flight
                 while submitted < len(self.order) and submitted <= k + self.depth:
                     futures.append(self._pool.submit(self._fetch, self.order[submitted]))
                     submitted += 1
@@ -91,3 +121,38 @@ class Prefetcher:
                 for f in futures:  # a shared pool: let in-flight reads finish before the caller moves on
                     if not f.cancelled():
                         f.exception()
+
+
+class ReadAheadGate:
+    """Holds the reader of item ``i`` of a pass until the consumer has released items ``0..i-1``.
+
+    A reader that may read only part of the next item while the current one is worked on
+    (memory) reads that part, then calls :meth:`wait_released`; the consumer calls
+    :meth:`release` when it is done with an item. :meth:`abort` frees a waiting reader
+    (it then raises), for a consumer that stops early.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self.released = 0
+        self._aborted = False
+        #: seconds readers spent waiting here (not reading: see Prefetcher.busy_seconds)
+        self.waited_seconds = 0.0
+
+    def release(self) -> None:
+        with self._cond:
+            self.released += 1
+            self._cond.notify_all()
+
+    def wait_released(self, n: int) -> None:
+        t0 = time.perf_counter()
+        with self._cond:
+            self._cond.wait_for(lambda: self._aborted or self.released >= n)
+            self.waited_seconds += time.perf_counter() - t0
+            if self._aborted:
+                raise RuntimeError("read-ahead aborted: the pass stopped")
+
+    def abort(self) -> None:
+        with self._cond:
+            self._aborted = True
+            self._cond.notify_all()

@@ -35,8 +35,9 @@ from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_los
 from ..objectives.penalties import grad_conj
 from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
+from ..schedule.buffers import BufferPool
 from ..schedule.cache import BlockCache
-from ..schedule.scheduler import Prefetcher, block_order
+from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
 
 
@@ -61,12 +62,40 @@ class TrainBlock(NamedTuple):
         return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y, self.c))
 
 
-def load_train_block(store, problem, b: int) -> TrainBlock:
-    """Row block ``b`` of ``store`` with its labels and example weights, ready for the kernels."""
-    blk = store.block(L.ROWS, b)
+def load_train_block(store, problem, b: int, alloc=None) -> TrainBlock:
+    """Row block ``b`` of ``store`` with its labels and example weights, ready for the kernels.
+
+    ``alloc(n, dtype)``, when given, provides the CSR arrays (:class:`ooc.schedule.buffers.BufferPool`).
+    """
+    blk = store.block(L.ROWS, b) if alloc is None else store.block(L.ROWS, b, alloc)
     y = problem.block_labels(store.read_labels(blk.start, blk.stop))
     indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
     return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
+
+
+def load_train_group(store, problem, blocks, pause_at: int = 0, pause=None, alloc=None) -> TrainBlock:
+    """Row blocks ``blocks`` concatenated in that order (see :meth:`BlockLoopSolver.load_group`).
+
+    ``pause`` is called once the first ``pause_at`` blocks are read (:meth:`ooc.store.Store.read_group`).
+    """
+    blocks = [int(b) for b in blocks]
+    if len(blocks) == 1:
+        return load_train_block(store, problem, blocks[0], alloc)
+    blk = store.read_group(L.ROWS, blocks, pause_at, pause, alloc)
+    y = problem.block_labels(store.read_labels_group([store.block_bounds(L.ROWS, b) for b in blocks]))
+    return TrainBlock(blocks[0], 0, blk.stop, blk.indptr, blk.indices, blk.data, y, problem.example_weights(y))
+
+
+def _part_bytes(g: TrainBlock, off: int, m: int) -> int:
+    nnz = int(g.indptr[off + m] - g.indptr[off])
+    return (m + 1) * g.indptr.itemsize + nnz * (g.indices.itemsize + g.data.itemsize) + m * (g.y.itemsize + g.c.itemsize)
+
+
+def _part(g: TrainBlock, b: int, off: int, m: int, start: int) -> TrainBlock:
+    """Rows ``off..off+m-1`` of a merged block as block ``b`` (copies: what load_train_block returns)."""
+    lo, hi = int(g.indptr[off]), int(g.indptr[off + m])
+    return TrainBlock(b, start, start + m, g.indptr[off:off + m + 1] - lo, g.indices[lo:hi].copy(),
+                      g.data[lo:hi].copy(), g.y[off:off + m].copy(), g.c[off:off + m].copy())
 
 
 def resident_bytes(n: int, dim: int, k: int, block_rows: int, mix: int = 4) -> dict:
@@ -123,35 +152,71 @@ class BlockLoopSolver(StoreSolver):
         self.duals = make_duals(rundir, self.row_ptr, self.k, int(options["memory"]) // 4,
                                 options.get("dual_store"))
         dual_bytes = resident_bytes(self.n, self.dim, self.k, 0)["vectors"] if self.duals.kind == "memory" else 0
-        # the rows of a group are copied into one block while it is worked on
-        group_bytes = self.mix * int(self.store.attrs.get("block_bytes", 0)) if self.mix > 1 else 0
-        self.cache = BlockCache(max(0, int(options["memory"]) - dual_bytes - group_bytes))
+        # --memory holds the duals (when in memory), the group being worked on, the part of the next
+        # group read meanwhile (all of it when --memory holds two groups, else what it leaves, but at
+        # least one block: a pass always reads a block ahead), and the cache: whatever is left
+        block_bytes = int(self.store.attrs.get("block_bytes", 0))
+        group_bytes = self.mix * block_bytes
+        free = int(options["memory"]) - dual_bytes
+        readahead = min(group_bytes, max(block_bytes, free - group_bytes))
+        #: blocks of the next group read while the current one is worked on (see load_group)
+        self.ahead_blocks = max(1, readahead // block_bytes) if block_bytes > 0 else self.mix
+        self.cache = BlockCache(max(0, free - group_bytes - readahead))
+        self._gate, self._positions = None, {}
+        # the arrays of blocks and groups read from the store, reused once nothing refers to them
+        self._buffers = BufferPool()
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
-        return load_train_block(self.store, self.pb, b)
+        return load_train_block(self.store, self.pb, b, self._buffers.take)
 
-    def _gather(self, group, buf: int) -> tuple[TrainBlock, np.ndarray]:
-        """One block of the rows of ``group`` (interleaved by the row order) and their duals.
+    def load_group(self, group: tuple) -> TrainBlock:
+        """The rows of the blocks of ``group`` as one block (the prefetch thread calls this).
 
         Visiting the rows of several blocks in one random permutation matters: on data
         with very popular features, a permutation that keeps each block's rows together
         (blocks in random order, rows shuffled inside) converges several times slower
         than a global permutation (measured: 1e-4 vs 1e-9 relative gap after 10 epochs).
         Mixing ``mix`` resident blocks recovers almost all of the difference.
+
+        The merged block is the blocks' rows one after the other in ``group``'s order
+        (``start = 0``, ``stop`` = their count, ``index`` = the first block), however it is
+        made: when no block is cached, the store decodes every block straight into the
+        merged arrays (:meth:`ooc.store.Store.read_group`), so a group costs its own size
+        in memory, not its blocks plus their concatenation; cached blocks are copied in.
         """
+        cache = self.cache
         if len(group) == 1:
-            b, blk = group[0]
-            return blk, self.duals.read(buf, b)
-        blocks = [blk for _, blk in group]
+            return cache.get(group[0], lambda: self.load_block(group[0]), lambda t: t.nbytes)
+        hits = [cache.lookup(b) for b in group]
+        if all(h is None for h in hits):
+            # the group at position i of the pass reads ahead_blocks blocks, then waits until the
+            # consumer is done with group i-1 (when --memory does not hold two groups)
+            pos = self._positions.get(group, 0) if self._gate is not None else 0
+            pause = (lambda: self._gate.wait_released(pos)) if pos > 0 else None
+            gblk = load_train_group(self.store, self.pb, group, self.ahead_blocks, pause, self._buffers.take)
+            off = 0
+            for b in group:
+                m = int(self.row_ptr[b + 1] - self.row_ptr[b])
+                size = _part_bytes(gblk, off, m)
+                # a copy only when the cache keeps it (the merged arrays go when the group is done)
+                cache.add(b, _part(gblk, b, off, m, int(self.row_ptr[b])) if cache.fits(size) else None, size)
+                off += m
+            return gblk
+        blocks = [h if h is not None else cache.get(b, lambda b=b: self.load_block(b), lambda t: t.nbytes)
+                  for b, h in zip(group, hits)]
         offs = np.cumsum([0] + [int(t.indptr[-1]) for t in blocks[:-1]])
         indptr = np.concatenate([blocks[0].indptr[:1]] + [t.indptr[1:] + o for t, o in zip(blocks, offs)])
         m = sum(t.stop - t.start for t in blocks)
-        gblk = TrainBlock(group[0][0], 0, m, indptr, np.concatenate([t.indices for t in blocks]),
+        return TrainBlock(group[0], 0, m, indptr, np.concatenate([t.indices for t in blocks]),
                           np.concatenate([t.data for t in blocks]), np.concatenate([t.y for t in blocks]),
                           np.concatenate([t.c for t in blocks]))
-        alpha = np.concatenate([self.duals.read(buf, b) for b, _ in group], axis=1)
-        return gblk, alpha
+
+    def group_duals(self, group: tuple, buf: int) -> np.ndarray:
+        """The duals of the blocks of ``group``, (k, rows) in the merged block's row order."""
+        if len(group) == 1:
+            return self.duals.read(buf, group[0])
+        return np.concatenate([self.duals.read(buf, b) for b in group], axis=1)
 
     # -- state ---------------------------------------------------------------------------------------
     def fresh_state(self) -> dict:
@@ -324,28 +389,28 @@ class BlockLoopSolver(StoreSolver):
                 order = block_order(self.nb, int(opt["seed"]), e)
                 cur, nxt = e % 2, (e + 1) % 2
                 pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
+                file_bytes0 = self.store.backend.file_bytes_read()
                 rows_done = 0
-                pf = Prefetcher(order[k:], self.load_block, self.cache, lambda t: t.nbytes, depth=1, pool=pool)
-                group = []
-                for b, blk in pf:
-                    group.append((b, blk))
-                    # groups are consecutive runs of ``mix`` blocks of this epoch's order (so a resume at a
-                    # group boundary forms the same groups); the last one may be shorter
-                    if len(group) < self.mix and k + len(group) < self.nb:
-                        continue
-                    gblk, alpha = self._gather(group, cur)
-                    # keep only the sizes: a merged group no longer needs its blocks (unless cached)
-                    group = [(gb, blk_i.stop - blk_i.start) for gb, blk_i in group]
-                    blk = None
+                # groups are consecutive runs of ``mix`` blocks of this epoch's order (so a resume at a
+                # group boundary forms the same groups); the last one may be shorter
+                groups = [tuple(int(b) for b in order[i:i + self.mix]) for i in range(k, self.nb, self.mix)]
+                self._gate, self._positions = ReadAheadGate(), {g: i for i, g in enumerate(groups)}
+                # the prefetch thread reads a group's duals with its rows: the duals of buffer ``cur`` do
+                # not change during the pass (updates go to ``nxt``), and paged ones are files to read
+                pf = Prefetcher(groups, lambda g, cur=cur: (self.load_group(g), self.group_duals(g, cur)), None,
+                                depth=1, pool=pool, cached=lambda g: all(b in self.cache for b in g))
+                for group, (gblk, alpha) in pf:
                     self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
                     if update:
                         off = 0
-                        for gb, m in group:
+                        for gb in group:
+                            m = int(self.row_ptr[gb + 1] - self.row_ptr[gb])
                             self.duals.write(nxt, gb, np.ascontiguousarray(alpha[:, off:off + m]))
                             off += m
                     k += len(group)
                     rows_done += gblk.stop - gblk.start
-                    group = []
+                    gblk = alpha = None  # the next group is being read: do not hold two
+                    self._gate.release()
                     if update and k < self.nb and time.perf_counter() - last_ck >= ck_every:
                         checkpoint()
                 # the pass is complete: S_e is certified (or not)
@@ -368,6 +433,11 @@ class BlockLoopSolver(StoreSolver):
                     "pass_seconds": pass_seconds,
                     "rows_per_s": rows_done / pass_seconds if pass_seconds > 0 else None,
                     "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
+                    # the reader's own figures: wall seconds it spent reading and decoding this pass, the
+                    # decoded bytes it loaded and the encoded bytes it read from files (None: not counted)
+                    "read_seconds": pf.busy_seconds - self._gate.waited_seconds,
+                    "read_bytes": self.cache.bytes_read - pass_bytes0,
+                    "read_file_bytes": _delta(self.store.backend.file_bytes_read(), file_bytes0),
                     **self.history_extra(),
                 }
                 rd.append_history(entry)
@@ -391,6 +461,8 @@ class BlockLoopSolver(StoreSolver):
                 checkpoint()
             rd.wait_checkpoint()
         finally:
+            if self._gate is not None:
+                self._gate.abort()  # a reader waiting for a group this loop will never release
             pool.shutdown(wait=True)
             rd.wait_checkpoint(reraise=False)  # on an error path, the first error is the one reported
         result["total_seconds"] = elapsed()
@@ -411,6 +483,10 @@ class BlockLoopSolver(StoreSolver):
                 p -= half * float(np.dot(w_state[c], w_state[c]))
                 d -= half * radius[c] ** 2
         return p, d, (p - d) if math.isfinite(d) else math.inf
+
+
+def _delta(now, then):
+    return None if now is None or then is None else now - then
 
 
 def _predicts_converged(recent: list[float], tol: float) -> bool:

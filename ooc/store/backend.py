@@ -89,6 +89,14 @@ class Backend(ABC):
     def has(self, name: str) -> bool:
         """Whether array ``name`` exists."""
 
+    def decodes_whole_chunks(self, name: str) -> bool:
+        """Whether reading part of a chunk of ``name`` costs as much as reading all of it.
+
+        True unless the backend decodes just the part asked for; readers that take a
+        small slice of a chunk many times keep the chunk when it is true.
+        """
+        return True
+
     def read(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Read ``[start, stop)`` of array ``name`` into a new in-memory array.
 
@@ -117,6 +125,22 @@ class Backend(ABC):
                     f"is corrupted or unreadable: {inner}"
                 )
         return StoreError(f"{self.path}: reading {name!r}[{start}:{stop}] failed: {exc}")
+
+    def read_many(self, requests) -> None:
+        """Read several ranges into arrays the caller provides.
+
+        ``requests`` holds ``(name, start, stop, out)`` with ``0 <= start <= stop <= length``
+        and ``out`` a contiguous array of ``stop - start`` elements of the array's dtype.
+        Backends that can read chunks in parallel do (see :class:`ZarrBackend`); errors
+        are those of :meth:`read`.
+        """
+        for name, start, stop, out in requests:
+            if stop > start:
+                out[...] = self.read(name, start, stop)
+
+    def file_bytes_read(self) -> int | None:
+        """Encoded bytes read from the medium so far, where the backend counts them (else None)."""
+        return None
 
     # -- attributes --------------------------------------------------------------
     @property

@@ -222,13 +222,30 @@ class FactorView:
     def n_blocks(self, layout: str) -> int:
         return len(self._ptr) - 1
 
-    def block(self, layout: str, b: int) -> Block:
-        """Rows ``U_i`` of block ``b`` as CSR with ``indices = 0..K-1`` on every row."""
-        s, e = int(self._ptr[b]), int(self._ptr[b + 1])
+    def block_bounds(self, layout: str, b: int) -> tuple[int, int]:
+        return int(self._ptr[b]), int(self._ptr[b + 1])
+
+    def block(self, layout: str, b: int, alloc=None) -> Block:
+        """Rows ``U_i`` of block ``b`` as CSR with ``indices = 0..K-1`` on every row (``alloc`` unused)."""
+        s, e = self.block_bounds(layout, b)
         k = self.k
         data = self._st.backend.read(FACTOR_U, s * k, e * k)
         indptr = np.arange(0, (e - s) * k + 1, k, dtype=np.int64)
         return Block(L.ROWS, b, s, e, indptr, np.tile(self._cols, e - s), data)
+
+    def read_group(self, layout: str, blocks, pause_at: int = 0, pause=None, alloc=None) -> Block:
+        """Blocks of ``U`` one after the other (:meth:`ooc.store.Store.read_group`'s contract)."""
+        blocks = [int(b) for b in blocks]
+        if len(blocks) == 1:
+            return self.block(layout, blocks[0])
+        parts = []
+        for i, b in enumerate(blocks):
+            if pause is not None and i == pause_at:
+                pause()
+            parts.append(self.block(layout, b))
+        m = sum(p.stop - p.start for p in parts)
+        return Block(L.ROWS, blocks[0], 0, m, np.arange(0, m * self.k + 1, self.k, dtype=np.int64),
+                     np.tile(self._cols, m), np.concatenate([p.data for p in parts]))
 
     def vt(self) -> np.ndarray:
         """``V^T`` (``d x K``), whole (DSPDC keeps ``V`` resident)."""

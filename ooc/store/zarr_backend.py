@@ -22,6 +22,7 @@ import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
 from .backend import Backend, StoreError
+from .chunk_files import ChunkReader, direct_io_default, direct_reader
 
 _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
 
@@ -40,6 +41,10 @@ class ZarrBackend(Backend):
         self._g = group
         self._writable = writable
         self._arrays: dict[str, zarr.Array] = {}
+        # chunk-file readers of the arrays whose layout allows (see ooc.store.chunk_files); None: through Zarr
+        self._direct: dict[str, object] = {}
+        self._direct_io: bool | None = None  # decided on first read, from the store's size
+        self._chunks = ChunkReader()
 
     @classmethod
     def create(cls, path: str) -> "ZarrBackend":
@@ -85,6 +90,7 @@ class ZarrBackend(Backend):
             compressors=_COMPRESSORS, fill_value=0,
         )
         self._arrays[name] = a
+        self._direct.pop(name, None)
 
     def resize(self, name, length):
         a = self._array(name)
@@ -95,13 +101,56 @@ class ZarrBackend(Backend):
             # growing again later would bring the old values back instead of zeros
             a[length:min(old, (length // cl + 1) * cl)] = 0
         a.resize((length,))
+        self._direct.pop(name, None)
 
     def write(self, name, start, values):
         values = np.asarray(values)
         self._array(name)[start:start + len(values)] = values
 
+    def _direct_reader(self, name):
+        if name not in self._direct:
+            if self._direct_io is None:
+                self._direct_io = False if _is_url(self.path) else direct_io_default(self.bytes_on_disk())
+            self._direct[name] = direct_reader(self._array(name), self._direct_io)
+        return self._direct[name]
+
     def _read(self, name, start, stop):
-        return self._array(name)[start:stop]
+        fast = self._direct_reader(name)
+        if fast is None:
+            return self._array(name)[start:stop]
+        out = np.empty(stop - start, dtype=fast.dtype)
+        self._chunks.run(fast.jobs(start, stop, out))
+        return out
+
+    def read_many(self, requests):
+        jobs, slow = [], []
+        for name, start, stop, out in requests:
+            fast = self._direct_reader(name)
+            if stop <= start:
+                continue
+            if fast is None:
+                slow.append((name, start, stop, out))
+            else:
+                if out.dtype != fast.dtype or out.shape != (stop - start,) or not out.flags.c_contiguous:
+                    raise ValueError(f"read_many: out for {name!r} must be a contiguous ({stop - start},) "
+                                     f"{fast.dtype} array")
+                jobs += fast.jobs(start, stop, out)
+        try:
+            self._chunks.run(jobs)
+        except Exception:  # read again one range at a time: read() names the damaged chunk
+            for name, start, stop, out in requests:
+                if stop > start:
+                    out[...] = self.read(name, start, stop)
+        super().read_many(slow)
+
+    def decodes_whole_chunks(self, name):
+        return self._direct_reader(name) is None
+
+    def file_bytes_read(self):
+        return sum(a.file_bytes for a in self._direct.values() if a is not None)
+
+    def close(self):
+        self._chunks.close()
 
     def length(self, name):
         return int(self._array(name).shape[0])

@@ -1,0 +1,263 @@
+"""The read path of a cold pass: chunk files read directly, groups decoded into one buffer, reader counters.
+
+* :mod:`ooc.store.chunk_files` returns exactly what Zarr returns, for any range (inside a
+  chunk, across chunks, whole chunks, chunks that have no file), buffered or ``O_DIRECT``;
+* ``Store.read_group`` is the concatenation of the blocks, in every backend;
+* ``BlockLoopSolver.load_group`` gives the same merged block whichever of its blocks are
+  cached, and the history's reader fields add up.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import ooc
+from ooc.schedule.cache import BlockCache
+from ooc.schedule.scheduler import Prefetcher
+from ooc.solvers.base import TrainBlock, load_train_block
+from ooc.store import layout as L
+from ooc.store.backend import StoreCorruptError
+from ooc.store.chunk_files import DirectArray, direct_reader
+from ooc.store.zarr_backend import ZarrBackend
+
+
+def _zarr_array(path, dtype, n, chunk_len, values):
+    be = ZarrBackend.create(path)
+    be.create_array("x", dtype, chunk_len, n)
+    be.write("x", 0, values)
+    be.close()
+    return ZarrBackend.open(path)
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "int64"])
+def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io):
+    rng = np.random.default_rng(3)
+    n, cl = 1000, 96
+    vals = (rng.standard_normal(n) * 1000).astype(dtype)
+    vals[cl * 2:cl * 3] = 0  # a chunk of fill values: Zarr writes no file for it
+    be = _zarr_array(str(tmp_path / "a.zarr"), dtype, n, cl, vals)
+    z = be._array("x")
+    fast = direct_reader(z, direct_io)
+    assert isinstance(fast, DirectArray)
+    assert not os.path.exists(os.path.join(fast.root, fast.chunk_key(2)))
+    ranges = [(0, n), (0, 1), (n - 1, n), (5, 90), (90, 200), (cl, 2 * cl), (2 * cl + 3, 3 * cl + 5), (0, cl)]
+    ranges += [tuple(sorted(rng.integers(0, n + 1, 2))) for _ in range(30)]
+    for s, e in ranges:
+        if e <= s:
+            continue
+        want = z[s:e]
+        got = fast.read(s, e)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (s, e)
+        assert np.array_equal(be.read("x", s, e), want)
+    assert fast.file_bytes > 0
+    # into slices of one buffer, in parallel
+    out = np.full(300, 7, dtype=dtype)
+    be.read_many([("x", 10, 110, out[:100]), ("x", 500, 700, out[100:])])
+    assert np.array_equal(out, np.concatenate([vals[10:110], vals[500:700]]))
+    be.close()
+
+
+def test_older_codecs_go_through_zarr(tmp_path):
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    g = zarr.open_group(str(tmp_path / "z.zarr"), mode="w", zarr_format=3)
+    a = g.create_array("x", shape=(50,), chunks=(8,), dtype="float64", compressors=[ZstdCodec()])
+    a[:] = np.arange(50.0)
+    assert direct_reader(a) is None
+    be = ZarrBackend.open(str(tmp_path / "z.zarr"))
+    assert be.decodes_whole_chunks("x")
+    assert np.array_equal(be.read("x", 3, 40), np.arange(3.0, 40.0))
+
+
+def test_read_many_names_the_corrupted_chunk(tmp_path):
+    path = str(tmp_path / "c.zarr")
+    be = _zarr_array(path, "float64", 64, 8, np.arange(64.0))
+    f = os.path.join(path, "x", "c", "3")
+    with open(f, "r+b") as fh:
+        fh.seek(os.path.getsize(f) // 2)
+        fh.write(b"\xff\xff\xff")
+    out = np.zeros(40)
+    with pytest.raises(StoreCorruptError, match="chunk 3"):
+        be.read_many([("x", 0, 20, out[:20]), ("x", 20, 40, out[20:])])
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(5)
+    X = sp.random(600, 40, density=0.15, random_state=5, format="csr", data_rvs=rng.standard_normal)
+    y = np.where(rng.standard_normal(600) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize("fmt", ["zarr", "hdf5", "memory"])
+def test_read_group_is_the_concatenation(data, tmp_path, fmt):
+    X, y = data
+    path = (f"memory://g-{uuid.uuid4().hex[:8]}" if fmt == "memory"
+            else str(tmp_path / ("s.zarr" if fmt == "zarr" else "s.h5")))
+    st = ooc.convert(X, path, y=y, dtype="float64", block_bytes=900, chunk_len=50,
+                     **({} if fmt == "memory" else {"format": fmt}))
+    nb = st.n_blocks(L.ROWS)
+    assert nb >= 6
+    for group in ([3], [4, 1, 5], [nb - 1, 0], list(range(nb))[::-1]):
+        g = st.read_group(L.ROWS, group)
+        blocks = [st.block(L.ROWS, b) for b in group]
+        csr = sp.vstack([X[blk.start:blk.stop] for blk in blocks]).tocsr()
+        assert np.array_equal(g.indptr, csr.indptr) and g.indptr.dtype == np.int64
+        assert np.array_equal(g.indices, csr.indices) and np.array_equal(g.data, csr.data)
+        assert g.indices.dtype == blocks[0].indices.dtype and g.data.dtype == blocks[0].data.dtype
+        assert g.index == group[0] and g.stop - g.start == csr.shape[0]
+        lab = st.read_labels_group([st.block_bounds(L.ROWS, b) for b in group])
+        assert np.array_equal(lab, np.concatenate([y[blk.start:blk.stop] for blk in blocks]))
+
+
+def _problem(st):
+    from ooc.train import _problem as make
+
+    return make(st, {"loss": "logistic", "gamma": 1.0, "class_weight": None, "l2": 1e-3, "l1": 0.0, "bias": 0.0})
+
+
+def _solver(st, tmp_path, memory, mix):
+    from ooc.runs.rundir import RunDir
+    from ooc.solvers.sdca import SDCASolver
+
+    rd = RunDir.create(str(tmp_path / f"run-{uuid.uuid4().hex[:6]}"), {})
+    return SDCASolver(_problem(st), rd, {"memory": memory, "mix_blocks": mix, "tol": 1e-6, "max_epochs": 1,
+                                         "seed": 0, "checkpoint_every": 1e9})
+
+
+def _concat(blocks: list[TrainBlock], group) -> TrainBlock:
+    offs = np.cumsum([0] + [int(t.indptr[-1]) for t in blocks[:-1]])
+    indptr = np.concatenate([blocks[0].indptr[:1]] + [t.indptr[1:] + o for t, o in zip(blocks, offs)])
+    return TrainBlock(group[0], 0, sum(t.stop - t.start for t in blocks), indptr,
+                      *(np.concatenate([getattr(t, f) for t in blocks]) for f in ("indices", "data", "y", "c")))
+
+
+def test_load_group_same_block_whatever_is_cached(data, tmp_path):
+    X, y = data
+    st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64", block_bytes=900, chunk_len=50)
+    solver = _solver(st, tmp_path, 1 << 30, 3)
+    group = (4, 1, 5)
+    want = _concat([load_train_block(st, solver.pb, b) for b in group], group)
+    for cached in ([], [1], [4, 5], [4, 1, 5]):
+        solver.cache = BlockCache(1 << 30)
+        for b in cached:
+            solver.cache.get(b, lambda b=b: load_train_block(st, solver.pb, b), lambda t: t.nbytes)
+        got = solver.load_group(group)
+        for f in TrainBlock._fields:
+            a, b_ = getattr(got, f), getattr(want, f)
+            assert (a == b_) if np.ndim(a) == 0 else (a.dtype == b_.dtype and np.array_equal(a, b_)), (cached, f)
+        # every block of the group is now cached, and the cached copies are what load_train_block returns
+        for b in group:
+            blk = solver.cache.lookup(b)
+            ref = load_train_block(st, solver.pb, b)
+            assert blk is not None and all(np.array_equal(getattr(blk, f), getattr(ref, f)) for f in TrainBlock._fields)
+    # a cache that keeps nothing still counts every block read
+    solver.cache = BlockCache(0)
+    solver.load_group(group)
+    assert solver.cache.misses == 3 and solver.cache.bytes_read == sum(
+        load_train_block(st, solver.pb, b).nbytes for b in group)
+
+
+def test_prefetcher_counts_reader_busy_seconds():
+    import time
+
+    def load(b):
+        time.sleep(0.02)
+        return b
+
+    pf = Prefetcher([(0, 1), (2,), (3, 4)], load, None, depth=1)
+    assert [g for g, _ in pf] == [(0, 1), (2,), (3, 4)]
+    assert 0.06 <= pf.busy_seconds < 1.0
+    cache = BlockCache(1 << 20)
+    pf = Prefetcher([0, 1, 0], load, cache, lambda v: 8, depth=1)
+    list(pf)
+    assert cache.hits == 1 and 0.04 <= pf.busy_seconds < 1.0  # the hit took no reader time
+
+
+@pytest.mark.parametrize("mix", [1, 3])
+def test_history_has_the_reader_figures(data, tmp_path, mix):
+    X, y = data
+    st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64", block_bytes=900, chunk_len=50)
+    run = ooc.train(st, out=str(tmp_path / "run"), loss="logistic", l2=1e-3, max_epochs=2, tol=1e-12,
+                    memory="16", mix_blocks=mix, solver="sdca")
+    pb = _problem(st)
+    decoded = sum(load_train_block(st, pb, b).nbytes for b in range(st.n_blocks(L.ROWS)))
+    for h in run.history:
+        assert h["read_bytes"] == decoded  # nothing cached: every block of every pass read
+        assert h["read_file_bytes"] >= st.bytes_on_disk() * 0.5
+        assert 0 < h["read_seconds"]
+
+
+def test_group_read_waits_for_the_previous_group_when_memory_is_short(data, tmp_path):
+    import threading
+
+    from ooc.schedule.scheduler import ReadAheadGate
+
+    X, y = data
+    st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64", block_bytes=900, chunk_len=50)
+    solver = _solver(st, tmp_path, 16, 3)  # --memory 16 bytes: one block of the next group read ahead
+    assert solver.ahead_blocks == 1 and solver.cache.budget == 0
+    group = (2, 0, 3)
+    solver._gate, solver._positions = ReadAheadGate(), {(5,): 0, group: 1}
+    reads = []
+    orig = st.backend.read_many
+
+    def spy(requests):
+        reads.append({r[0] for r in requests})
+        return orig(requests)
+
+    st.backend.read_many = spy
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("g", solver.load_group(group)))
+    t.start()
+    t.join(0.5)
+    assert t.is_alive() and "g" not in res  # the first block is read; the rest waits for group 0
+    n_before = len(reads)
+    solver._gate.release()
+    t.join(10)
+    assert not t.is_alive() and len(reads) > n_before
+    want = _concat([load_train_block(st, solver.pb, b) for b in group], group)
+    assert all(np.array_equal(getattr(res["g"], f), getattr(want, f)) for f in ("indptr", "indices", "data", "y", "c"))
+    # a pass that stops frees a waiting reader
+    gate = ReadAheadGate()
+    errs = []
+    t = threading.Thread(target=lambda: errs.append(pytest.raises(RuntimeError, gate.wait_released, 3)))
+    t.start()
+    gate.abort()
+    t.join(10)
+    assert not t.is_alive() and errs
+
+
+def test_read_seconds_exclude_the_wait_for_memory(data, tmp_path):
+    X, y = data
+    st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64", block_bytes=900, chunk_len=50)
+    run = ooc.train(st, out=str(tmp_path / "run"), loss="logistic", l2=1e-3, max_epochs=1, tol=1e-12,
+                    memory="16", mix_blocks=3, solver="sdca")
+    for h in run.history:  # the reader waits for each group to be released, most of the pass
+        assert 0 < h["read_seconds"] <= h["pass_seconds"]
+
+
+def test_factor_view_groups_are_the_concatenation(data):
+    from ooc.solvers.base import load_train_group
+    from ooc.store.factorize import FactorView, convert_factorized
+
+    X, y = data
+    st = convert_factorized(X, f"memory://cf-{uuid.uuid4().hex[:8]}", 4, y=y, seed=2, dtype="float64",
+                            block_bytes=2000)
+    fv = FactorView(st)
+    assert fv.n_blocks(L.ROWS) >= 4
+    pb = _problem(st)
+    group = (2, 0, 3)
+    paused = []
+    got = load_train_group(fv, pb, group, 1, lambda: paused.append(1))
+    want = _concat([load_train_block(fv, pb, b) for b in group], group)
+    assert paused == [1]
+    assert all(np.array_equal(getattr(got, f), getattr(want, f)) for f in ("indptr", "indices", "data", "y", "c"))
+    assert got.stop == sum(fv.block_bounds(L.ROWS, b)[1] - fv.block_bounds(L.ROWS, b)[0] for b in group)
