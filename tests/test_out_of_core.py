@@ -85,6 +85,22 @@ def test_cache_size_does_not_change_the_iterates(data, runs_dir, tmp_path):
     assert r_none.result["bytes_read"] == pytest.approx((r_none.result["epochs"] + 1) * r_all.result["bytes_read"])
 
 
+def test_one_group_of_every_block_cached_or_not(data, runs_dir, tmp_path):
+    # --mix-blocks >= the number of blocks: one group per pass, whose merged block the cache keeps
+    # whole (ooc.solvers.base.BlockLoopSolver.load_group); nothing cached reads it every pass
+    X, y = data
+    st = _store(X, y, "disk", 1500, tmp_path)
+    nb = st.n_blocks("rows")
+    r_none, w_none, h_none = _train(st, runs_dir, memory="16", mix_blocks=nb + 3)
+    r_all, w_all, h_all = _train(st, runs_dir, memory="1GiB", mix_blocks=nb + 3)
+    assert r_all.result["converged"]
+    assert np.array_equal(w_none, w_all) and h_none == h_all
+    assert r_none.result["cache_hit_rate"] == 0.0
+    # the merged block is read once and then hit on every later pass
+    assert r_all.result["bytes_read"] < 2 * r_none.result["bytes_read"] / (r_none.result["epochs"] + 1)
+    assert r_all.result["cache_hit_rate"] > 0.5
+
+
 def test_one_block_or_many_same_optimum(data, runs_dir):
     X, y = data
     one = _store(X, y, "memory", 1 << 30)

@@ -188,6 +188,11 @@ class BlockLoopSolver(StoreSolver):
         cache = self.cache
         if len(group) == 1:
             return cache.get(group[0], lambda: self.load_block(group[0]), lambda t: t.nbytes)
+        if len(group) == self.nb:
+            # one group of every block, the same (sorted) tuple each pass: the cache keeps the merged
+            # block itself, so a pass over data in memory does not concatenate its blocks again
+            return cache.get(group, lambda: load_train_group(self.store, self.pb, group, len(group), None,
+                                                             self._buffers.take), lambda t: t.nbytes)
         hits = [cache.lookup(b) for b in group]
         if all(h is None for h in hits):
             # the group at position i of the pass reads ahead_blocks blocks, then waits until the
@@ -394,11 +399,15 @@ class BlockLoopSolver(StoreSolver):
                 # groups are consecutive runs of ``mix`` blocks of this epoch's order (so a resume at a
                 # group boundary forms the same groups); the last one may be shorter
                 groups = [tuple(int(b) for b in order[i:i + self.mix]) for i in range(k, self.nb, self.mix)]
+                if self.mix >= self.nb:
+                    # every block in one group: its rows are permuted as a whole anyway, so the blocks'
+                    # order inside it is a free choice; a fixed one lets load_group cache the merged block
+                    groups = [tuple(sorted(g)) for g in groups]
                 self._gate, self._positions = ReadAheadGate(), {g: i for i, g in enumerate(groups)}
                 # the prefetch thread reads a group's duals with its rows: the duals of buffer ``cur`` do
                 # not change during the pass (updates go to ``nxt``), and paged ones are files to read
                 pf = Prefetcher(groups, lambda g, cur=cur: (self.load_group(g), self.group_duals(g, cur)), None,
-                                depth=1, pool=pool, cached=lambda g: all(b in self.cache for b in g))
+                                depth=1, pool=pool, cached=lambda g: g in self.cache or all(b in self.cache for b in g))
                 for group, (gblk, alpha) in pf:
                     self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
                     if update:
