@@ -246,10 +246,7 @@ def convert(
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
     mem = parse_bytes(memory)
     bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
-    # chunks of at most 1/128 of a block's decoded bytes: a block then spans a dozen chunks or more
-    # and re-reads little at its two ends (a chunk file is read whole: its checksum covers all of it);
-    # with 1/16 a pass read 1.75x the store from disk (14M-row bench_scale store)
-    cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 128, 1024)))
+    cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
     chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
     rows_per_chunk = max(1024, chunk_bytes // 64)
     # a memory:// store exists in this process's registry, not on disk
