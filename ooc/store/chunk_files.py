@@ -49,6 +49,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .stats import memory_available
+
 try:  # zarr's own crc32c implementation (what its Crc32cCodec uses)
     import google_crc32c
 except ImportError:  # pragma: no cover - zarr >= 3 requires it
@@ -114,50 +116,16 @@ def direct_io_default(store_bytes: int) -> bool:
     """Whether chunk files of a store of ``store_bytes`` should bypass the page cache.
 
     Yes when ``OOC_DIRECT_IO=1``; no when ``=0``; otherwise yes when the store is larger
-    than the memory this process may use (its memory cgroup's limit, or the machine's
-    RAM): a pass then evicts its own pages before the next pass could reuse them.
+    than the memory this process may use (:func:`ooc.store.stats.memory_available`: RAM,
+    ``RLIMIT_AS``, the memory cgroup's limit): a pass then evicts its own pages before the
+    next pass could reuse them.
     """
     env = os.environ.get("OOC_DIRECT_IO")
     if env in ("0", "1"):
         return env == "1"
     if not hasattr(os, "O_DIRECT"):
         return False
-    limit = memory_limit()
-    return limit is not None and store_bytes > limit
-
-
-def memory_limit() -> int | None:
-    """Bytes this process may use: its memory cgroup's limit (v1 or v2) or the RAM, whichever is less."""
-    limits = []
-    try:
-        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        pass
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        lines = []
-    for ln in lines:
-        parts = ln.split(":", 2)
-        if len(parts) != 3:
-            continue
-        ids, path = parts[1], parts[2].strip()
-        if ids == "":  # v2 unified hierarchy
-            cands = [os.path.join("/sys/fs/cgroup", path.lstrip("/"), "memory.max")]
-        elif "memory" in ids.split(","):
-            cands = [os.path.join("/sys/fs/cgroup/memory", path.lstrip("/"), "memory.limit_in_bytes")]
-        else:
-            continue
-        for c in cands:
-            try:
-                with open(c) as f:
-                    v = f.read().strip()
-            except OSError:
-                continue
-            if v.isdigit():
-                limits.append(int(v))
-    return min(limits) if limits else None
+    return store_bytes > memory_available()
 
 
 class DirectArray:
