@@ -34,19 +34,39 @@ def _zarr_array(path, dtype, n, chunk_len, values):
     return ZarrBackend.open(path)
 
 
+def _unsharded_zarr_array(path, dtype, n, chunk_len, values):
+    """An array as ooc wrote them before sharding: one Blosc + crc32c chunk per file."""
+    import zarr
+
+    from ooc.store.zarr_backend import _COMPRESSORS
+
+    g = zarr.open_group(path, mode="w-", zarr_format=3)
+    a = g.create_array("x", shape=(n,), chunks=(chunk_len,), dtype=dtype, compressors=_COMPRESSORS, fill_value=0)
+    a[:] = values
+    return ZarrBackend.open(path)
+
+
+@pytest.mark.parametrize("sharded", [True, False])
 @pytest.mark.parametrize("direct_io", [False, True])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "int64"])
-def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io):
+def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io, sharded):
     rng = np.random.default_rng(3)
     n, cl = 1000, 96
     vals = (rng.standard_normal(n) * 1000).astype(dtype)
     vals[cl * 2:cl * 3] = 0  # a chunk of fill values: Zarr writes no file for it
-    be = _zarr_array(str(tmp_path / "a.zarr"), dtype, n, cl, vals)
+    il = L.inner_chunk_len(cl)
+    assert il == 24
+    vals[cl * 5 + il:cl * 5 + 2 * il] = 0  # an inner chunk of fill values: empty in its shard's index
+    make = _zarr_array if sharded else _unsharded_zarr_array
+    be = make(str(tmp_path / "a.zarr"), dtype, n, cl, vals)
     z = be._array("x")
     fast = direct_reader(z, direct_io)
     assert isinstance(fast, DirectArray)
+    assert fast.chunk_len == cl and fast.inner_len == (il if sharded else None)
+    assert be.chunk_len("x") == cl
     assert not os.path.exists(os.path.join(fast.root, fast.chunk_key(2)))
-    ranges = [(0, n), (0, 1), (n - 1, n), (5, 90), (90, 200), (cl, 2 * cl), (2 * cl + 3, 3 * cl + 5), (0, cl)]
+    ranges = [(0, n), (0, 1), (n - 1, n), (5, 90), (90, 200), (cl, 2 * cl), (2 * cl + 3, 3 * cl + 5), (0, cl),
+              (5 * cl + il - 1, 5 * cl + 2 * il + 1), (5 * cl + il, 5 * cl + 2 * il)]
     ranges += [tuple(sorted(rng.integers(0, n + 1, 2))) for _ in range(30)]
     for s, e in ranges:
         if e <= s:
@@ -63,6 +83,40 @@ def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io):
     be.close()
 
 
+def test_a_sharded_read_takes_only_the_inner_chunks_it_needs(tmp_path):
+    n, cl = 1 << 16, 1 << 14
+    il = L.inner_chunk_len(cl)
+    assert il == cl // L.INNER_CHUNKS
+    vals = np.random.default_rng(0).standard_normal(n)  # barely compressible: file bytes ~ decoded bytes
+    be = _zarr_array(str(tmp_path / "a.zarr"), "float64", n, cl, vals)
+    fast = direct_reader(be._array("x"))
+    shard_file = os.path.getsize(os.path.join(fast.root, fast.chunk_key(1)))
+    before = fast.file_bytes
+    # a range over two inner chunks that straddles a shard boundary: two small reads and two indexes
+    assert np.array_equal(fast.read(2 * cl - 10, 2 * cl + 10), vals[2 * cl - 10:2 * cl + 10])
+    small = fast.file_bytes - before
+    assert small < 2 * (il * 8 + 2 * 4096) + 2 * (16 * L.INNER_CHUNKS + 4096)
+    assert small < shard_file / 4
+    # with the shard indexes cached, a whole shard reads about its own size (each job's span
+    # rounded out to whole pages)
+    before = fast.file_bytes
+    fast.read(cl, 2 * cl)
+    jobs = L.INNER_CHUNKS // DirectArray.INNER_PER_JOB
+    assert shard_file - 16 * L.INNER_CHUNKS - 4 <= fast.file_bytes - before <= shard_file + jobs * 2 * 4096
+
+
+def test_writes_after_reads_are_seen(tmp_path):
+    """A shard rewritten after its index was cached is read with its new index."""
+    cl = 256
+    be = ZarrBackend.create(str(tmp_path / "w.zarr"))
+    be.create_array("x", "float64", cl, 2 * cl)
+    be.write("x", 0, np.arange(2.0 * cl))
+    assert np.array_equal(be.read("x", 0, cl), np.arange(1.0 * cl))
+    new = np.random.default_rng(1).standard_normal(2 * cl)  # compresses to other sizes: other offsets
+    be.write("x", 0, new)
+    assert np.array_equal(be.read("x", 0, 2 * cl), new)
+
+
 def test_older_codecs_go_through_zarr(tmp_path):
     import zarr
     from zarr.codecs import ZstdCodec
@@ -76,16 +130,37 @@ def test_older_codecs_go_through_zarr(tmp_path):
     assert np.array_equal(be.read("x", 3, 40), np.arange(3.0, 40.0))
 
 
-def test_read_many_names_the_corrupted_chunk(tmp_path):
+@pytest.mark.parametrize("sharded", [False, True])
+def test_read_many_names_the_corrupted_chunk(tmp_path, sharded):
     path = str(tmp_path / "c.zarr")
-    be = _zarr_array(path, "float64", 64, 8, np.arange(64.0))
+    cl = 64 if sharded else 8
+    n = 8 * cl
+    make = _zarr_array if sharded else _unsharded_zarr_array
+    be = make(path, "float64", n, cl, np.arange(float(n)))
     f = os.path.join(path, "x", "c", "3")
     with open(f, "r+b") as fh:
-        fh.seek(os.path.getsize(f) // 2)
+        fh.seek(os.path.getsize(f) // 3)
         fh.write(b"\xff\xff\xff")
-    out = np.zeros(40)
-    with pytest.raises(StoreCorruptError, match="chunk 3"):
-        be.read_many([("x", 0, 20, out[:20]), ("x", 20, 40, out[20:])])
+    out = np.zeros(n // 2)
+    msg = "chunk 3" + (r".*inner chunk \d" if sharded else "")
+    with pytest.raises(StoreCorruptError, match=msg):
+        be.read_many([("x", 0, n // 4, out[:n // 4]), ("x", n // 4, n // 2, out[n // 4:])])
+
+
+def test_a_corrupted_shard_index_is_named(tmp_path):
+    path = str(tmp_path / "c.zarr")
+    be = _zarr_array(path, "float64", 256, 64, np.arange(256.0))
+    f = os.path.join(path, "x", "c", "2")
+    with open(f, "r+b") as fh:
+        fh.seek(os.path.getsize(f) - 10)
+        fh.write(b"\x01")
+    with pytest.raises(StoreCorruptError, match="chunk 2.*index"):
+        be.read("x", 130, 140)
+    with open(f, "r+b") as fh:  # cut off: the index cannot be where it should
+        fh.truncate(20)
+    be = ZarrBackend.open(path)
+    with pytest.raises(StoreCorruptError, match="chunk 2.*(truncated|index)"):
+        be.read("x", 130, 140)
 
 
 @pytest.fixture(scope="module")

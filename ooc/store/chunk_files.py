@@ -57,6 +57,7 @@ except ImportError:  # pragma: no cover - zarr >= 3 requires it
     google_crc32c = None
 
 _HEADER = 16  # Blosc 1 header: version, versionlz, flags, typesize, nbytes, blocksize, cbytes
+_EMPTY = 2**64 - 1  # a shard index entry of an inner chunk that has no bytes (all fill value)
 _ALIGN = 4096  # O_DIRECT buffer, offset and length alignment (covers 512- and 4096-byte sectors)
 #: threads that read and decode chunks for one :meth:`ChunkReader.read_many` call
 READ_THREADS = 2
@@ -136,40 +137,73 @@ class DirectArray:
     root : str
         Directory of the array (where its ``zarr.json`` is).
     chunk_key : callable
-        ``chunk_key(k)``: path of chunk ``k`` relative to ``root`` (Zarr's key encoding).
+        ``chunk_key(k)``: path of chunk (or shard) ``k`` relative to ``root`` (Zarr's key encoding).
     dtype : numpy.dtype
     chunk_len : int
-        Elements per chunk.
+        Elements per chunk file: a chunk, or a shard of ``chunk_len // inner_len`` inner chunks.
     fill_value : scalar
-        Value of the elements of a chunk that has no file (Zarr writes none for a chunk
-        that holds only the fill value).
+        Value of the elements of a chunk that has no file, or an inner chunk that the shard
+        index marks empty (Zarr writes none for a chunk that holds only the fill value).
     direct_io : bool
         Read chunk files with ``O_DIRECT`` (falls back to buffered reads where the file
         system refuses it).
+    inner_len : int, optional
+        Elements per inner chunk of a sharded array (Zarr's ``sharding_indexed`` codec,
+        index at the end, ``bytes`` + ``crc32c``); None for an array that is not sharded.
+
+    Notes
+    -----
+    A sharded array is read at inner-chunk granularity: only the byte span of the inner
+    chunks a range overlaps is read from the shard file, each inner chunk checked against
+    its own crc32c. The files stay large (good for the disk), while a row block that
+    starts or ends inside a shard reads at most one inner chunk it does not need at each
+    end, where an unsharded array reads the whole boundary chunk file twice.
     """
 
-    def __init__(self, root: str, chunk_key, dtype, chunk_len: int, fill_value, direct_io: bool = False):
+    #: Most inner chunks one job reads: the unit the reader threads share out, and the
+    #: size of one read (32 inner chunks of 32Ki float64: ~8 MB at most).
+    INNER_PER_JOB = 8
+    #: Shard indexes kept (each ``16 * inner chunks per shard`` bytes: 512 B by default).
+    INDEX_CACHE = 8192
+
+    def __init__(self, root: str, chunk_key, dtype, chunk_len: int, fill_value, direct_io: bool = False,
+                 inner_len: int | None = None):
         self.root = root
         self.chunk_key = chunk_key
         self.dtype = np.dtype(dtype)
         self.chunk_len = int(chunk_len)
         self.fill_value = fill_value
         self.direct_io = bool(direct_io) and hasattr(os, "O_DIRECT")
+        self.inner_len = int(inner_len) if inner_len else None
+        if self.inner_len is not None and self.chunk_len % self.inner_len:
+            raise ValueError(f"shard of {chunk_len} elements is not a whole number of {inner_len}-element chunks")
         #: encoded bytes read from chunk files (all threads)
         self.file_bytes = 0
         self._lock = threading.Lock()
+        self._index: dict[int, np.ndarray] = {}
 
     def jobs(self, start: int, stop: int, out: np.ndarray) -> list:
-        """``(chunk, first, count, dest)`` for each chunk of ``start..stop-1``, ``out`` holding the range."""
+        """``(array, chunk, first, count, dest)`` pieces of ``start..stop-1``, ``out`` holding the range.
+
+        One piece per chunk file, or per run of at most :attr:`INNER_PER_JOB` inner chunks
+        of a shard.
+        """
         cl = self.chunk_len
+        step = cl if self.inner_len is None else self.inner_len * self.INNER_PER_JOB
         res = []
         pos = start
         while pos < stop:
             k = pos // cl
-            hi = min(stop, (k + 1) * cl)
-            res.append((self, k, pos - k * cl, hi - pos, out[pos - start:hi - start]))
+            first = pos - k * cl
+            hi = min(stop, k * cl + min(cl, (first // step + 1) * step))
+            res.append((self, k, first, hi - pos, out[pos - start:hi - start]))
             pos = hi
         return res
+
+    def forget_indexes(self) -> None:
+        """Drop the cached shard indexes: the array was written to since they were read."""
+        with self._lock:
+            self._index.clear()
 
     def read(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
         """Elements ``start..stop-1`` (clipped to the array by the caller), into ``out`` if given."""
@@ -178,77 +212,146 @@ class DirectArray:
             job[0].read_chunk(*job[1:])
         return out
 
-    def _read_file(self, path: str) -> tuple[np.ndarray, int] | None:
-        """The chunk file's bytes (in this thread's scratch buffer) and its size; None if absent."""
-        direct = self.direct_io
+    def _open(self, path: str) -> int | None:
+        """A descriptor of ``path`` (``O_DIRECT`` if asked and allowed); None if there is no such file."""
         try:
-            fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+            return os.open(path, os.O_RDONLY | (os.O_DIRECT if self.direct_io else 0))
         except FileNotFoundError:
             return None
         except OSError as exc:
-            if not direct or exc.errno != errno.EINVAL:
+            if not self.direct_io or exc.errno != errno.EINVAL:
                 raise
-            self.direct_io = direct = False  # a file system without O_DIRECT
-            fd = os.open(path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            buf = _scratch.get(size)
-            view = memoryview(buf)  # whole aligned pages: O_DIRECT wants them, the last read stops at EOF
-            got = 0
-            while got < size:
-                try:
-                    r = os.readv(fd, [view[got:]])
-                except OSError as exc:
-                    if not direct or exc.errno != errno.EINVAL or got:
-                        raise
-                    self.direct_io = direct = False
-                    os.close(fd)
-                    fd = os.open(path, os.O_RDONLY)
-                    continue
-                if r == 0:
-                    break
-                got += r
-        finally:
-            os.close(fd)
+            self.direct_io = False  # a file system without O_DIRECT
+            return os.open(path, os.O_RDONLY)
+
+    def _pread(self, fd: int, path: str, lo: int, hi: int, size: int) -> tuple[int, np.ndarray, int]:
+        """Bytes ``lo..hi-1`` of the file in this thread's scratch buffer.
+
+        Returns ``(fd, buf, skip)``: the (possibly reopened) descriptor, and the buffer whose
+        ``buf[skip:skip + hi - lo]`` are those bytes. The read covers whole aligned pages
+        (``O_DIRECT`` wants them; the last one stops at EOF).
+        """
+        a = lo // _ALIGN * _ALIGN
+        end = min(size, -(-hi // _ALIGN) * _ALIGN)
+        buf = _scratch.get(end - a)
+        view = memoryview(buf)
+        got = 0
+        while a + got < hi:
+            try:
+                r = os.preadv(fd, [view[got:-(-(end - a) // _ALIGN) * _ALIGN]], a + got)
+            except OSError as exc:
+                if not self.direct_io or exc.errno != errno.EINVAL or got:
+                    raise
+                self.direct_io = False
+                os.close(fd)
+                fd = os.open(path, os.O_RDONLY)
+                continue
+            if r == 0:
+                raise ChunkFileError(f"chunk file {path} is truncated ({size} bytes, wanted bytes up to {hi})")
+            got += r
         with self._lock:
             self.file_bytes += got
-        return buf, got
+        return fd, buf, lo - a
 
-    def read_chunk(self, k: int, first: int, count: int, dest: np.ndarray) -> None:
-        """Elements ``first..first+count-1`` of chunk ``k`` into ``dest``."""
-        path = os.path.join(self.root, self.chunk_key(k))
-        got = self._read_file(path)
-        if got is None:
-            dest[:] = self.fill_value
-            return
-        buf, size = got
+    def _decode(self, enc: np.ndarray, n_elems: int, first: int, count: int, dest: np.ndarray, where: str) -> None:
+        """Elements ``first..first+count-1`` of an encoded chunk of ``n_elems`` into ``dest``.
+
+        ``enc`` is the chunk as stored: the Blosc frame then its crc32c (4 bytes, little endian).
+        """
+        size = enc.size
         if size < _HEADER + 4:
-            raise ChunkFileError(f"chunk file {path} is truncated ({size} bytes)")
-        body = buf[:size - 4]
-        if google_crc32c.value(body) != int.from_bytes(buf[size - 4:size].tobytes(), "little"):
-            raise ChunkFileError(f"chunk file {path}: crc32c mismatch")
+            raise ChunkFileError(f"{where} is truncated ({size} bytes)")
+        body = enc[:size - 4]
+        if google_crc32c.value(body) != int.from_bytes(enc[size - 4:size].tobytes(), "little"):
+            raise ChunkFileError(f"{where}: crc32c mismatch")
         itemsize = self.dtype.itemsize
-        typesize = int(buf[3])
-        nbytes = int.from_bytes(buf[4:8].tobytes(), "little")
-        cbytes = int.from_bytes(buf[12:16].tobytes(), "little")
-        if nbytes != self.chunk_len * itemsize or cbytes != size - 4:
-            raise ChunkFileError(f"chunk file {path}: Blosc header says {nbytes} bytes in {cbytes}, expected "
-                                 f"{self.chunk_len * itemsize} in {size - 4}")
+        typesize = int(body[3])
+        nbytes = int.from_bytes(body[4:8].tobytes(), "little")
+        cbytes = int.from_bytes(body[12:16].tobytes(), "little")
+        if nbytes != n_elems * itemsize or cbytes != size - 4:
+            raise ChunkFileError(f"{where}: Blosc header says {nbytes} bytes in {cbytes}, expected "
+                                 f"{n_elems * itemsize} in {size - 4}")
         getitem, decompress = _BLOSC
         src, dst, want = body.ctypes.data, dest.ctypes.data, count * itemsize
-        if count == self.chunk_len:
+        if count == n_elems:
             r = decompress(src, dst, want, 1)
         elif (first * itemsize) % typesize == 0 and want % typesize == 0:
             # only the Blosc blocks that hold the range are decoded
             r = getitem(src, first * itemsize // typesize, want // typesize, dst)
         else:  # pragma: no cover - Zarr sets Blosc's typesize to the itemsize
-            whole = np.empty(self.chunk_len, dtype=self.dtype)
+            whole = np.empty(n_elems, dtype=self.dtype)
             r = decompress(src, whole.ctypes.data, nbytes, 1)
             if r == nbytes:
                 dest[:] = whole[first:first + count]
                 r = want
         if r != want:
-            raise ChunkFileError(f"chunk file {path}: Blosc decoding failed ({r})")
+            raise ChunkFileError(f"{where}: Blosc decoding failed ({r})")
+
+    def read_chunk(self, k: int, first: int, count: int, dest: np.ndarray) -> None:
+        """Elements ``first..first+count-1`` of chunk (or shard) ``k`` into ``dest``."""
+        path = os.path.join(self.root, self.chunk_key(k))
+        fd = self._open(path)
+        if fd is None:
+            dest[:] = self.fill_value
+            return
+        try:
+            size = os.fstat(fd).st_size
+            if self.inner_len is None:
+                fd, buf, skip = self._pread(fd, path, 0, size, size)
+                self._decode(buf[skip:skip + size], self.chunk_len, first, count, dest, f"chunk file {path}")
+            else:
+                fd = self._read_inner(fd, path, size, k, first, count, dest)
+        finally:
+            os.close(fd)
+
+    def _shard_index(self, fd: int, path: str, size: int, k: int) -> tuple[int, np.ndarray]:
+        """``(fd, index)`` of shard ``k``: ``index[i] = (offset, nbytes)`` of inner chunk ``i``."""
+        with self._lock:
+            idx = self._index.get(k)
+        if idx is not None:
+            return fd, idx
+        n = self.chunk_len // self.inner_len
+        isize = 16 * n + 4
+        if size < isize:
+            raise ChunkFileError(f"shard file {path} is truncated ({size} bytes, its index alone is {isize})")
+        fd, buf, skip = self._pread(fd, path, size - isize, size, size)
+        raw = buf[skip:skip + isize]
+        if google_crc32c.value(raw[:-4]) != int.from_bytes(raw[-4:].tobytes(), "little"):
+            raise ChunkFileError(f"shard file {path}: crc32c mismatch in its index")
+        idx = raw[:-4].view("<u8").reshape(n, 2).copy()
+        present = idx[:, 0] != _EMPTY
+        if np.any(idx[present, 0] + idx[present, 1] > size - isize) or np.any((idx[:, 0] == _EMPTY) != (idx[:, 1] == _EMPTY)):
+            raise ChunkFileError(f"shard file {path}: its index points outside the file")
+        with self._lock:
+            if len(self._index) >= self.INDEX_CACHE:
+                self._index.pop(next(iter(self._index)))
+            self._index[k] = idx
+        return fd, idx
+
+    def _read_inner(self, fd: int, path: str, size: int, k: int, first: int, count: int, dest: np.ndarray) -> int:
+        """Read a range of shard ``k`` inner chunk by inner chunk; returns the descriptor (maybe reopened)."""
+        il = self.inner_len
+        fd, idx = self._shard_index(fd, path, size, k)
+        i0, i1 = first // il, (first + count - 1) // il + 1
+        sub = idx[i0:i1]
+        present = sub[:, 0] != _EMPTY
+        if present.any():
+            lo = int(sub[present, 0].min())
+            hi = int((sub[present, 0] + sub[present, 1]).max())
+            fd, buf, skip = self._pread(fd, path, lo, hi, size)
+        for i in range(i0, i1):
+            a = max(first, i * il)
+            b = min(first + count, (i + 1) * il)
+            out = dest[a - first:b - first]
+            off, nb = int(idx[i, 0]), int(idx[i, 1])
+            if off == _EMPTY:
+                out[:] = self.fill_value
+                continue
+            s = skip + off - lo
+            self._decode(buf[s:s + nb], il, a - i * il, b - a, out,
+                         f"shard file {path}, inner chunk {i} (elements {k * self.chunk_len + i * il}.."
+                         f"{k * self.chunk_len + (i + 1) * il - 1})")
+        return fd
 
 
 def _check_out(out, n: int, dtype) -> np.ndarray:
@@ -304,7 +407,7 @@ def direct_reader(zarr_array, direct_io: bool = False) -> DirectArray | None:
     if _BLOSC is None or google_crc32c is None or sys.byteorder != "little":
         return None
     try:
-        from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec
+        from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, ShardingCodec
         from zarr.storage import LocalStore
 
         meta = zarr_array.metadata
@@ -313,7 +416,16 @@ def direct_reader(zarr_array, direct_io: bool = False) -> DirectArray | None:
             return None
         if len(zarr_array.shape) != 1 or type(meta.chunk_grid).__name__ != "RegularChunkGrid":
             return None
-        codecs = list(meta.codecs)
+        codecs, inner_len = list(meta.codecs), None
+        if len(codecs) == 1 and isinstance(codecs[0], ShardingCodec):
+            sh = codecs[0]
+            loc = getattr(sh.index_location, "value", sh.index_location)
+            index_codecs = list(sh.index_codecs)
+            if (loc != "end" or len(index_codecs) != 2 or not isinstance(index_codecs[0], BytesCodec)
+                    or getattr(index_codecs[0].endian, "value", index_codecs[0].endian) not in (None, "little")
+                    or not isinstance(index_codecs[1], Crc32cCodec)):
+                return None
+            inner_len, codecs = int(sh.chunk_shape[0]), list(sh.codecs)
         if (len(codecs) != 3 or not isinstance(codecs[0], BytesCodec) or not isinstance(codecs[1], BloscCodec)
                 or not isinstance(codecs[2], Crc32cCodec)):
             return None
@@ -323,7 +435,7 @@ def direct_reader(zarr_array, direct_io: bool = False) -> DirectArray | None:
             return None
         enc = meta.chunk_key_encoding
         root = os.path.join(str(store.root), *[p for p in zarr_array.store_path.path.split("/") if p])
-        return DirectArray(root, lambda k: enc.encode_chunk_key((k,)), dtype, int(zarr_array.chunks[0]),
-                           zarr_array.fill_value, direct_io)
+        return DirectArray(root, lambda k: enc.encode_chunk_key((k,)), dtype, int(meta.chunk_grid.chunk_shape[0]),
+                           zarr_array.fill_value, direct_io, inner_len)
     except Exception:  # pragma: no cover - an unexpected zarr version: fall back to zarr's reader
         return None

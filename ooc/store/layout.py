@@ -49,6 +49,12 @@ DEFAULT_BLOCK_BYTES = 64 << 20
 #: over-reads little (at most one chunk at each end), large enough to compress well
 #: and keep the number of files low.
 DEFAULT_CHUNK_LEN = 1 << 20
+#: Inner chunks per chunk, for backends that shard (Zarr): a chunk file holds this many
+#: separately compressed and checksummed pieces plus an index, so a block that starts or
+#: ends inside a chunk reads only the pieces it needs while files stay large.
+INNER_CHUNKS = 32
+#: Fewest elements in an inner chunk (below this a chunk is not split).
+MIN_INNER_CHUNK_LEN = 16
 
 INDPTR_DTYPE = np.dtype(np.int64)
 STAT_FLOAT = np.dtype(np.float64)
@@ -68,6 +74,19 @@ def array_name(layout: str, field: str) -> str:
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
     return f"{layout}/{field}"
+
+
+def inner_chunk_len(chunk_len: int) -> int:
+    """Elements per inner chunk of a chunk of ``chunk_len`` (``chunk_len`` itself: not split).
+
+    The largest split into at most :data:`INNER_CHUNKS` equal pieces (a power of two that
+    divides ``chunk_len``) whose pieces keep at least :data:`MIN_INNER_CHUNK_LEN` elements.
+    """
+    chunk_len = int(chunk_len)
+    k = INNER_CHUNKS
+    while k > 1 and (chunk_len % k or chunk_len // k < MIN_INNER_CHUNK_LEN):
+        k //= 2
+    return chunk_len // k
 
 
 def index_dtype_for(n_max: int) -> np.dtype:

@@ -22,6 +22,7 @@ import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
 from .backend import Backend, StoreError
+from .layout import inner_chunk_len
 from .chunk_files import ChunkReader, direct_io_default, direct_reader
 
 _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
@@ -29,6 +30,11 @@ _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCode
 
 def _is_url(path: str) -> bool:
     return "://" in path
+
+
+def _file_len(a: "zarr.Array") -> int:
+    """Elements per chunk file of ``a``: its shard, or its chunk when it is not sharded."""
+    return int((a.shards or a.chunks)[0])
 
 
 class ZarrBackend(Backend):
@@ -85,9 +91,10 @@ class ZarrBackend(Backend):
         return a
 
     def create_array(self, name, dtype, chunk_len, length=0):
+        inner = inner_chunk_len(chunk_len)
         a = self._g.create_array(
-            name, shape=(int(length),), chunks=(int(chunk_len),), dtype=np.dtype(dtype),
-            compressors=_COMPRESSORS, fill_value=0,
+            name, shape=(int(length),), chunks=(inner,), shards=(int(chunk_len),) if inner < chunk_len else None,
+            dtype=np.dtype(dtype), compressors=_COMPRESSORS, fill_value=0,
         )
         self._arrays[name] = a
         self._direct.pop(name, None)
@@ -95,9 +102,9 @@ class ZarrBackend(Backend):
     def resize(self, name, length):
         a = self._array(name)
         length, old = int(length), int(a.shape[0])
-        cl = int(a.chunks[0])
+        cl = _file_len(a)
         if length < old and length % cl:
-            # Zarr keeps the chunk that straddles the new end as is: clear its tail, or
+            # Zarr keeps the chunk (shard) that straddles the new end as is: clear its tail, or
             # growing again later would bring the old values back instead of zeros
             a[length:min(old, (length // cl + 1) * cl)] = 0
         a.resize((length,))
@@ -106,6 +113,9 @@ class ZarrBackend(Backend):
     def write(self, name, start, values):
         values = np.asarray(values)
         self._array(name)[start:start + len(values)] = values
+        fast = self._direct.get(name)
+        if fast is not None:  # the shards written may have new indexes
+            fast.forget_indexes()
 
     def _direct_reader(self, name):
         if name not in self._direct:
@@ -159,7 +169,7 @@ class ZarrBackend(Backend):
         return np.dtype(self._array(name).dtype)
 
     def chunk_len(self, name):
-        return int(self._array(name).chunks[0])
+        return _file_len(self._array(name))
 
     def has(self, name):
         try:
