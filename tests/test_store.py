@@ -451,22 +451,22 @@ def check_zarr_chunk_keys(st, layout, b, s, e, lo, hi):
     store = st.backend._g.store
     keys = []
     cls = type(store)
-    orig_get, orig_chunk = cls.get, DirectArray.read_chunk
+    orig_get, orig_fetch = cls.get, DirectArray.fetch
     root = str(store.root)
 
     async def get(self, key, *a, **k):
         keys.append(key)
         return await orig_get(self, key, *a, **k)
 
-    def read_chunk(self, k, *a):
+    def fetch(self, k, *a):  # every chunk file read goes through DirectArray.fetch
         keys.append(os.path.relpath(os.path.join(self.root, self.chunk_key(k)), root).replace(os.sep, "/"))
-        return orig_chunk(self, k, *a)
+        return orig_fetch(self, k, *a)
 
-    cls.get, DirectArray.read_chunk = get, read_chunk
+    cls.get, DirectArray.fetch = get, fetch
     try:
         st.block(layout, b)
     finally:
-        cls.get, DirectArray.read_chunk = orig_get, orig_chunk
+        cls.get, DirectArray.fetch = orig_get, orig_fetch
     cl = st.backend.chunk_len(L.array_name(layout, L.INDICES))
     chunk_keys = sorted(k for k in keys if "/c/" in k)
     expect = sorted([f"{layout}/indptr/c/{k}" for k in range(s // cl, e // cl + 1)]

@@ -58,8 +58,13 @@ class Backend(ABC):
 
     # -- arrays ------------------------------------------------------------------
     @abstractmethod
-    def create_array(self, name: str, dtype, chunk_len: int, length: int = 0) -> None:
-        """Create a 1-D array of ``length`` (zeros), chunked by ``chunk_len`` elements."""
+    def create_array(self, name: str, dtype, chunk_len: int, length: int = 0, sample=None) -> None:
+        """Create a 1-D array of ``length`` (zeros), chunked by ``chunk_len`` elements.
+
+        ``sample``, when given, is the array's first values: a backend that compresses
+        stores the array uncompressed when they do not compress
+        (:func:`ooc.store.layout.worth_compressing`).
+        """
 
     @abstractmethod
     def resize(self, name: str, length: int) -> None:
@@ -203,7 +208,7 @@ class MemoryBackend(Backend):
     def delete(cls, path: str) -> None:
         cls._containers.pop(path, None)
 
-    def create_array(self, name, dtype, chunk_len, length=0):
+    def create_array(self, name, dtype, chunk_len, length=0, sample=None):
         self._c["arrays"][name] = np.zeros(length, dtype=dtype)
         self._c["chunks"][name] = int(chunk_len)
 

@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 
 from .backend import Backend, StoreError
+from .layout import worth_compressing
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
@@ -59,10 +60,11 @@ class HDF5Backend(Backend):
         except KeyError:
             raise StoreError(f"{self.path}: array {name!r} is missing") from None
 
-    def create_array(self, name, dtype, chunk_len, length=0):
+    def create_array(self, name, dtype, chunk_len, length=0, sample=None):
         self._f.create_dataset(
             name, shape=(int(length),), maxshape=(None,), chunks=(int(chunk_len),),
-            dtype=np.dtype(dtype), compression="lzf", fletcher32=True, fillvalue=0,
+            dtype=np.dtype(dtype), compression="lzf" if worth_compressing(sample) else None,
+            fletcher32=True, fillvalue=0,
         )
 
     def resize(self, name, length):

@@ -35,7 +35,9 @@ class Appender:
         self.backend, self.name = backend, name
         self.dtype = np.dtype(dtype)
         self.chunk_len = int(chunk_len)
-        backend.create_array(name, self.dtype, self.chunk_len)
+        # the array is created with its first write, which the backend sees as a sample of
+        # its values (a backend may store values that do not compress uncompressed)
+        self._created = False
         self.length = 0           # elements flushed to the backend
         self._buf = np.empty(self.chunk_len, dtype=self.dtype)
         self._fill = 0
@@ -73,6 +75,9 @@ class Appender:
             self._fill = rest
 
     def _write(self, values: np.ndarray) -> None:
+        if not self._created:
+            self.backend.create_array(self.name, self.dtype, self.chunk_len, sample=values)
+            self._created = True
         new = self.length + len(values)
         self.backend.resize(self.name, new)
         self.backend.write(self.name, self.length, values)
@@ -83,6 +88,9 @@ class Appender:
         if self._fill:
             self._write(self._buf[:self._fill])
             self._fill = 0
+        if not self._created:  # nothing was appended: an empty array
+            self.backend.create_array(self.name, self.dtype, self.chunk_len)
+            self._created = True
         return self.length
 
 

@@ -22,10 +22,14 @@ import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
 from .backend import Backend, StoreError
-from .layout import inner_chunk_len
+from .layout import inner_chunk_len, worth_compressing
 from .chunk_files import ChunkReader, direct_io_default, direct_reader
 
 _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
+#: for arrays that do not compress (layout.worth_compressing): Blosc level 0 stores the bytes
+#: as they are behind its 16-byte header, so decoding is a copy and every array keeps one
+#: codec chain (the direct chunk reader's)
+_STORED = (BloscCodec(cname="lz4", clevel=0, shuffle="noshuffle"), Crc32cCodec())
 
 
 def _is_url(path: str) -> bool:
@@ -90,11 +94,11 @@ class ZarrBackend(Backend):
             self._arrays[name] = a
         return a
 
-    def create_array(self, name, dtype, chunk_len, length=0):
+    def create_array(self, name, dtype, chunk_len, length=0, sample=None):
         inner = inner_chunk_len(chunk_len)
         a = self._g.create_array(
             name, shape=(int(length),), chunks=(inner,), shards=(int(chunk_len),) if inner < chunk_len else None,
-            dtype=np.dtype(dtype), compressors=_COMPRESSORS, fill_value=0,
+            dtype=np.dtype(dtype), compressors=_COMPRESSORS if worth_compressing(sample) else _STORED, fill_value=0,
         )
         self._arrays[name] = a
         self._direct.pop(name, None)
