@@ -163,13 +163,30 @@ class BackendSuite:
         be.write("big", 0, np.random.default_rng(0).random(4096))
         assert be.bytes_on_disk() > before
 
+    def compressed(self, b, name) -> bool | None:
+        """Whether the backend stores array ``name`` compressed (None: it does not compress)."""
+        return None
+
+    @pytest.mark.parametrize("kind", ["noise", "ids", "ones"])
+    def test_arrays_whose_values_do_not_compress_are_stored_as_they_are(self, be, kind):
+        rng = np.random.default_rng(2)
+        v = {"noise": rng.random(1 << 14), "ids": np.sort(rng.integers(0, 1 << 20, 1 << 14)).astype(np.int32),
+             "ones": np.ones(1 << 14)}[kind]
+        be.create_array("a", v.dtype, 1 << 12, len(v), sample=v)
+        be.write("a", 0, v)
+        assert np.array_equal(be.read("a"), v)
+        assert np.array_equal(be.read("a", 100, 9000), v[100:9000])
+        assert self.compressed(be, "a") in (None, kind != "noise")
+
     # -- corruption ---------------------------------------------------------------------------
-    def test_corrupted_chunk_names_array_and_chunk(self, path):
+    @pytest.mark.parametrize("stored", [False, True], ids=["compressed", "stored"])
+    def test_corrupted_chunk_names_array_and_chunk(self, path, stored):
         if not self.can_corrupt:
             pytest.skip(f"{self.cls.__name__} keeps no checksummed chunks")
         b = self.cls.create(path)
         v = np.random.default_rng(1).random(40)
-        b.create_array("rows/data", np.float64, 8, 40)
+        b.create_array("rows/data", np.float64, 8, 40, sample=np.random.default_rng(0).random(1024) if stored else None)
+        assert self.compressed(b, "rows/data") in (None, not stored)
         b.write("rows/data", 0, v)
         b.close()
         self.corrupt_chunk(path, "rows/data", 2)
@@ -211,6 +228,13 @@ class TestZarrBackend(BackendSuite):
         f = _zarr_chunk_file(path, name, k)
         _flip_bytes(f, os.path.getsize(f) // 2)
 
+    def compressed(self, b, name):
+        a = b._array(name)
+        codecs = a.metadata.codecs
+        if type(codecs[0]).__name__ == "ShardingCodec":
+            codecs = codecs[0].codecs
+        return next(c for c in codecs if type(c).__name__ == "BloscCodec").clevel > 0
+
     def test_detect_rejects_non_groups(self, tmp_path):
         (tmp_path / "plain").mkdir()
         assert not ZarrBackend.detect(str(tmp_path / "plain"))
@@ -242,6 +266,9 @@ class TestHDF5Backend(BackendSuite):
             info = f[name].id.get_chunk_info(k)
         _flip_bytes(path, info.byte_offset + info.size // 2)
 
+    def compressed(self, b, name):
+        return b._ds(name).compression is not None
+
     def test_detect_rejects_other_files(self, tmp_path):
         p = tmp_path / "x.h5"
         p.write_bytes(b"not hdf5 at all")
@@ -265,3 +292,15 @@ class TestMemoryBackend(BackendSuite):
             MemoryBackend.create(other)
         MemoryBackend.delete(other)
         assert not MemoryBackend.detect(other)
+
+
+def test_worth_compressing():
+    from ooc.store.layout import worth_compressing
+
+    rng = np.random.default_rng(0)
+    assert not worth_compressing(rng.random(1 << 16))  # random float64: ~1.05x
+    assert not worth_compressing(rng.random(1 << 16).astype(np.float32))
+    assert worth_compressing(np.sort(rng.integers(0, 1 << 20, 1 << 16)).astype(np.int32))  # sorted ids
+    assert worth_compressing(np.ones(1 << 16))  # binary features
+    assert worth_compressing(np.round(rng.random(1 << 16) * 4))  # small counts
+    assert worth_compressing(None) and worth_compressing(np.empty(0))

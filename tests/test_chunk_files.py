@@ -26,30 +26,36 @@ from ooc.store.chunk_files import DirectArray, direct_reader
 from ooc.store.zarr_backend import ZarrBackend
 
 
-def _zarr_array(path, dtype, n, chunk_len, values):
+#: a sample that does not compress: the backend stores the array uncompressed (Blosc level 0)
+_NOISE = np.random.default_rng(0).random(1 << 14)
+
+
+def _zarr_array(path, dtype, n, chunk_len, values, stored=False):
     be = ZarrBackend.create(path)
-    be.create_array("x", dtype, chunk_len, n)
+    be.create_array("x", dtype, chunk_len, n, sample=_NOISE if stored else None)
     be.write("x", 0, values)
     be.close()
     return ZarrBackend.open(path)
 
 
-def _unsharded_zarr_array(path, dtype, n, chunk_len, values):
+def _unsharded_zarr_array(path, dtype, n, chunk_len, values, stored=False):
     """An array as ooc wrote them before sharding: one Blosc + crc32c chunk per file."""
     import zarr
 
-    from ooc.store.zarr_backend import _COMPRESSORS
+    from ooc.store.zarr_backend import _COMPRESSORS, _STORED
 
     g = zarr.open_group(path, mode="w-", zarr_format=3)
-    a = g.create_array("x", shape=(n,), chunks=(chunk_len,), dtype=dtype, compressors=_COMPRESSORS, fill_value=0)
+    a = g.create_array("x", shape=(n,), chunks=(chunk_len,), dtype=dtype, compressors=_STORED if stored else _COMPRESSORS,
+                       fill_value=0)
     a[:] = values
     return ZarrBackend.open(path)
 
 
+@pytest.mark.parametrize("stored", [False, True], ids=["compressed", "stored"])
 @pytest.mark.parametrize("sharded", [True, False])
 @pytest.mark.parametrize("direct_io", [False, True])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "int64"])
-def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io, sharded):
+def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io, sharded, stored):
     rng = np.random.default_rng(3)
     n, cl = 1000, 96
     vals = (rng.standard_normal(n) * 1000).astype(dtype)
@@ -58,8 +64,11 @@ def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io, sharded):
     assert il == 24
     vals[cl * 5 + il:cl * 5 + 2 * il] = 0  # an inner chunk of fill values: empty in its shard's index
     make = _zarr_array if sharded else _unsharded_zarr_array
-    be = make(str(tmp_path / "a.zarr"), dtype, n, cl, vals)
+    be = make(str(tmp_path / "a.zarr"), dtype, n, cl, vals, stored)
     z = be._array("x")
+    blosc = next(c for c in (z.metadata.codecs[0].codecs if sharded else z.metadata.codecs)
+                 if type(c).__name__ == "BloscCodec")
+    assert blosc.clevel == (0 if stored else 5)
     fast = direct_reader(z, direct_io)
     assert isinstance(fast, DirectArray)
     assert fast.chunk_len == cl and fast.inner_len == (il if sharded else None)
@@ -130,8 +139,15 @@ def test_older_codecs_go_through_zarr(tmp_path):
     assert np.array_equal(be.read("x", 3, 40), np.arange(3.0, 40.0))
 
 
+@pytest.mark.parametrize("crc", ["ctypes", "google_crc32c"])
 @pytest.mark.parametrize("sharded", [False, True])
-def test_read_many_names_the_corrupted_chunk(tmp_path, sharded):
+def test_read_many_names_the_corrupted_chunk(tmp_path, sharded, crc, monkeypatch):
+    import ooc.store.chunk_files as cf
+
+    if crc == "ctypes":
+        assert cf._CRC32C is not None  # the wheel's libcrc32c was found
+    else:
+        monkeypatch.setattr(cf, "_CRC32C", None)
     path = str(tmp_path / "c.zarr")
     cl = 64 if sharded else 8
     n = 8 * cl
@@ -156,6 +172,11 @@ def test_a_corrupted_shard_index_is_named(tmp_path):
         fh.write(b"\x01")
     with pytest.raises(StoreCorruptError, match="chunk 2.*index"):
         be.read("x", 130, 140)
+    # found by the thread that reads while others decode: the decodes in flight finish, then it is raised
+    out = np.full(256, -1.0)
+    with pytest.raises(StoreCorruptError, match="chunk 2.*index"):
+        be.read_many([("x", i * 64, (i + 1) * 64, out[i * 64:(i + 1) * 64]) for i in range(4)])
+    assert np.array_equal(out[:128], np.arange(128.0))  # the other shards were read
     with open(f, "r+b") as fh:  # cut off: the index cannot be where it should
         fh.truncate(20)
     be = ZarrBackend.open(path)
@@ -254,6 +275,48 @@ def test_prefetcher_counts_reader_busy_seconds():
     pf = Prefetcher([0, 1, 0], load, cache, lambda v: 8, depth=1)
     list(pf)
     assert cache.hits == 1 and 0.04 <= pf.busy_seconds < 1.0  # the hit took no reader time
+
+
+def test_prefetcher_overlapping_loads_count_once():
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def load(b):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.1)
+        with lock:
+            running[0] -= 1
+        return b
+
+    with ThreadPoolExecutor(2) as pool:
+        pf = Prefetcher(list(range(6)), load, None, depth=2, pool=pool)
+        assert [b for b, _ in pf] == list(range(6))  # in order, whichever load ends first
+    assert most[0] == 2
+    assert 0.25 <= pf.busy_seconds < 0.55  # ~3 x 0.1 s of wall time, not 6 x 0.1 s summed
+
+
+def test_two_groups_read_at_once_give_the_same_run(data, tmp_path):
+    """--memory for three groups of data that does not fit: two read-ahead threads, same coefficients."""
+    X, y = data
+    st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64", block_bytes=900, chunk_len=50)
+    nb = st.n_blocks(L.ROWS)
+    assert nb > 10
+    assert _solver(st, tmp_path, 16, 2).read_depth == 1
+    two = _solver(st, tmp_path, 6 * 900, 2)  # 3 groups of 2 blocks: the data takes nb blocks
+    assert two.read_depth == 2 and two.ahead_blocks == 4 and two.cache.budget == 0
+    assert _solver(st, tmp_path, 4 * (nb + 6) * 900, 2).read_depth == 1  # the data fits in the cache
+    runs = [ooc.train(st, out=str(tmp_path / f"run{m}"), loss="logistic", l2=1e-3, max_epochs=3, tol=1e-12,
+                      memory=str(m), mix_blocks=2, solver="sdca") for m in (16, 6 * 900)]
+    np.testing.assert_array_equal(runs[0].model.coef_, runs[1].model.coef_)
+    for h0, h1 in zip(runs[0].history, runs[1].history):
+        assert h0["gap"] == h1["gap"] and h0["read_bytes"] == h1["read_bytes"]
+        assert 0 < h1["read_seconds"] <= h1["pass_seconds"]
 
 
 @pytest.mark.parametrize("mix", [1, 3])

@@ -50,7 +50,11 @@ class Prefetcher:
     nbytes : callable
         Size of a loaded item in bytes (with a cache).
     depth : int
-        Items read ahead (1 keeps memory at about two items beyond the cache).
+        Items read ahead (1 keeps memory at about two items beyond the cache). They
+        are read at once when ``pool`` has that many threads.
+    pool : ThreadPoolExecutor, optional
+        Threads that read (a long-lived pool shared across passes); by default one
+        thread for this iteration.
     cached : callable, optional
         ``cached(item)``: whether loading it costs nothing (without a cache); when every
         item is, they are loaded in the caller's thread, without hand-offs.
@@ -58,9 +62,10 @@ class Prefetcher:
     Attributes
     ----------
     busy_seconds : float
-        Wall seconds spent inside ``load`` (reading, decoding, waiting for the disk),
-        summed over the items loaded: the reader's own time, whether or not the
-        consumer was waiting for it. Cache hits take no time.
+        Wall seconds during which at least one ``load`` was running (reading, decoding,
+        waiting for the disk): the reader's own time, whether or not the consumer was
+        waiting for it. Loads that overlap (``depth`` 2 on a pool of two threads) count
+        their common time once. Cache hits take no time.
     """
 
     def __init__(self, order: Sequence, load: Callable[[object], object], cache: BlockCache | None,
@@ -78,19 +83,24 @@ class Prefetcher:
         self.cached = cached
         self.busy_seconds = 0.0
         self._lock = threading.Lock()
+        self._running, self._busy_since = 0, 0.0  # loads in progress, and since when one is
         # a long-lived pool may be shared across passes; otherwise one is made for this iteration
         self._own = pool is None and self.depth > 0
         self._pool = pool if pool is not None else (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch") if self.depth else None)
 
     def _timed_load(self, b):
-        t0 = time.perf_counter()
+        with self._lock:
+            if self._running == 0:
+                self._busy_since = time.perf_counter()
+            self._running += 1
         try:
             return self.load(b)
         finally:
-            dt = time.perf_counter() - t0
             with self._lock:
-                self.busy_seconds += dt
+                self._running -= 1
+                if self._running == 0:
+                    self.busy_seconds += time.perf_counter() - self._busy_since
 
     def _fetch(self, b):
         if self.cache is None:

@@ -247,6 +247,11 @@ class FactorView:
         return Block(L.ROWS, blocks[0], 0, m, np.arange(0, m * self.k + 1, self.k, dtype=np.int64),
                      np.tile(self._cols, m), np.concatenate([p.data for p in parts]))
 
+    def read_labeled_rows(self, blocks, pause_at: int = 0, pause=None, alloc=None) -> tuple[Block, np.ndarray]:
+        """Blocks of ``U`` and their labels (:meth:`ooc.store.Store.read_labeled_rows`'s contract)."""
+        blk = self.read_group(L.ROWS, blocks, pause_at, pause, alloc)
+        return blk, self._st.read_labels_group([self.block_bounds(L.ROWS, int(b)) for b in blocks])
+
     def vt(self) -> np.ndarray:
         """``V^T`` (``d x K``), whole (DSPDC keeps ``V`` resident)."""
         return self._st.backend.read(FACTOR_VT).reshape(self._st.n_cols, self.k)

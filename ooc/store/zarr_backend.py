@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import numpy as np
 import zarr
@@ -53,6 +54,7 @@ class ZarrBackend(Backend):
         self._arrays: dict[str, zarr.Array] = {}
         # chunk-file readers of the arrays whose layout allows (see ooc.store.chunk_files); None: through Zarr
         self._direct: dict[str, object] = {}
+        self._direct_lock = threading.Lock()
         self._direct_io: bool | None = None  # decided on first read, from the store's size
         self._chunks = ChunkReader()
 
@@ -122,11 +124,15 @@ class ZarrBackend(Backend):
             fast.forget_indexes()
 
     def _direct_reader(self, name):
-        if name not in self._direct:
-            if self._direct_io is None:
-                self._direct_io = False if _is_url(self.path) else direct_io_default(self.bytes_on_disk())
-            self._direct[name] = direct_reader(self._array(name), self._direct_io)
-        return self._direct[name]
+        fast = self._direct.get(name, False)
+        if fast is not False:
+            return fast
+        with self._direct_lock:  # two read-ahead threads may ask first: one reader (one byte count) per array
+            if name not in self._direct:
+                if self._direct_io is None:
+                    self._direct_io = False if _is_url(self.path) else direct_io_default(self.bytes_on_disk())
+                self._direct[name] = direct_reader(self._array(name), self._direct_io)
+            return self._direct[name]
 
     def _read(self, name, start, stop):
         fast = self._direct_reader(name)
@@ -161,7 +167,7 @@ class ZarrBackend(Backend):
         return self._direct_reader(name) is None
 
     def file_bytes_read(self):
-        return sum(a.file_bytes for a in self._direct.values() if a is not None)
+        return sum(a.file_bytes for a in list(self._direct.values()) if a is not None)
 
     def close(self):
         self._chunks.close()
