@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from typing import NamedTuple
 
 import numpy as np
@@ -387,8 +388,23 @@ class BlockLoopSolver(StoreSolver):
                                background=self.duals.kind == "memory")
             last_ck = time.perf_counter()
 
-        # the read-ahead threads for the whole run (a pool per pass costs more than small blocks)
+        # the read-ahead threads for the whole run (a pool per pass costs more than small blocks), and
+        # one per read-ahead thread for paged duals: files read while the group's rows are
         pool = ThreadPoolExecutor(max_workers=self.read_depth, thread_name_prefix="ooc-prefetch")
+        dual_pool = (ThreadPoolExecutor(max_workers=self.read_depth, thread_name_prefix="ooc-duals")
+                     if self.duals.kind == "paged" else None)
+
+        def load(g, cur):
+            if dual_pool is None:
+                return self.load_group(g), self.group_duals(g, cur)
+            duals = dual_pool.submit(self.group_duals, g, cur)
+            try:
+                gblk = self.load_group(g)
+            except BaseException:
+                futures_wait([duals])  # no read left behind; the rows' error is the one reported
+                raise
+            return gblk, duals.result()
+
         try:
             while result is None:
                 # a pass in progress at a checkpoint (k > 0) is always an update pass
@@ -414,7 +430,7 @@ class BlockLoopSolver(StoreSolver):
                 self._gate, self._positions = ReadAheadGate(), {g: i for i, g in enumerate(groups)}
                 # the prefetch thread reads a group's duals with its rows: the duals of buffer ``cur`` do
                 # not change during the pass (updates go to ``nxt``), and paged ones are files to read
-                pf = Prefetcher(groups, lambda g, cur=cur: (self.load_group(g), self.group_duals(g, cur)), None,
+                pf = Prefetcher(groups, lambda g, cur=cur: load(g, cur), None,
                                 depth=self.read_depth, pool=pool,
                                 cached=lambda g: g in self.cache or all(b in self.cache for b in g))
                 for group, (gblk, alpha) in pf:
@@ -482,6 +498,8 @@ class BlockLoopSolver(StoreSolver):
             if self._gate is not None:
                 self._gate.abort()  # a reader waiting for a group this loop will never release
             pool.shutdown(wait=True)
+            if dual_pool is not None:
+                dual_pool.shutdown(wait=True)
             rd.wait_checkpoint(reraise=False)  # on an error path, the first error is the one reported
         result["total_seconds"] = elapsed()
         return result
