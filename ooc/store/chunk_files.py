@@ -1,12 +1,20 @@
 """Reading ranges of a local Zarr v3 array straight from its chunk files.
 
-The arrays ooc writes are 1-D, regularly chunked, and encoded ``bytes`` (little
-endian) -> Blosc -> ``crc32c``. For those, reading a range of elements means: for
-each chunk file it overlaps, read the file, check its crc32c, and decode only the
-bytes the range needs, straight into the output array. Zarr's own reader does the
-same work several times slower on our access pattern. Measured on a 14M-row store
-(row blocks of 16 MiB, chunks of 1M elements, page cache warm, one thread):
-~160 MB/s of decoded bytes through Zarr, ~610 MB/s here. Where Zarr's time went:
+The arrays ooc writes are 1-D, regularly chunked and sharded: each chunk file (a shard,
+Zarr's ``sharding_indexed`` codec) holds up to 32 inner chunks, each encoded ``bytes``
+(little endian) -> Blosc -> ``crc32c``, then an index of their offsets and sizes (itself
+checked by a crc32c) at its end. Reading a range of elements means: for each shard it
+overlaps, read its index (kept), read the byte span of the inner chunks the range
+needs, check each one's crc32c and decode only the bytes the range needs, straight into
+the output array. Unsharded arrays (stores written before sharding: one Blosc + crc32c
+chunk per file) are read the same way, a whole chunk file at a time. Arrays whose
+values do not compress are written with Blosc level 0 (:mod:`ooc.store.zarr_backend`):
+the same frames, decoded by a copy.
+
+Zarr's own reader does the same work several times slower on our access pattern.
+Measured on a 14M-row store (row blocks of 16 MiB, chunks of 1M elements, page cache
+warm, one thread): ~160 MB/s of decoded bytes through Zarr, ~610 MB/s here. Where
+Zarr's time went:
 
 * every chunk is decoded whole into a new buffer, then copied into the output.
   Under the mmap threshold the training process sets (:mod:`ooc._malloc`) each of
@@ -14,18 +22,21 @@ same work several times slower on our access pattern. Measured on a 14M-row stor
 * a row block is not aligned with the chunks: it needs 1.35 chunks of ``data`` and
   ``indices`` on average but decodes 2.35, and it needs 1/16 of an ``indptr`` or
   ``labels`` chunk but decodes all of it. Blosc can decode just its internal blocks
-  (1 MiB here) that hold a range (``blosc_getitem``);
+  that hold a range (``blosc_getitem``);
 * an asyncio event loop and thread-pool hand-offs per chunk.
 
-The file reads themselves still cover whole chunk files (the crc32c is over the
-whole encoded chunk). Two further choices, both about a cold pass under a memory
-cgroup that counts the page cache (``ooc train`` capped several times below the
-store's size):
+The rest is about a cold pass under a memory cgroup that counts the page cache
+(``ooc train`` capped ten times below the store's size; figures from
+``scripts/bench_scale.py`` on that store, 270M cgroup, a disk that reads ~1 GB/s):
 
-* :class:`ChunkReader` reads the chunks of several ranges with two threads, so one
-  waits on the disk while the other decodes (measured on the same store, 300 MiB
-  cgroup, cold: 280 -> 380 MB/s decoded, the disk's own rate being ~630 MB/s of
-  files for that access pattern);
+* shards keep the files large (few opens, long reads) while a block that starts or
+  ends inside one reads at most one inner chunk it does not need at each end: with
+  unsharded 1M-element chunks a pass read 1.75x the store's bytes (each boundary
+  chunk twice), with shards 0.99x;
+* :class:`ChunkReader` splits the work: the calling thread reads the jobs' bytes one
+  after the other while two threads decode, so the disk always has a read in flight
+  (two threads that each read then decode ran in lockstep, no faster than one);
+* crc32c and Blosc are called through ctypes, which releases the GIL;
 * when the store is larger than the memory the process may use, a chunk file is
   read with ``O_DIRECT``: its pages would be evicted before the next pass anyway,
   and evicting them inside the cgroup costs the reader (measured: buffered reads
@@ -33,9 +44,9 @@ store's size):
   buffered without a cap). ``OOC_DIRECT_IO=1``/``0`` forces it on/off.
 
 This module handles only that exact layout on a local file system; anything else
-(other codecs such as the zstd of older stores, sharding, remote stores) gets
-``None`` from :func:`direct_reader` and goes through Zarr. The bytes returned are
-the ones Zarr would return: the same chunk files, the same codecs.
+(other codecs such as the zstd of older stores, remote stores) gets ``None`` from
+:func:`direct_reader` and goes through Zarr. The bytes returned are the ones Zarr
+would return: the same files, the same codecs.
 """
 
 from __future__ import annotations
@@ -65,6 +76,9 @@ _EMPTY = 2**64 - 1  # a shard index entry of an inner chunk that has no bytes (a
 _ALIGN = 4096  # O_DIRECT buffer, offset and length alignment (covers 512- and 4096-byte sectors)
 #: threads that decode the chunks one :meth:`ChunkReader.run` call reads (0: read and decode in the caller)
 READ_THREADS = 2
+#: buffers of encoded bytes the :class:`ChunkReader` of a store circulates (each grows to a job's bytes,
+#: a shard at most: ~8 MB for 1Mi float64 values)
+READ_BUFFERS = 4
 
 
 def _blosc_functions():
@@ -429,9 +443,8 @@ class ChunkReader:
     do it in lockstep (both reading, then both decoding while the disk idles): measured
     on a 14M-row store under a 270M cgroup, 2 such threads read no faster than 1.
     Several callers may run at once (the training's two read-ahead threads), sharing the
-    decoders and ``READ_THREADS + 2`` buffers: one being filled per caller, one per
-    decoder. A buffer grows to the largest job (a shard's encoded bytes, ~8 MB for 1Mi
-    float64 values); a caller waits for a free one.
+    decoders and :data:`READ_BUFFERS` buffers (one being filled per caller, one per
+    decoder); a caller waits for a free one.
 
     One pool per opened store, created on first use.
     """
@@ -451,7 +464,7 @@ class ChunkReader:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="ooc-chunks")
                 self._free = queue.SimpleQueue()
-                for _ in range(READ_THREADS + 2):
+                for _ in range(READ_BUFFERS):
                     self._free.put(_Buffer())
             pool, free = self._pool, self._free
         # the biggest jobs first: the decoding left when the last read is done is the smallest

@@ -1,15 +1,23 @@
-"""Zarr v3 backend (the default): a directory group, Blosc-LZ4-compressed, crc32c-checked chunks.
+"""Zarr v3 backend (the default): a directory group of sharded, Blosc-LZ4-compressed, crc32c-checked arrays.
 
 Every chunk goes through Blosc (byte shuffle, then LZ4) and then a ``crc32c``
 checksum, so a flipped bit on disk is reported on read instead of silently
 training on garbage. The codec is chosen for decode speed: a cold epoch reads
 every block, and its decode must keep up with the kernel. On hashed-feature
 indices (measured, 4 MiB int32 chunks) shuffle + LZ4 gets the ratio of zstd
-level 1 (1.54) and decodes at about 2 GB/s against zstd's 0.5 GB/s. Stores
-written with other codecs (earlier versions used zstd) stay readable: Zarr
-records the codecs of each array. Paths may
-be local directories or fsspec URLs (``file://``, ``s3://`` ...), which Zarr
-opens natively, so Dask workers on other machines can read a store.
+level 1 (1.54) and decodes at about 2 GB/s against zstd's 0.5 GB/s. An array
+whose first values do not compress (:func:`ooc.store.layout.worth_compressing`:
+random float values gain ~5 %) is written with Blosc level 0 instead: the same
+frame and checksum around the raw bytes, decoded by a copy.
+
+A chunk of ``chunk_len`` elements is a shard (one file) of up to
+:data:`ooc.store.layout.INNER_CHUNKS` inner chunks, each compressed and checked on
+its own, so a read that needs part of a chunk reads and decodes only its inner
+chunks (:mod:`ooc.store.chunk_files` reads local stores that way, bypassing Zarr).
+Stores written with other codecs or without shards (earlier versions) stay
+readable: Zarr records the codecs of each array. Paths may be local directories
+or fsspec URLs (``file://``, ``s3://`` ...), which Zarr opens natively, so Dask
+workers on other machines can read a store.
 """
 
 from __future__ import annotations
