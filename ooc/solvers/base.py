@@ -103,13 +103,13 @@ def resident_bytes(n: int, dim: int, k: int, block_rows: int, mix: int = 4) -> d
     """What the row-block dual solvers (sdca, acc-sdca, rcd-dual) hold for ``n`` examples,
     ``dim`` features (+ bias) and ``k`` problems.
 
-    ``{"beyond_memory": 32 k dim + 8 k (mix + 1) block_rows, "vectors": 8 n k}``: ``w``, ``v``, the
+    ``{"beyond_memory": 32 k dim + 24 k mix block_rows, "vectors": 8 n k}``: ``w``, ``v``, the
     pass snapshot and the result (``32 k dim``) and the duals of the block group being worked on
-    are resident whatever ``--memory`` is; the duals (``vectors``) stay in memory, charged to
-    ``--memory``, when they fit in a quarter of it (:func:`ooc.runs.duals.make_duals`), otherwise
-    they are paged per block.
+    and of the (at most two) groups read ahead are resident whatever ``--memory`` is; the duals
+    (``vectors``) stay in memory, charged to ``--memory``, when they fit in a quarter of it
+    (:func:`ooc.runs.duals.make_duals`), otherwise they are paged per block.
     """
-    return {"beyond_memory": 32 * k * dim + 8 * k * (mix + 1) * block_rows, "vectors": 8 * n * k}
+    return {"beyond_memory": 32 * k * dim + 8 * k * 3 * mix * block_rows, "vectors": 8 * n * k}
 
 
 class StoreSolver:
