@@ -11,7 +11,8 @@ uninterrupted reference computed at the start:
 * ``train``: ``ooc train`` killed at a random moment; then zero to two ``ooc resume``
   processes killed at random moments too; then a final resume. The coefficients must be
   identical (``np.array_equal``) to the uninterrupted run, and primal / dual / gap / epochs
-  equal. Half the trials page their duals from disk (``--memory 4KiB``).
+  equal. A third of the trials page their duals from disk (``--memory 4KiB``), a third read
+  two block groups at once (``--memory 128KiB``).
 * ``checkpoint``: like ``train``, but the kill lands inside a checkpoint write (as soon as a
   ``ckpt-*.tmp-*`` directory exists, plus 0-3 ms) or while a new checkpoint is being published
   (two complete ``ckpt-*`` directories side by side).
@@ -48,6 +49,9 @@ ROWS, COLS, NNZ = 2000, 150, 10
 CONVERT = ["--block-bytes", "8KiB", "--memory", "1MiB", "--dtype", "float64"]
 TRAIN = ["--l2", "1e-3", "--tol", "1e-9", "--max-epochs", "40", "--checkpoint-every", "0", "--seed", "5"]
 PAGED = ["--memory", "4KiB"]
+#: --memory options of the train trials: duals in memory (the data cached), duals paged per block, and
+#: duals in memory with two groups read at once (three 4-block groups fit, the data does not)
+MEMORY_MODES = {"memory": [], "paged": PAGED, "read2": ["--memory", "128KiB"]}
 BATCH_SPEC = """
 [batch]
 out = "{out}"
@@ -187,15 +191,15 @@ class Chaos:
         st = ooc.open_store(self.store)
         self.ref_store = dict(fp=st.fingerprint, X=st.to_scipy("rows"), y=np.array(st.labels))
         self.ref = {}
-        for paged in (False, True):
-            run = os.path.join(self.root, f"ref-run-{int(paged)}")
+        for mode, extra in MEMORY_MODES.items():
+            run = os.path.join(self.root, f"ref-run-{mode}")
             t0 = time.monotonic()
-            p = run_ok(["train", self.store, "--out", run, *TRAIN, *(PAGED if paged else []), "--json"])
+            p = run_ok(["train", self.store, "--out", run, *TRAIN, *extra, "--json"])
             wall = time.monotonic() - t0
             res = last_json(p.stdout)
             assert res["converged"], res
-            self.ref[paged] = dict(coef=coef(run), res=res, wall=wall, train_s=res["seconds"])
-        assert np.array_equal(self.ref[False]["coef"], self.ref[True]["coef"])
+            self.ref[mode] = dict(coef=coef(run), res=res, wall=wall, train_s=res["seconds"])
+        assert all(np.array_equal(self.ref["memory"]["coef"], r["coef"]) for r in self.ref.values())
         # the reference batch: an uninterrupted run of the same spec
         self.batch_ref = {}
         out = os.path.join(self.root, "ref-batch")
@@ -207,8 +211,8 @@ class Chaos:
         assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), rows
         for r in rows:
             self.batch_ref[r["run"]] = coef(os.path.join(out, r["run"]))
-        return dict(convert_s=round(self.t_convert, 2), train_wall_s=round(self.ref[False]["wall"], 2),
-                    train_s=round(self.ref[False]["train_s"], 2), batch_s=round(self.t_batch, 2))
+        return dict(convert_s=round(self.t_convert, 2), train_wall_s=round(self.ref["memory"]["wall"], 2),
+                    train_s=round(self.ref["memory"]["train_s"], 2), batch_s=round(self.t_batch, 2))
 
     def _spec(self, out: str) -> str:
         path = out + ".toml"
@@ -321,7 +325,7 @@ class Chaos:
     # -- train / checkpoint --------------------------------------------------------------------
     def _kill_train(self, p, run, mode) -> str:
         """Kill ``p`` (train or resume of ``run``) per ``mode``; returns where it landed."""
-        ref = self.ref[False]
+        ref = self.ref["memory"]
         if mode == "any-from-start":
             deadline = time.monotonic() + self.rng.uniform(0, ref["wall"])
         else:
@@ -356,8 +360,9 @@ class Chaos:
         from ooc.runs.rundir import RunError
         from ooc.train import resume
 
-        paged = self.rng.random() < 0.5
-        extra = PAGED if paged else []
+        memory_mode = self.rng.choice(list(MEMORY_MODES))
+        extra = MEMORY_MODES[memory_mode]
+        self.landed[kind][f"(memory) {memory_mode}"] += 1
         d = tempfile.mkdtemp(prefix=f"{kind}-", dir=self.root)
         run = os.path.join(d, "run")
         try:
@@ -385,7 +390,7 @@ class Chaos:
                     res = resume(run).result
                 except RunError as exc:
                     raise AssertionError(f"resume refused: {exc}") from None
-            ref = self.ref[paged]
+            ref = self.ref[memory_mode]
             if not np.array_equal(coef(run), ref["coef"]):
                 diff = float(np.max(np.abs(coef(run) - ref["coef"])))
                 raise AssertionError(f"coefficients differ from the uninterrupted run (max |diff| {diff:.3g}; "
