@@ -92,6 +92,33 @@ def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io, sharded, stored):
     be.close()
 
 
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT here")
+def test_a_file_system_that_refuses_o_direct_reads_falls_back_to_buffered(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    n, cl = 4096, 1024
+    vals = np.random.default_rng(4).standard_normal(n)
+    be = _zarr_array(str(tmp_path / "a.zarr"), "float64", n, cl, vals)
+    fast = direct_reader(be._array("x"), direct_io=True)
+    assert fast.direct_io
+    real = os.preadv
+    refused = []
+
+    def preadv(fd, buffers, offset):  # what a file system that opens O_DIRECT but refuses its reads does
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            refused.append(fd)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", preadv)
+    assert np.array_equal(fast.read(100, 3000), vals[100:3000])
+    assert refused and not fast.direct_io  # refused once, then buffered from the start
+    refused.clear()
+    assert np.array_equal(fast.read(0, n), vals)
+    assert not refused
+
+
 def test_a_sharded_read_takes_only_the_inner_chunks_it_needs(tmp_path):
     n, cl = 1 << 16, 1 << 14
     il = L.inner_chunk_len(cl)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import queue
 import struct
@@ -279,8 +280,8 @@ class DirectArray:
     def _pread(self, fd: int, path: str, lo: int, hi: int, size: int, scratch: _Buffer) -> tuple[np.ndarray, int]:
         """Bytes ``lo..hi-1`` of the file in ``scratch``.
 
-        Returns ``(buf, skip)``: ``buf[skip:skip + hi - lo]`` are those bytes. The read covers whole aligned pages
-        (``O_DIRECT`` wants them; the last one stops at EOF).
+        Returns ``(buf, skip)``: ``buf[skip:skip + hi - lo]`` are those bytes. The read covers
+        whole aligned pages (``O_DIRECT`` wants them; the last one stops at EOF).
         """
         a = lo // _ALIGN * _ALIGN
         end = min(size, -(-hi // _ALIGN) * _ALIGN)
@@ -291,7 +292,8 @@ class DirectArray:
             try:
                 r = os.preadv(fd, [view[got:-(-(end - a) // _ALIGN) * _ALIGN]], a + got)
             except OSError as exc:
-                if not self.direct_io or exc.errno != errno.EINVAL or got:
+                # this descriptor's own flag: another thread may have turned direct_io off already
+                if exc.errno != errno.EINVAL or got or not fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
                     raise
                 self.direct_io = False
                 # the same descriptor number, now without O_DIRECT (the caller closes it)
