@@ -182,6 +182,13 @@ class Chaos:
         import ooc
         from ooc.synth import SynthSource, write_svmlight
 
+        # references made again (the sources changed): the previous ones go first
+        for name in ["ref.zarr", "ref-batch", "ref-batch.toml", *[f"ref-run-{m}" for m in MEMORY_MODES]]:
+            path = os.path.join(self.root, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
         self.svm = os.path.join(self.root, "in.svm")
         write_svmlight(SynthSource(ROWS, COLS, NNZ, seed=11), self.svm)
         self.store = os.path.join(self.root, "ref.zarr")
