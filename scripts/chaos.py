@@ -180,15 +180,12 @@ class Chaos:
 
     def _setup(self):
         import ooc
+        from ooc.store.writer import remove_path
         from ooc.synth import SynthSource, write_svmlight
 
         # references made again (the sources changed): the previous ones go first
         for name in ["ref.zarr", "ref-batch", "ref-batch.toml", *[f"ref-run-{m}" for m in MEMORY_MODES]]:
-            path = os.path.join(self.root, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            elif os.path.exists(path):
-                os.remove(path)
+            remove_path(os.path.join(self.root, name))
         self.svm = os.path.join(self.root, "in.svm")
         write_svmlight(SynthSource(ROWS, COLS, NNZ, seed=11), self.svm)
         self.store = os.path.join(self.root, "ref.zarr")

@@ -68,23 +68,19 @@ def load_train_block(store, problem, b: int, alloc=None) -> TrainBlock:
 
     ``alloc(n, dtype)``, when given, provides the CSR arrays (:class:`ooc.schedule.buffers.BufferPool`).
     """
-    blk, y = store.read_labeled_rows([b], alloc=alloc)
-    y = problem.block_labels(y)
-    indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
-    return TrainBlock(b, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
+    return load_train_group(store, problem, [b], alloc=alloc)
 
 
 def load_train_group(store, problem, blocks, pause_at: int = 0, pause=None, alloc=None) -> TrainBlock:
     """Row blocks ``blocks`` concatenated in that order (see :meth:`BlockLoopSolver.load_group`).
 
+    One block keeps its own row range; several are rows ``0..m-1`` of the merged block.
     ``pause`` is called once the first ``pause_at`` blocks are read (:meth:`ooc.store.Store.read_group`).
     """
-    blocks = [int(b) for b in blocks]
-    if len(blocks) == 1:
-        return load_train_block(store, problem, blocks[0], alloc)
-    blk, y = store.read_labeled_rows(blocks, pause_at, pause, alloc)
+    blk, y = store.read_labeled_rows([int(b) for b in blocks], pause_at, pause, alloc)
     y = problem.block_labels(y)
-    return TrainBlock(blocks[0], 0, blk.stop, blk.indptr, blk.indices, blk.data, y, problem.example_weights(y))
+    indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
+    return TrainBlock(blk.index, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
 
 
 def _part_bytes(g: TrainBlock, off: int, m: int) -> int:

@@ -132,6 +132,16 @@ def _crc32c_function():
 _CRC32C = _crc32c_function() if google_crc32c is not None else None
 
 
+def _crc_ok(enc: np.ndarray, base: int, off: int, size: int) -> bool:
+    """Whether ``enc[off:off + size]`` (``base``: the address of ``enc``) ends with the crc32c of the rest.
+
+    The trailer the ``crc32c`` codec appends: 4 bytes, little endian.
+    """
+    end = off + size - 4
+    crc = _CRC32C(base + off, size - 4) if _CRC32C is not None else google_crc32c.value(enc[off:end])
+    return crc == _CRC.unpack_from(enc, end)[0]
+
+
 class ChunkFileError(ValueError):
     """A chunk file failed its checksum or did not decode (the backend names the chunk)."""
 
@@ -267,12 +277,13 @@ class DirectArray:
 
     def _open(self, path: str) -> int | None:
         """A descriptor of ``path`` (``O_DIRECT`` if asked and allowed); None if there is no such file."""
+        direct = self.direct_io  # read once: another thread may turn it off meanwhile
         try:
-            return os.open(path, os.O_RDONLY | (os.O_DIRECT if self.direct_io else 0))
+            return os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
         except FileNotFoundError:
             return None
         except OSError as exc:
-            if not self.direct_io or exc.errno != errno.EINVAL:
+            if not direct or exc.errno != errno.EINVAL:
                 raise
             self.direct_io = False  # a file system without O_DIRECT
             return os.open(path, os.O_RDONLY)
@@ -318,9 +329,7 @@ class DirectArray:
         """
         if size < _HEADER + 4:
             raise ChunkFileError(f"{where()} is truncated ({size} bytes)")
-        end = off + size - 4
-        crc = _CRC32C(base + off, size - 4) if _CRC32C is not None else google_crc32c.value(enc[off:end])
-        if crc != _CRC.unpack_from(enc, end)[0]:
+        if not _crc_ok(enc, base, off, size):
             raise ChunkFileError(f"{where()}: crc32c mismatch")
         _, _, _, typesize, nbytes, _, cbytes = _BLOSC_HEADER.unpack_from(enc, off)
         itemsize = self.dtype.itemsize
@@ -413,10 +422,9 @@ class DirectArray:
         if size < isize:
             raise ChunkFileError(f"shard file {path} is truncated ({size} bytes, its index alone is {isize})")
         buf, skip = self._pread(fd, path, size - isize, size, size, scratch)
-        raw = buf[skip:skip + isize]
-        if google_crc32c.value(raw[:-4]) != int.from_bytes(raw[-4:].tobytes(), "little"):
+        if not _crc_ok(buf, buf.ctypes.data, skip, isize):
             raise ChunkFileError(f"shard file {path}: crc32c mismatch in its index")
-        idx = raw[:-4].view("<u8").reshape(n, 2).copy()
+        idx = buf[skip:skip + isize - 4].view("<u8").reshape(n, 2).copy()
         present = idx[:, 0] != _EMPTY
         if np.any(idx[present, 0] + idx[present, 1] > size - isize) or np.any((idx[:, 0] == _EMPTY) != (idx[:, 1] == _EMPTY)):
             raise ChunkFileError(f"shard file {path}: its index points outside the file")

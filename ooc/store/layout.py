@@ -195,14 +195,11 @@ def worth_compressing(sample) -> bool:
     on an array that stays tiny). The first values stand for the array: a file whose
     values change character further down keeps the choice made on its start.
     """
-    if sample is None:
-        return True
-    sample = np.ascontiguousarray(sample)
-    n = min(sample.size, max(1, COMPRESSION_SAMPLE_BYTES // max(1, sample.itemsize)))
-    if n == 0 or sample.size == 0:
+    if sample is None or np.size(sample) == 0:
         return True
     from numcodecs import Blosc
 
-    head = sample.reshape(-1)[:n]
+    sample = np.ascontiguousarray(sample).reshape(-1)
+    head = sample[:max(1, COMPRESSION_SAMPLE_BYTES // max(1, sample.itemsize))]
     enc = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE).encode(head)
     return head.nbytes >= MIN_COMPRESSION_RATIO * len(enc)

@@ -220,10 +220,7 @@ class Store:
         ips = [np.empty(stop - start + 1, dtype=be.dtype(ipn)) for start, stop in ranges]
         first = [(ipn, start, stop + 1, ip) for (start, stop), ip in zip(ranges, ips)]
         if labels is not None:
-            off = 0
-            for start, stop in ranges:
-                first.append((L.LABELS, start, stop, labels[off:off + stop - start]))
-                off += stop - start
+            first += _label_requests(ranges, labels)
         bounds = [self._entry_bounds.get((layout, start, stop)) for start, stop in ranges]
         known = all(bd is not None for bd in bounds)
         if not known:
@@ -274,11 +271,15 @@ class Store:
         count; ``index`` = the first block); for one block it is :meth:`block`. ``pause``
         is called after the first ``pause_at`` blocks are read (see :meth:`_read_ranges`).
         """
-        blocks = [int(b) for b in blocks]
-        if len(blocks) == 1:
-            return self.block(layout, blocks[0], alloc)
+        return self._read_blocks(layout, [int(b) for b in blocks], pause_at, pause, alloc)
+
+    def _read_blocks(self, layout: str, blocks: list, pause_at: int = 0, pause=None, alloc=None,
+                     labels: np.ndarray | None = None) -> Block:
+        """:meth:`read_group` (``labels``: see :meth:`_read_ranges`)."""
         ranges = [self.block_bounds(layout, b) for b in blocks]
-        indptr, indices, data = self._read_ranges(layout, ranges, pause_at, pause, alloc)
+        indptr, indices, data = self._read_ranges(layout, ranges, pause_at, pause, alloc, labels)
+        if len(blocks) == 1:
+            return Block(layout, blocks[0], ranges[0][0], ranges[0][1], indptr, indices, data)
         return Block(layout, blocks[0], 0, len(indptr) - 1, indptr, indices, data)
 
     def read_labeled_rows(self, blocks, pause_at: int = 0, pause=None, alloc=None) -> tuple[Block, np.ndarray]:
@@ -292,25 +293,15 @@ class Store:
         ranges = [self.block_bounds(L.ROWS, b) for b in blocks]
         with_rows = L.LABELS not in self._cached and not self.backend.decodes_whole_chunks(L.LABELS)
         y = np.empty(sum(e - s for s, e in ranges), dtype=self.backend.dtype(L.LABELS)) if with_rows else None
-        indptr, indices, data = self._read_ranges(L.ROWS, ranges, pause_at, pause, alloc, y)
-        if y is None:
-            y = self.read_labels_group(ranges)
-        if len(blocks) == 1:
-            blk = Block(L.ROWS, blocks[0], ranges[0][0], ranges[0][1], indptr, indices, data)
-        else:
-            blk = Block(L.ROWS, blocks[0], 0, len(indptr) - 1, indptr, indices, data)
-        return blk, y
+        blk = self._read_blocks(L.ROWS, blocks, pause_at, pause, alloc, y)
+        return blk, y if y is not None else self.read_labels_group(ranges)
 
     def read_labels_group(self, ranges) -> np.ndarray:
         """Labels of the row ranges ``(start, stop)``, one after the other."""
         if L.LABELS in self._cached or self.backend.decodes_whole_chunks(L.LABELS):
             return np.concatenate([self.read_labels(s, e) for s, e in ranges])
         out = np.empty(sum(e - s for s, e in ranges), dtype=self.backend.dtype(L.LABELS))
-        reqs, off = [], 0
-        for s, e in ranges:
-            reqs.append((L.LABELS, s, e, out[off:off + e - s]))
-            off += e - s
-        self.backend.read_many(reqs)
+        self.backend.read_many(_label_requests(ranges, out))
         return out
 
     def row_block(self, b: int) -> Block:
@@ -412,6 +403,15 @@ class Store:
     def __repr__(self) -> str:
         return (f"<ooc.Store {self.path!r} {self.n_rows}x{self.n_cols} nnz={self.nnz} "
                 f"{self.dtype} {self.label_kind} layouts={list(self.layouts)}>")
+
+
+def _label_requests(ranges, out: np.ndarray) -> list:
+    """``read_many`` requests for the labels of the row ranges, one after the other into ``out``."""
+    reqs, off = [], 0
+    for s, e in ranges:
+        reqs.append((L.LABELS, s, e, out[off:off + e - s]))
+        off += e - s
+    return reqs
 
 
 def open_store(path: str | os.PathLike) -> Store:
