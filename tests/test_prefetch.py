@@ -68,3 +68,53 @@ def test_branchless_soft_threshold_is_bit_identical_to_the_branching_form():
         got = soft_threshold(vs, k)
         want = np.array([reference(float(v), k) for v in vs])
         assert np.array_equal(got.view(np.int64), want.view(np.int64)), k
+
+
+@pytest.mark.parametrize("prefetch_w", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_rows", [0, 1, 2, 7, 8])
+def test_block_primal_loss_is_the_row_by_row_sum_bit_for_bit(prefetch_w, dtype, n_rows):
+    # two rows' margins are summed side by side: each must still be its own storage-order sum,
+    # and the losses added in row order (odd row counts, empty rows, zero weights, the bias)
+    import math
+
+    from ooc.kernels.sdca import block_primal_loss
+    from ooc.objectives.losses import Logistic
+
+    rng = np.random.default_rng(n_rows)
+    nnz = rng.integers(0, 30, size=n_rows)
+    nnz[::3] = 0  # empty rows
+    indptr = np.concatenate([[0], np.cumsum(nnz)]).astype(np.int64)
+    dim = 50
+    indices = rng.integers(0, dim, size=indptr[-1]).astype(np.int32)
+    data = rng.normal(size=indptr[-1]).astype(dtype)
+    y = np.where(rng.random(n_rows) < 0.5, -1.0, 1.0)
+    c = rng.uniform(0.5, 2.0, size=n_rows)
+    c[1::4] = 0.0
+    w = rng.normal(size=dim + 1)
+    for bias in (0.0, 1.5):
+        total = 0.0
+        for i in range(n_rows):
+            if c[i] <= 0.0:
+                continue
+            z = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                z += float(data[p]) * w[indices[p]]
+            if bias > 0:
+                z += bias * w[dim]
+            t = -y[i] * z
+            total += c[i] * (t + math.log1p(math.exp(-t)) if t > 0 else math.log1p(math.exp(t)))
+        got = block_primal_loss(Logistic(), indptr, indices, data, y, c, w if bias else w[:dim], bias, prefetch_w)
+        assert got == total, (bias, got, total)
+
+
+def test_gather_prefetch_pays_by_cache_size(monkeypatch):
+    from ooc import _cpu
+
+    monkeypatch.setattr(_cpu, "last_level_cache_bytes", lambda: 32 << 20)
+    assert not _cpu.gather_prefetch_pays(8 << 20)
+    assert _cpu.gather_prefetch_pays(32 << 20)
+    monkeypatch.setattr(_cpu, "last_level_cache_bytes", lambda: None)
+    assert _cpu.gather_prefetch_pays(1)
+    assert _cpu._parse_size("32768K") == 32 << 20 and _cpu._parse_size("1M") == 1 << 20
+    assert _cpu._parse_size("junk") is None

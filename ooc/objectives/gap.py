@@ -24,6 +24,7 @@ import numpy as np
 # kernels first reaches this line while ooc.kernels.sdca is still half-initialized.
 from ooc.kernels import sdca as _kernels
 from ooc.objectives.penalties import conj_value, grad_conj, primal_value, require_l2
+from ooc._cpu import gather_prefetch_pays
 
 __all__ = ["GapResult", "primal", "dual", "duality_gap", "gap_from_sums"]
 
@@ -63,7 +64,8 @@ def _sums(loss, blocks, w, want_primal, want_dual, bias):
     for block in blocks:
         indptr, indices, data, y, c, alpha = _block_arrays(block)
         if want_primal:
-            primal_sum += _kernels.block_primal_loss(loss, indptr, indices, data, y, c, w, bias)
+            primal_sum += _kernels.block_primal_loss(loss, indptr, indices, data, y, c, w, bias,
+                                                    gather_prefetch_pays(w.nbytes))
         if want_dual:
             dual_sum += _kernels.block_dual_loss(loss, y, c, _f64(alpha))
     return primal_sum, dual_sum

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..objectives.penalties import primal_value
+from .._cpu import gather_prefetch_pays
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
 from ..objectives.penalties import grad_conj
 from ..runs.duals import make_duals
@@ -294,7 +295,8 @@ class BlockLoopSolver(StoreSolver):
         pb = self.pb
         for c in range(self.k):
             yc = pb.sub_labels(blk.y, c)
-            psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c], pb.bias)
+            psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c], pb.bias,
+                                          gather_prefetch_pays(w_state[c].nbytes))
             dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
 
     def export_w(self, w: np.ndarray) -> np.ndarray:

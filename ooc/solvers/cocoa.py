@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from .._cpu import gather_prefetch_pays
 from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
@@ -75,7 +76,8 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, 
     for b in order:
         blk = cache.get(int(b), lambda: load_train_block(st, pb, int(b)), lambda t: t.nbytes)
         alpha = rd.read_duals(rnd % 2, int(b))[0]
-        psum += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, w, pb.bias)
+        psum += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, w, pb.bias,
+                                  gather_prefetch_pays(w.nbytes))
         dsum += block_dual_loss(pb.loss, blk.y, blk.c, alpha)
         if update:
             for h in range(local_passes):

@@ -67,6 +67,7 @@ import time
 import numpy as np
 
 from ..kernels.dspdc import dspdc_block, v_times, vbar_from, vt_times
+from .._cpu import gather_prefetch_pays
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
 from ..objectives.penalties import conj_value, require_l2
 from ..store import layout as L
@@ -216,7 +217,7 @@ class DSPDCSolver(BlockLoopSolver):
         for c in range(self.k):
             yc = pb.sub_labels(blk.y, c)
             psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, ex["vx_prev"][c],
-                                         self.bias)
+                                         self.bias, gather_prefetch_pays(ex["vx_prev"][c].nbytes))
             dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
             block_accumulate_v(blk.indptr, blk.indices, blk.data, np.ascontiguousarray(alpha[c]), ex["u_acc"][c],
                                scale, self.bias)
