@@ -7,6 +7,7 @@ from .store.ingest import convert  # noqa: E402
 from .synth import synth  # noqa: E402
 from .model import LinearModel, load_model  # noqa: E402
 from .train import ConvergenceWarning, Run, resume, train  # noqa: E402
+from .solvers.base import MemoryBudgetWarning  # noqa: E402
 
 
 def __getattr__(name):
@@ -18,6 +19,6 @@ def __getattr__(name):
     raise AttributeError(f"module 'ooc' has no attribute {name!r}")
 
 
-__all__ = ["ConvergenceWarning", "LinearClassifier", "LinearModel", "LinearRegressor", "Run", "Store",
-           "StoreCorruptError", "StoreError", "convert", "load_model", "open_store", "resume", "synth", "train",
-           "__version__"]
+__all__ = ["ConvergenceWarning", "LinearClassifier", "LinearModel", "LinearRegressor", "MemoryBudgetWarning", "Run",
+           "Store", "StoreCorruptError", "StoreError", "convert", "load_model", "open_store", "resume", "synth",
+           "train", "__version__"]

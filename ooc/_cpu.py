@@ -16,7 +16,7 @@ import glob
 import os
 import re
 
-__all__ = ["last_level_cache_bytes", "gather_prefetch_pays"]
+__all__ = ["gather_prefetch_pays", "last_level_cache_bytes"]
 
 
 def _parse_size(text: str) -> int | None:

@@ -7,6 +7,7 @@ one JSON object on the last line of stdout.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -45,6 +46,30 @@ def _user_errors(fn):
             sys.exit(130)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def _training_warnings():
+    """Warnings raised while training: ooc's own are shown as one line each on stderr, but
+    for a ``ConvergenceWarning`` (the summary line says whether the run converged); the
+    libraries' (deprecations and the like) are not for the user of the command line."""
+    import warnings
+
+    from .train import ConvergenceWarning
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        ours = os.path.abspath(filename).startswith(package) and issubclass(category, UserWarning)
+        if ours and not issubclass(category, ConvergenceWarning) and str(message) not in seen:
+            seen.add(str(message))
+            click.echo(f"ooc: warning: {message}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show  # restored when the block ends
+        yield
 
 
 def _emit_json(obj: dict) -> None:
@@ -147,12 +172,9 @@ def info(store, as_json):
 
 
 def _fmt_bytes(n) -> str:
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TiB"
+    from .store.ingest import format_bytes
+
+    return format_bytes(n)
 
 
 def format_info(i: dict) -> str:
@@ -266,7 +288,8 @@ def _report(result: dict, as_json: bool) -> None:
                    "Theorem 4.2 (shorter).")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Relative duality gap to certify.")
 @click.option("--max-epochs", type=int, default=100, show_default=True)
-@click.option("--memory", default="1GiB", show_default=True, help="Block cache budget.")
+@click.option("--memory", default="1GiB", show_default=True,
+              help="Memory for blocks in hand, read ahead and cached, and the duals when they fit in a quarter.")
 @click.option("--bias", type=float, default=0.0, show_default=True, help="Intercept feature value B (0: none).")
 @click.option("--class-weight", type=click.Choice(["balanced"]), default=None)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -280,14 +303,11 @@ def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging,
           dgpd_rounds, dgpd_batch, dgpd_growth, dgpd_dual_step, tol, max_epochs, memory, bias, class_weight, seed,
           checkpoint_every, distributed, overwrite, as_json, verbose):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
-    import warnings
-
     from .train import train as do_train
 
     bar = EpochProgress(wanted(verbose), max_epochs)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the summary line says whether it converged
+        with _training_warnings():
             run = do_train(store, out, overwrite=overwrite, progress=bar, loss=loss, gamma=gamma,
                            multiclass=multiclass, l2=l2, l1=l1, solver=solver, sampling=sampling, tol=tol,
                            max_epochs=max_epochs, memory=memory, bias=bias, class_weight=class_weight,
@@ -308,14 +328,11 @@ def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging,
 @_user_errors
 def resume(run, max_epochs, as_json, verbose):
     """Continue RUN from its last checkpoint (exactly as if it had never stopped)."""
-    import warnings
-
     from .train import resume as do_resume
 
     bar = EpochProgress(wanted(verbose), max_epochs or 0)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _training_warnings():
             r = do_resume(run, max_epochs=max_epochs, progress=bar)
     finally:
         bar.close()

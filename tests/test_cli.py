@@ -278,3 +278,19 @@ def test_resume_json_keys(trained, tmp_path):
     # resuming a finished run re-certifies the same state
     assert (r["primal"], r["gap"], r["epochs"]) == (out["primal"], out["gap"], out["epochs"])
     assert np.array_equal(ooc.load_model(copy).coef_, ooc.load_model(run).coef_)
+
+
+def test_memory_below_one_group_warns_once_and_changes_nothing(data, tmp_path):
+    # 2 KiB blocks: a group of 4 and one block read ahead need 10 KiB; 4 KiB cannot hold them
+    small = cli("train", data["binary"], "--out", tmp_path / "small", "--l2", L2, "--tol", 1e-9, "--mix-blocks", 4,
+                "--memory", "4KiB", "--json")
+    warns = [ln for ln in small.stderr.splitlines() if ln.startswith("ooc: warning:")]
+    assert len(warns) == 1 and "--memory 4.0 KiB is less than this run holds at once" in warns[0], small.stderr
+    assert "lower --mix-blocks" in warns[0]
+    big = cli("train", data["binary"], "--out", tmp_path / "big", "--l2", L2, "--tol", 1e-9, "--mix-blocks", 4,
+              "--json")
+    assert "warning" not in big.stderr, big.stderr
+    # the iterates never depend on --memory
+    a, b = last_json(small.stdout), last_json(big.stdout)
+    assert (a["primal"], a["dual"], a["epochs"]) == (b["primal"], b["dual"], b["epochs"])
+    assert np.array_equal(ooc.load_model(tmp_path / "small").coef_, ooc.load_model(tmp_path / "big").coef_)

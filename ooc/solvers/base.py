@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import NamedTuple
@@ -41,6 +42,7 @@ from ..schedule.buffers import BufferPool
 from ..schedule.cache import BlockCache
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
+from ..store.ingest import format_bytes
 
 
 class TrainBlock(NamedTuple):
@@ -109,6 +111,10 @@ def resident_bytes(n: int, dim: int, k: int, block_rows: int, mix: int = 4) -> d
     return {"beyond_memory": 32 * k * dim + 8 * k * 3 * mix * block_rows, "vectors": 8 * n * k}
 
 
+class MemoryBudgetWarning(UserWarning):
+    """``--memory`` is smaller than what a solver holds at once; the run goes on above it."""
+
+
 class StoreSolver:
     """What every solver knows about its problem, store and run directory."""
 
@@ -168,9 +174,32 @@ class BlockLoopSolver(StoreSolver):
         #: blocks of the next group read while the current one is worked on (see load_group)
         self.ahead_blocks = max(1, readahead // block_bytes) if block_bytes > 0 else self.mix
         self.cache = BlockCache(max(0, free - group_bytes - readahead))
+        self._warn_memory(int(options["memory"]), free, dual_bytes)
         self._gate, self._positions = None, {}
         # the arrays of blocks and groups read from the store, reused once nothing refers to them
         self._buffers = BufferPool(2 + self.read_depth)
+
+    def _warn_memory(self, memory: int, free: int, dual_bytes: int) -> None:
+        """A :class:`MemoryBudgetWarning` when ``memory`` cannot hold a group and one block read ahead."""
+        st = self.store
+        # blocks are cut at block_bytes of decoded rows; a small store's only block is smaller
+        per_nnz = np.dtype(st.index_dtype).itemsize + np.dtype(st.dtype).itemsize
+        mean = (st.nnz * per_nnz + 16 * self.n) / max(1, self.nb)
+        block_bytes = int(min(int(st.attrs.get("block_bytes", 0)), math.ceil(mean)))
+        group_bytes = self.mix * block_bytes
+        held = group_bytes + (block_bytes if self.nb > self.mix else 0)
+        if held > free:
+            blocks = f"{self.mix} block{'s' if self.mix > 1 else ''}"
+            parts = [f"a group of {blocks} (--mix-blocks, {format_bytes(group_bytes)})"]
+            if held > group_bytes:
+                parts.append(f"one block read ahead ({format_bytes(block_bytes)})")
+            if dual_bytes:
+                parts.append(f"the duals ({format_bytes(dual_bytes)})")
+            warnings.warn(
+                f"--memory {format_bytes(memory)} is less than this run holds at once: {', '.join(parts)}, "
+                f"about {format_bytes(held + dual_bytes)}; raise --memory"
+                + (" or lower --mix-blocks (the iterates depend on --mix-blocks, never on --memory)"
+                   if self.mix > 1 else ""), MemoryBudgetWarning, stacklevel=3)
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
