@@ -228,6 +228,9 @@ class Trial:
 def run_trials(store, trials, max_parallel=4, timeout=240.0):
     """Drive each trial: train, kill per its plan, resume, kill, ... until its kills are used
     (the final resume is left to the caller). Several trials run at once."""
+    def train_child(t):
+        return Child(["train", store, "--out", t.run, *TRAIN_OPTS, *t.extra], t.real)
+
     pending = list(trials)
     active = []
     t_end = time.monotonic() + timeout
@@ -235,7 +238,7 @@ def run_trials(store, trials, max_parallel=4, timeout=240.0):
         while pending or active:
             while pending and len(active) < max_parallel:
                 t = pending.pop(0)
-                t.child = Child(["train", store, "--out", t.run, *TRAIN_OPTS, *t.extra], t.real)
+                t.child = train_child(t)
                 active.append(t)
             assert time.monotonic() < t_end, "kill trials timed out"
             for t in list(active):
@@ -248,7 +251,7 @@ def run_trials(store, trials, max_parallel=4, timeout=240.0):
                     shutil.rmtree(t.run)
                     t.retries += 1
                     t.armed_at = None
-                    t.child = Child(["train", store, "--out", t.run, *TRAIN_OPTS, *t.extra], t.real)
+                    t.child = train_child(t)
                     continue
                 if rc is not None:  # it finished before the kill: nothing to kill this time
                     assert rc == 0, f"{t.run}: ooc exited with {rc}"

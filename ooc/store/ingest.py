@@ -66,7 +66,6 @@ def parse_bytes(text: str | int | None, default: int = 1 << 30) -> int:
     return int(float(num) * units[unit])
 
 
-
 def format_bytes(n) -> str:
     """Bytes -> ``'512 B'``, ``'1.5 MiB'``, ``'2.0 GiB'`` (what :func:`parse_bytes` reads back)."""
     n = float(n)
@@ -75,6 +74,7 @@ def format_bytes(n) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover - the loop returns at TiB
+
 
 # -- sources -> row chunks -------------------------------------------------------------
 def _array_chunks(X, y, rows_per_chunk: int) -> Iterator[RowChunk]:
