@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import __version__
+from .engine import run as run_solver
 from .model import LinearModel
 from .objectives.losses import make_loss
 from .objectives.penalties import ElasticNet
@@ -404,7 +405,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
-    res = solver.run(o["max_epochs"], resume=resume)
+    res = run_solver(solver, o["max_epochs"], resume=resume)
     w = np.atleast_2d(res.pop("w"))
     d = st.n_cols
     coef = w[:, :d]

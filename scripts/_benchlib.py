@@ -9,6 +9,7 @@ import tempfile
 import time
 import uuid
 
+from ooc.engine import run as run_solver
 import ooc
 from ooc.runs.rundir import RunDir
 from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver
@@ -36,7 +37,7 @@ def run(name, st, max_epochs, **kw):
                 "sampling": o["sampling"], "paging": kw.get("paging")}
         s = SOLVERS[name](pb, rd, opts)
         t = time.perf_counter()
-        res = s.run(max_epochs, resume=False)
+        res = run_solver(s, max_epochs, resume=False)
         res["wall"] = time.perf_counter() - t
         res.pop("w")
         return res, rd.history()

@@ -32,6 +32,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ooc.engine import run as run_solver
 import ooc
 import ooc.store.ingest
 from ooc.runs.rundir import RunDir
@@ -77,7 +78,7 @@ def run(cls, st, out, opts, max_epochs, extra=None):
     rd = RunDir.create(out, {})
     so = {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"], "checkpoint_every": 1e9, **(extra or {})}
     t = time.perf_counter()
-    res = cls(pb, rd, so).run(max_epochs, False)
+    res = run_solver(cls(pb, rd, so), max_epochs, False)
     res["wall"] = time.perf_counter() - t
     return res, rd.history()
 

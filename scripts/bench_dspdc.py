@@ -29,6 +29,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ooc.engine import run as run_solver
 import ooc
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dspdc import DSPDCSolver
@@ -57,7 +58,7 @@ def run(cls, st, tmp, max_epochs, **kw):
             "dspdc_m": kw.get("dspdc_m"), "dspdc_q": kw.get("dspdc_q")}
     s = cls(pb, rd, opts)
     t0 = time.perf_counter()
-    res = s.run(max_epochs, resume=False)
+    res = run_solver(s, max_epochs, resume=False)
     res["wall"] = time.perf_counter() - t0
     return res, s, RunDir.open(rd.path).history()
 

@@ -22,6 +22,8 @@ import uuid
 import warnings
 
 import numpy as np
+
+from ooc.engine import run as run_solver
 import pytest
 import scipy.sparse as sp
 
@@ -76,7 +78,7 @@ def solve(st, runs, cls=DGPDSolver, max_epochs=400, out=None, resume=False, **kw
     out = out or os.path.join(runs, uuid.uuid4().hex[:8])
     rd = RunDir.open(out) if resume else RunDir.create(out, {})
     opts = {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"], "checkpoint_every": 300.0, **extra}
-    res = cls(pb, rd, opts).run(max_epochs, resume)
+    res = run_solver(cls(pb, rd, opts), max_epochs, resume)
     return res, rd
 
 

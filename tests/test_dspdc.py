@@ -25,6 +25,8 @@ import tempfile
 import uuid
 
 import numpy as np
+
+from ooc.engine import run as run_solver
 import pytest
 import scipy.sparse as sp
 
@@ -81,7 +83,7 @@ def solver(cls, st, rd=None, **kw):
 
 def train(cls, st, max_epochs=3000, **kw):
     s = solver(cls, st, **kw)
-    return s.run(max_epochs, resume=False), s
+    return run_solver(s, max_epochs, resume=False), s
 
 
 def objective(loss, A, y, w, l2, l1=0.0, bias=0.0):
@@ -235,7 +237,7 @@ def test_resume_after_max_epochs_is_exact(blocked):
     kw = dict(loss="logistic", l2=L2, l1=0.01, tol=1e-14, mix_blocks=2)
     full, s = train(DSPDCSolver, blocked, max_epochs=6, **kw)
     part, s2 = train(DSPDCSolver, blocked, max_epochs=2, **kw)
-    again = solver(DSPDCSolver, blocked, rd=s2.rd, **kw).run(6, resume=True)
+    again = run_solver(solver(DSPDCSolver, blocked, rd=s2.rd, **kw), 6, resume=True)
     w1, h1 = _final(s.rd.path, full)
     w2, h2 = _final(s2.rd.path, again)
     assert np.array_equal(w1, w2) and h1 == h2
@@ -257,8 +259,8 @@ def test_resume_after_a_kill_mid_epoch_is_exact(blocked):
 
     crash.update_block = dying
     with pytest.raises(KeyboardInterrupt):
-        crash.run(4, resume=False)
-    again = solver(DSPDCSolver, blocked, rd=crash.rd, **kw).run(4, resume=True)
+        run_solver(crash, 4, resume=False)
+    again = run_solver(solver(DSPDCSolver, blocked, rd=crash.rd, **kw), 4, resume=True)
     w1, h1 = _final(s.rd.path, full)
     w2, h2 = _final(crash.rd.path, again)
     assert np.array_equal(w1, w2) and h1 == h2

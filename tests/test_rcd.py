@@ -23,6 +23,8 @@ import tempfile
 import uuid
 
 import numpy as np
+
+from ooc.engine import run as run_solver
 import pytest
 import scipy.sparse as sp
 
@@ -78,7 +80,7 @@ def solver(cls, st, rd=None, **kw):
 
 def train(cls, st, max_epochs=1000, **kw):
     s = solver(cls, st, **kw)
-    return s.run(max_epochs, resume=False), s
+    return run_solver(s, max_epochs, resume=False), s
 
 
 # -- the objective in numpy, and references -----------------------------------------------------------
@@ -320,12 +322,12 @@ def test_resume_is_bit_for_bit(name, sampling, stop_at, paged, blocked, monkeypa
     monkeypatch.setattr(cls, hook, flaky)
     if stop_at:
         with pytest.raises(Stop):
-            s.run(1000, resume=False)
+            run_solver(s, 1000, resume=False)
     else:
-        s.run(2, resume=False)  # stopped by max_epochs at an epoch boundary
+        run_solver(s, 2, resume=False)  # stopped by max_epochs at an epoch boundary
     monkeypatch.setattr(cls, hook, orig)
     s2 = solver(cls, st, rd=s.rd, **kw)
-    res = s2.run(1000, resume=True)
+    res = run_solver(s2, 1000, resume=True)
     assert np.array_equal(res["w"], full["w"])
     ex = ("epoch", "primal", "dual", "gap")
     assert [tuple(e[k] for k in ex) for e in s2.rd.history()] == [tuple(e[k] for k in ex) for e in sf.rd.history()]

@@ -18,7 +18,9 @@ duals of shape ``(k, rows)`` per block; the objective reported is the sum of the
 ``k`` objectives (each is certified by its own gap, and their sum bounds all).
 
 A subclass provides :meth:`update_block`; extra state arrays it keeps in
-``self.extra`` are checkpointed with ``w`` and ``v``.
+``self.extra`` are checkpointed with ``w`` and ``v``. The run loop around the passes
+(checkpoints, history, certificate, result) is :func:`ooc.engine.run`, the same for every
+solver.
 """
 
 from __future__ import annotations
@@ -116,7 +118,37 @@ class MemoryBudgetWarning(UserWarning):
 
 
 class StoreSolver:
-    """What every solver knows about its problem, store and run directory."""
+    """What every solver knows about its problem, store and run directory, and what it gives the engine.
+
+    :func:`ooc.engine.run` drives every solver through these methods (the run loop, checkpoint
+    cadence, history, certificate and result are the engine's):
+
+    ``fresh()`` / ``restore(arrays, meta)``
+        Start from the initial state, or from a checkpoint's arrays and metadata.
+    ``checkpoint_state() -> (arrays, meta, background)``
+        The state to save now (at an epoch boundary, or at a safe point inside an epoch), the
+        solver's own metadata (its position inside the epoch, partial sums), and whether the
+        arrays may be written by a background thread while the run goes on.
+    ``epoch(ctx)``
+        One epoch from the state ``S_e`` (``e = ctx.epoch``): certify ``S_e`` with
+        ``ctx.record(P, D, fields)`` and, if the run goes on and ``ctx.update``, update it,
+        calling ``ctx.tick()`` where a checkpoint may be taken.
+    ``next_epoch(e)``
+        The epoch is over and the run goes on from ``S_e``.
+    ``result()``
+        ``w`` of the certified state, ``(problems, dim)``, and what else the result holds.
+    ``nnz_w()``, ``bytes_read()``, ``cache_hit_rate()``
+        Figures of the history line: nonzero weights of the state being certified, decoded
+        bytes read by this process, the block cache's hit rate.
+    ``close()``
+        Stop the solver's threads (called on every exit).
+
+    ``predicts_certified``: the certificate of ``S_e`` comes with the pass that updates it
+    (fused), and a pass may only certify when the last gaps predict convergence.
+    """
+
+    name = "base"
+    predicts_certified = False
 
     def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
         self.pb = problem
@@ -129,6 +161,19 @@ class StoreSolver:
         self.dim = st.n_cols + (1 if problem.bias > 0 else 0)
         self.nb = st.n_blocks(L.ROWS)
         self.row_ptr = st.block_ptr(L.ROWS)
+
+    def at_epoch_start(self) -> bool:
+        """Whether the next epoch step starts a new epoch (no part of it done yet)."""
+        return True
+
+    def next_epoch(self, epoch: int) -> None:
+        """The run goes on from the state reached after ``epoch`` epochs."""
+
+    def result(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        """Stop the solver's threads."""
 
 
 class BlockLoopSolver(StoreSolver):
@@ -358,181 +403,161 @@ class BlockLoopSolver(StoreSolver):
         """Update ``alpha`` (the block's duals, (k, rows)), ``w`` and ``v`` ((k, dim)) in place."""
         raise NotImplementedError
 
-    # -- the loop ------------------------------------------------------------------------------------
-    def run(self, max_epochs: int, resume: bool) -> dict:
-        """Run until certified or ``max_epochs``; returns the result dict (the ``--json`` keys)."""
-        pb, rd, opt = self.pb, self.rd, self.opt
-        tol = float(opt["tol"])
-        ck_every = float(opt["checkpoint_every"])
-        loaded = rd.load_checkpoint() if resume else None
-        if loaded is None:
-            self.init_duals()
-            arrays = self.fresh_state()
-            meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "state_seconds": 0.0,
-                    "primal_sum": [0.0] * self.n_terms, "dual_sum": [0.0] * self.n_terms, "history_len": 0, "bytes_read": 0}
-            rd.truncate_history(0)
-            rd.save_checkpoint({**arrays, **self.duals.checkpoint_arrays()}, meta)
-        else:
-            arrays, meta = loaded
-            self.duals.restore(arrays)
-            rd.truncate_history(meta["history_len"])
-        w, v, w_prev = arrays["w"], arrays["v"], arrays["w_prev"]
+    # -- the engine's protocol (ooc.engine) ----------------------------------------------------------
+    predicts_certified = True
+
+    def fresh(self) -> None:
+        self.init_duals()
+        self._arrays = self.fresh_state()
+        self._pos = 0
+        self._psum = np.zeros(self.n_terms)
+        self._dsum = np.zeros(self.n_terms)
+        self._prepare()
+        self.restore_extra({"epoch": 0, "position": 0})
+
+    def restore(self, arrays: dict, meta: dict) -> None:
+        self.duals.restore(arrays)
+        self._arrays = arrays
+        self._pos = int(meta["position"])
+        self._psum = np.asarray(meta["primal_sum"], dtype=np.float64)
+        self._dsum = np.asarray(meta["dual_sum"], dtype=np.float64)
+        self._prepare()
+        self.restore_extra(meta)
+
+    def _prepare(self) -> None:
+        """``w``, ``v``, the snapshot and ``extra`` from the state arrays; the run's reader threads."""
+        arrays = self._arrays
+        self.w, self.v, self.w_prev = arrays["w"], arrays["v"], arrays["w_prev"]
         if self.v_is_w():
             # one array for both: the kernels write v_j and w_j = v_j to the same place, which
             # saves a random write (and a cache line) per nonzero; the iterates are identical
-            if not np.array_equal(w, v):
+            if not np.array_equal(self.w, self.v):
                 raise RuntimeError("inconsistent state: w != v although l1 = 0")
-            v = w
+            self.v = self.w
         self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev", "alpha")}
-        self.restore_extra(meta)
-        e, k = int(meta["epoch"]), int(meta["position"])
-        seconds0 = float(meta["seconds"])
-        state_seconds = float(meta["state_seconds"])
-        psum = np.asarray(meta["primal_sum"], dtype=np.float64)
-        dsum = np.asarray(meta["dual_sum"], dtype=np.float64)
-        seq = int(meta["seq"])
-        bytes_read0 = int(meta["bytes_read"])
-        history_len = int(meta["history_len"])
-        t_start = time.perf_counter()
-        last_ck = t_start
-        result = None
-        # relative gaps of the last states, to decide when a pass should only certify
-        recent = [h["rel_gap"] for h in rd.history()[-2:]]
-        cert_failed = -1
+        if not hasattr(self, "_pool"):
+            # the read-ahead threads for the whole run (a pool per pass costs more than small blocks),
+            # and one per read-ahead thread for paged duals: files read while the group's rows are
+            self._pool = ThreadPoolExecutor(max_workers=self.read_depth, thread_name_prefix="ooc-prefetch")
+            self._dual_pool = (ThreadPoolExecutor(max_workers=self.read_depth, thread_name_prefix="ooc-duals")
+                               if self.duals.kind == "paged" else None)
 
-        def elapsed():
-            return seconds0 + time.perf_counter() - t_start
+    def checkpoint_state(self) -> tuple[dict, dict, bool]:
+        # with the duals in memory the whole state is in the checkpoint: it can be written while the
+        # next blocks are worked on (paged duals must be durable before their buffer is reused)
+        arrays = {"w": self.w, "v": self.v, "w_prev": self.w_prev, **self.extra}
+        meta = {"position": self._pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
+        return {**arrays, **self.duals.checkpoint_arrays()}, meta, self.duals.kind == "memory"
 
-        def checkpoint():
-            nonlocal seq, last_ck
-            seq += 1
-            m = {"seq": seq, "epoch": e, "position": k, "seconds": elapsed(), "state_seconds": state_seconds,
-                 "primal_sum": psum.tolist(), "dual_sum": dsum.tolist(), "history_len": history_len,
-                 "bytes_read": bytes_read0 + self.cache.bytes_read}
-            # with the duals in memory the whole state is in the checkpoint: it can be written while the
-            # next blocks are worked on (paged duals must be durable before their buffer is reused)
-            rd.save_checkpoint({"w": w, "v": v, "w_prev": w_prev, **self.extra, **self.duals.checkpoint_arrays()}, m,
-                               background=self.duals.kind == "memory")
-            last_ck = time.perf_counter()
+    def at_epoch_start(self) -> bool:
+        return self._pos == 0
 
-        # the read-ahead threads for the whole run (a pool per pass costs more than small blocks), and
-        # one per read-ahead thread for paged duals: files read while the group's rows are
-        pool = ThreadPoolExecutor(max_workers=self.read_depth, thread_name_prefix="ooc-prefetch")
-        dual_pool = (ThreadPoolExecutor(max_workers=self.read_depth, thread_name_prefix="ooc-duals")
-                     if self.duals.kind == "paged" else None)
+    def nnz_w(self) -> int:
+        return int(np.count_nonzero(self.export_w(self.w_prev)[:, : self.store.n_cols]))
 
-        def load(g, cur):
-            if dual_pool is None:
-                return self.load_group(g), self.group_duals(g, cur)
-            duals = dual_pool.submit(self.group_duals, g, cur)
-            try:
-                gblk = self.load_group(g)
-            except BaseException:
-                futures_wait([duals])  # no read left behind; the rows' error is the one reported
-                raise
-            return gblk, duals.result()
+    def bytes_read(self) -> int:
+        return self.cache.bytes_read
 
+    def cache_hit_rate(self) -> float:
+        return self.cache.hit_rate
+
+    def result(self) -> dict:
+        return {"w": self.export_w(self.w_prev).copy(), **self.duals.final(self._cur)}
+
+    def close(self) -> None:
+        if self._gate is not None:
+            self._gate.abort()  # a reader waiting for a group this loop will never release
+        for pool in (getattr(self, "_pool", None), getattr(self, "_dual_pool", None)):
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+    def _start_pass(self) -> None:
+        """Snapshot ``w`` as the state the pass certifies, and zero the gap sums."""
+        np.copyto(self.w_prev, self.w)
+        self.pass_start(self.w, self.v)
+        self._psum[:] = 0.0
+        self._dsum[:] = 0.0
+
+    def next_epoch(self, epoch: int) -> None:
+        self._pos = 0
+        self.epoch_done(epoch, self.w, self.v)
+        # the next pass starts from S_e: snapshot w now so the checkpoint holds it
+        self._start_pass()
+
+    def _load(self, g, cur):
+        if self._dual_pool is None:
+            return self.load_group(g), self.group_duals(g, cur)
+        duals = self._dual_pool.submit(self.group_duals, g, cur)
         try:
-            while result is None:
-                # a pass in progress at a checkpoint (k > 0) is always an update pass
-                certify = k == 0 and e != cert_failed and _predicts_converged(recent, tol)
-                update = e < max_epochs and not certify
-                if k == 0:
-                    np.copyto(w_prev, w)
-                    self.pass_start(w, v)
-                    psum[:] = 0.0
-                    dsum[:] = 0.0
-                order = block_order(self.nb, int(opt["seed"]), e)
-                cur, nxt = e % 2, (e + 1) % 2
-                pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
-                file_bytes0 = self.store.backend.file_bytes_read()
-                rows_done = 0
-                # groups are consecutive runs of ``mix`` blocks of this epoch's order (so a resume at a
-                # group boundary forms the same groups); the last one may be shorter
-                groups = [tuple(int(b) for b in order[i:i + self.mix]) for i in range(k, self.nb, self.mix)]
-                if self.mix >= self.nb:
-                    # every block in one group: its rows are permuted as a whole anyway, so the blocks'
-                    # order inside it is a free choice; a fixed one lets load_group cache the merged block
-                    groups = [tuple(sorted(g)) for g in groups]
-                self._gate, self._positions = ReadAheadGate(), {g: i for i, g in enumerate(groups)}
-                # the prefetch thread reads a group's duals with its rows: the duals of buffer ``cur`` do
-                # not change during the pass (updates go to ``nxt``), and paged ones are files to read
-                pf = Prefetcher(groups, lambda g, cur=cur: load(g, cur), None,
-                                depth=self.read_depth, pool=pool,
-                                cached=lambda g: g in self.cache or all(b in self.cache for b in g))
-                for group, (gblk, alpha) in pf:
-                    self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
-                    if update:
-                        off = 0
-                        for gb in group:
-                            m = int(self.row_ptr[gb + 1] - self.row_ptr[gb])
-                            self.duals.write(nxt, gb, np.ascontiguousarray(alpha[:, off:off + m]))
-                            off += m
-                    k += len(group)
-                    rows_done += gblk.stop - gblk.start
-                    gblk = alpha = None  # the next group is being read: do not hold two
-                    self._gate.release()
-                    if update and k < self.nb and time.perf_counter() - last_ck >= ck_every:
-                        checkpoint()
-                # the pass is complete: S_e is certified (or not)
-                gap = self._gap(psum, dsum, w_prev)
-                pass_seconds = time.perf_counter() - pass_t0
-                if certify and e < max_epochs and gap[2] / max(1.0, abs(gap[0])) > tol:
-                    # the prediction failed: S_e was not good enough; the next pass updates it
-                    # (and recomputes the same gap, so the history keeps one line per state)
-                    cert_failed = e
-                    k = 0
-                    continue
-                entry = {
-                    "epoch": e,
-                    "seconds": state_seconds,
-                    "primal": gap[0], "dual": gap[1], "gap": gap[2],
-                    "rel_gap": gap[2] / max(1.0, abs(gap[0])),
-                    "nnz_w": int(np.count_nonzero(self.export_w(w_prev)[:, : self.store.n_cols])),
-                    "bytes_read": bytes_read0 + self.cache.bytes_read,
-                    "cache_hit_rate": self.cache.hit_rate,
-                    "pass_seconds": pass_seconds,
-                    "rows_per_s": rows_done / pass_seconds if pass_seconds > 0 else None,
-                    "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
-                    # the reader's own figures: wall seconds it spent reading and decoding this pass, the
-                    # decoded bytes it loaded and the encoded bytes it read from files (None: not counted)
-                    "read_seconds": pf.busy_seconds - self._gate.waited_seconds,
-                    "read_bytes": self.cache.bytes_read - pass_bytes0,
-                    "read_file_bytes": _delta(self.store.backend.file_bytes_read(), file_bytes0),
-                    **self.history_extra(),
-                }
-                rd.append_history(entry)
-                history_len += 1
-                if self.progress:
-                    self.progress(entry)
-                converged = entry["rel_gap"] <= tol
-                if converged or not update:
-                    result = dict(entry, converged=bool(converged), epochs=e, w=self.export_w(w_prev).copy(), **self.duals.final(cur))
-                    break
-                recent = (recent + [entry["rel_gap"]])[-2:]
-                e += 1
-                k = 0
-                state_seconds = elapsed()
-                self.epoch_done(e, w, v)
-                # the next pass starts from S_e: snapshot w now so the checkpoint holds it
-                np.copyto(w_prev, w)
-                self.pass_start(w, v)
-                psum[:] = 0.0
-                dsum[:] = 0.0
-                checkpoint()
-            rd.wait_checkpoint()
-        finally:
-            if self._gate is not None:
-                self._gate.abort()  # a reader waiting for a group this loop will never release
-            pool.shutdown(wait=True)
-            if dual_pool is not None:
-                dual_pool.shutdown(wait=True)
-            rd.wait_checkpoint(reraise=False)  # on an error path, the first error is the one reported
-        result["total_seconds"] = elapsed()
-        return result
+            gblk = self.load_group(g)
+        except BaseException:
+            futures_wait([duals])  # no read left behind; the rows' error is the one reported
+            raise
+        return gblk, duals.result()
 
-    def _gap(self, psum: np.ndarray, dsum: np.ndarray, w_state: np.ndarray) -> tuple[float, float, float]:
-        """(P, D, gap) summed over the problems of the state whose ``w`` is ``w_state``."""
+    def _groups(self, order: np.ndarray) -> list[tuple]:
+        """The pass's groups from position ``_pos`` on: consecutive runs of ``mix`` blocks of ``order``.
+
+        A resume at a group boundary forms the same groups; the last one may be shorter.
+        """
+        groups = [tuple(int(b) for b in order[i:i + self.mix]) for i in range(self._pos, self.nb, self.mix)]
+        if self.mix >= self.nb:
+            # every block in one group: its rows are permuted as a whole anyway, so the blocks'
+            # order inside it is a free choice; a fixed one lets load_group cache the merged block
+            groups = [tuple(sorted(g)) for g in groups]
+        return groups
+
+    def epoch(self, ctx) -> None:
+        """One pass: the gap terms of ``S_e`` on every block, fused with its update (``ctx.update``)."""
+        e, update = ctx.epoch, ctx.update
+        w, v, w_prev, psum, dsum = self.w, self.v, self.w_prev, self._psum, self._dsum
+        if self._pos == 0:  # a pass in progress at a checkpoint (position > 0) is always an update pass
+            self._start_pass()
+        order = block_order(self.nb, int(self.opt["seed"]), e)
+        cur, nxt = e % 2, (e + 1) % 2
+        self._cur = cur
+        pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
+        file_bytes0 = self.store.backend.file_bytes_read()
+        rows_done = 0
+        groups = self._groups(order)
+        self._gate, self._positions = ReadAheadGate(), {g: i for i, g in enumerate(groups)}
+        # the prefetch thread reads a group's duals with its rows: the duals of buffer ``cur`` do
+        # not change during the pass (updates go to ``nxt``), and paged ones are files to read
+        pf = Prefetcher(groups, lambda g, cur=cur: self._load(g, cur), None, depth=self.read_depth, pool=self._pool,
+                        cached=lambda g: g in self.cache or all(b in self.cache for b in g))
+        for group, (gblk, alpha) in pf:
+            self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
+            if update:
+                off = 0
+                for gb in group:
+                    m = int(self.row_ptr[gb + 1] - self.row_ptr[gb])
+                    self.duals.write(nxt, gb, np.ascontiguousarray(alpha[:, off:off + m]))
+                    off += m
+            self._pos += len(group)
+            rows_done += gblk.stop - gblk.start
+            gblk = alpha = None  # the next group is being read: do not hold two
+            self._gate.release()
+            if self._pos < self.nb:
+                ctx.tick()
+        # the pass is complete: S_e is certified (or not)
+        p, d = self._gap(psum, dsum, w_prev)
+        pass_seconds = time.perf_counter() - pass_t0
+        ctx.record(p, d, {
+            "pass_seconds": pass_seconds,
+            "rows_per_s": rows_done / pass_seconds if pass_seconds > 0 else None,
+            "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
+            # the reader's own figures: wall seconds it spent reading and decoding this pass, the
+            # decoded bytes it loaded and the encoded bytes it read from files (None: not counted)
+            "read_seconds": pf.busy_seconds - self._gate.waited_seconds,
+            "read_bytes": self.cache.bytes_read - pass_bytes0,
+            "read_file_bytes": _delta(self.store.backend.file_bytes_read(), file_bytes0),
+            **self.history_extra(),
+        })
+        if ctx.retry:
+            self._pos = 0
+
+    def _gap(self, psum: np.ndarray, dsum: np.ndarray, w_state: np.ndarray) -> tuple[float, float]:
+        """(P, D) summed over the problems of the state whose ``w`` is ``w_state``."""
         pb = self.pb
         n = float(self.n)
         p = d = 0.0
@@ -545,24 +570,8 @@ class BlockLoopSolver(StoreSolver):
                 half = 0.5 * float(pb.penalty.l2)
                 p -= half * float(np.dot(w_state[c], w_state[c]))
                 d -= half * radius[c] ** 2
-        return p, d, (p - d) if math.isfinite(d) else math.inf
+        return p, d
 
 
 def _delta(now, then):
     return None if now is None or then is None else now - then
-
-
-def _predicts_converged(recent: list[float], tol: float) -> bool:
-    """Whether the state a pass starts from is predicted to be certified.
-
-    The gaps of the last two states give the contraction per pass ``r = g_e / g_(e-1)``
-    (dual coordinate methods converge linearly). When ``g_e r <= tol`` the next pass only
-    evaluates the gap: it then reads each block and sums the losses, skipping the coordinate
-    updates, which would be thrown away once the state is certified. A wrong prediction
-    costs that cheap pass, after which the state is updated as usual (the iterates never
-    depend on it).
-    """
-    if len(recent) < 2 or not all(math.isfinite(g) and g > 0.0 for g in recent):
-        return False
-    r = recent[-1] / recent[-2]
-    return r < 1.0 and recent[-1] * r <= tol

@@ -25,7 +25,6 @@ path or fsspec URL.
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
@@ -36,7 +35,6 @@ from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.scheduler import row_order
-from ..store import layout as L
 from .base import StoreSolver, load_train_block
 
 #: Per worker process: (store path, fingerprint, options key) -> (store, problem, cache).
@@ -115,74 +113,79 @@ class CoCoASolver(StoreSolver):
 
     name = "sdca-cocoa"
 
-    def run(self, max_epochs: int, resume: bool) -> dict:
-        rd, pb, opt = self.rd, self.pb, self.opt
-        tol = float(opt["tol"])
-        loaded = rd.load_checkpoint() if resume else None
-        if loaded is None:
-            for b in range(self.nb):
-                rd.write_duals(0, b, np.zeros((1, int(self.row_ptr[b + 1] - self.row_ptr[b]))))
-            v = np.zeros(self.dim)  # binary/regression only: one problem
-            meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "state_seconds": 0.0, "primal_sum": 0.0,
-                    "dual_sum": 0.0, "history_len": 0, "bytes_read": 0}
-            rd.truncate_history(0)
-            rd.save_checkpoint({"v": v}, meta)
-        else:
-            arrays, meta = loaded
-            v = arrays["v"]
-            rd.truncate_history(meta["history_len"])
-        rnd, seq, history_len = int(meta["epoch"]), int(meta["seq"]), int(meta["history_len"])
-        seconds0, bytes_read = float(meta["seconds"]), int(meta["bytes_read"])
-        state_seconds = float(meta["state_seconds"])
-        client, cluster = _client(opt["distributed"])
-        t0 = time.perf_counter()
-        try:
-            workers = sorted(client.scheduler_info()["workers"])
-            if not workers:
-                raise RuntimeError(f"no Dask workers at {opt['distributed']}")
-            K = len(workers)
-            parts = [list(range(k, self.nb, K)) for k in range(K)]
-            store_path = self.store.path
-            topts = dict(opt["train_options"])
-            while True:
-                update = rnd < max_epochs
-                t_round = time.perf_counter()
-                futures = [client.submit(local_round, store_path, self.store.fingerprint, topts, int(opt["memory"]),
-                                         rd.path, parts[k], v, rnd, k, K, update, int(opt.get("local_passes", 1)),
-                                         workers=[workers[k]], allow_other_workers=True, pure=False)
-                           for k in range(K) if parts[k]]
-                got = client.gather(futures)
-                psum = math.fsum(g[1] for g in got)
-                dsum = math.fsum(g[2] for g in got)
-                bytes_read += sum(int(g[3]) for g in got)
-                w = grad_conj(pb.penalty, v, pb.bias)
-                p = psum / self.n + primal_value(pb.penalty, w, pb.bias)
-                d = dsum / self.n - 0.5 * pb.penalty.l2 * float(np.dot(w, w))
-                round_s = time.perf_counter() - t_round
-                entry = {"epoch": rnd, "seconds": state_seconds, "primal": p, "dual": d, "gap": p - d,
-                         "rel_gap": (p - d) / max(1.0, abs(p)), "nnz_w": int(np.count_nonzero(w[: self.store.n_cols])),
-                         "bytes_read": bytes_read, "cache_hit_rate": float(np.mean([g[4] for g in got])), "pass_seconds": round_s,
-                         "rows_per_s": self.n / round_s if round_s > 0 else None, "workers": K,
-                         "bytes_sent": int(v.nbytes * len(futures)), "bytes_received": int(sum(g[0].nbytes for g in got))}
-                rd.append_history(entry)
-                history_len += 1
-                if self.progress:
-                    self.progress(entry)
-                converged = entry["rel_gap"] <= tol
-                if converged or not update:
-                    return dict(entry, converged=bool(converged), epochs=rnd, w=w,
-                                total_seconds=seconds0 + time.perf_counter() - t0)
-                # fixed summation order: the same v whatever order the workers finished in
-                for g in got:
-                    v = v + g[0]
-                rnd += 1
-                state_seconds = seconds0 + time.perf_counter() - t0
-                seq += 1
-                rd.save_checkpoint({"v": v}, {"seq": seq, "epoch": rnd, "position": 0,
-                                              "seconds": state_seconds, "state_seconds": state_seconds,
-                                              "primal_sum": 0.0, "dual_sum": 0.0, "history_len": history_len,
-                                              "bytes_read": bytes_read})
-        finally:
+    def fresh(self) -> None:
+        for b in range(self.nb):
+            self.rd.write_duals(0, b, np.zeros((1, int(self.row_ptr[b + 1] - self.row_ptr[b]))))
+        self.v = np.zeros(self.dim)  # binary/regression only: one problem
+        self.fresh_counters()
+
+    def restore(self, arrays: dict, meta: dict) -> None:
+        self.fresh_counters()
+        self.v = arrays["v"]
+
+    def fresh_counters(self) -> None:
+        self._bytes, self._hit_rate, self._client = 0, 0.0, None
+
+    def checkpoint_state(self) -> tuple[dict, dict, bool]:
+        # the gap sums of a round are not kept between rounds (a checkpoint is taken at round ends only)
+        return {"v": self.v}, {"position": 0, "primal_sum": 0.0, "dual_sum": 0.0}, False
+
+    def nnz_w(self) -> int:
+        return int(np.count_nonzero(self._w[: self.store.n_cols]))
+
+    def bytes_read(self) -> int:
+        return self._bytes
+
+    def cache_hit_rate(self) -> float:
+        return self._hit_rate
+
+    def result(self) -> dict:
+        return {"w": self._w}
+
+    def close(self) -> None:
+        if self._client is not None:
+            client, cluster = self._client
+            self._client = None
             client.close()
             if cluster is not None:
                 cluster.close()
+
+    def _connect(self) -> None:
+        """The Dask client, its workers and their share of the row blocks (block ``b`` on worker ``b mod K``)."""
+        opt = self.opt
+        self._client = _client(opt["distributed"])
+        self._workers = sorted(self._client[0].scheduler_info()["workers"])
+        if not self._workers:
+            raise RuntimeError(f"no Dask workers at {opt['distributed']}")
+        K = len(self._workers)
+        self._parts = [list(range(k, self.nb, K)) for k in range(K)]
+
+    def epoch(self, ctx) -> None:
+        """One round: every worker certifies and updates its blocks; then ``v += sum_k dv_k``."""
+        if self._client is None:
+            self._connect()
+        client, workers, parts, opt, pb = self._client[0], self._workers, self._parts, self.opt, self.pb
+        K, v, rnd = len(workers), self.v, ctx.epoch
+        t_round = time.perf_counter()
+        topts = dict(opt["train_options"])
+        futures = [client.submit(local_round, self.store.path, self.store.fingerprint, topts, int(opt["memory"]),
+                                 self.rd.path, parts[k], v, rnd, k, K, ctx.update, int(opt.get("local_passes", 1)),
+                                 workers=[workers[k]], allow_other_workers=True, pure=False)
+                   for k in range(K) if parts[k]]
+        got = client.gather(futures)
+        psum = math.fsum(g[1] for g in got)
+        dsum = math.fsum(g[2] for g in got)
+        self._bytes += sum(int(g[3]) for g in got)
+        self._hit_rate = float(np.mean([g[4] for g in got]))
+        self._w = w = grad_conj(pb.penalty, v, pb.bias)
+        p = psum / self.n + primal_value(pb.penalty, w, pb.bias)
+        d = dsum / self.n - 0.5 * pb.penalty.l2 * float(np.dot(w, w))
+        round_s = time.perf_counter() - t_round
+        if ctx.record(p, d, {"pass_seconds": round_s, "rows_per_s": self.n / round_s if round_s > 0 else None,
+                             "workers": K, "bytes_sent": int(v.nbytes * len(futures)),
+                             "bytes_received": int(sum(g[0].nbytes for g in got))}):
+            return
+        # fixed summation order: the same v whatever order the workers finished in
+        for g in got:
+            v = v + g[0]
+        self.v = v

@@ -77,4 +77,4 @@ class CrammerSingerSolver(BlockLoopSolver):
         p = psum[0] / n + cs_penalty_value(pb.penalty, w_state, pb.bias)
         # W = grad g*(V) is kept exactly, so l2 g*(V) = l2/2 ||W||_F^2
         d = dsum[0] / n - 0.5 * pb.penalty.l2 * float(np.sum(w_state * w_state))
-        return p, d, p - d
+        return p, d

@@ -558,84 +558,63 @@ class DGPDSolver(StoreSolver):
                 w[c, self.d] = p["xb"]
         return w
 
-    # ------------------------------------------------------------------------------------ run
-    def run(self, max_epochs: int, resume: bool) -> dict:
-        """Run until certified or ``max_epochs`` outer iterations; returns the result dict."""
-        rd, opt = self.rd, self.opt
-        tol = float(opt["tol"])
-        loaded = rd.load_checkpoint() if resume else None
-        if loaded is None:
-            states = self._fresh()
-            meta = {"seq": 0, "epoch": 0, "seconds": 0.0, "state_seconds": 0.0, "history_len": 0, "bytes_read": 0}
-            rd.truncate_history(0)
-            rd.save_checkpoint(self._arrays(states), meta)
-        else:
-            arrays, meta = loaded
-            states = self._from_arrays(arrays)
-            rd.truncate_history(meta["history_len"])
-        e = int(meta["epoch"])
-        seconds0 = float(meta["seconds"])
-        state_seconds = float(meta["state_seconds"])
-        seq = int(meta["seq"])
-        bytes_read0 = int(meta["bytes_read"])
-        history_len = int(meta["history_len"])
-        t_start = time.perf_counter()
-        result = None
-
-        def elapsed():
-            return seconds0 + time.perf_counter() - t_start
-
+    # ------------------------------------------------------------------------------------ engine
+    def fresh(self) -> None:
+        self.states = self._fresh()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
-        try:
-            if loaded is not None:
-                self._rebuild_A(states)
-            while result is None:
-                t0, b0, v0 = time.perf_counter(), self.cache.bytes_read, self.vector_bytes_read
-                plan, (P, D, gap), rows, cols = self._search(states, e, tol)
-                search_s = time.perf_counter() - t0
-                rel = gap / max(1.0, abs(P))
-                converged = rel <= tol
-                entry = {
-                    "epoch": e, "seconds": state_seconds, "primal": P, "dual": D, "gap": gap, "rel_gap": rel,
-                    "nnz_w": int(sum(len(p["supp"]) for p in plan)),
-                    "bytes_read": bytes_read0 + self.cache.bytes_read,
-                    "cache_hit_rate": self.cache.hit_rate,
-                    "passes": (bytes_read0 + self.cache.bytes_read) / self.layout_bytes,
-                    "active_x": int(sum(len(p["ax"]) for p in plan)),
-                    "active_y": int(sum(len(s.ay) for s in states)),
-                    "nnz_alpha": int(sum(int(np.count_nonzero(s.av)) for s in states)),
-                    "search_seconds": search_s,
-                    # labels and row norms re-read by the streamed search (0 when resident), and
-                    # the margins held at once (two buffers of the largest row block)
-                    "vector_bytes_read": self.vector_bytes_read - v0,
-                    "margin_bytes": 16 * self.block_rows,
-                }
-                if converged or e >= max_epochs:
-                    entry["bytes_paged"] = self.cache.bytes_read - b0
-                    rd.append_history(entry)
-                    history_len += 1
-                    if self.progress:
-                        self.progress(entry)
-                    result = dict(entry, converged=bool(converged), epochs=e, w=self._dense_w(plan),
-                                  active_sets=[{"x": p["ax"], "y": s.ay.copy(), "alpha": s.av.copy()}
-                                               for s, p in zip(states, plan)])
-                    break
-                t1 = time.perf_counter()
-                nnz_A = self._update(states, plan, rows, cols, e)
-                entry.update(rounds_seconds=time.perf_counter() - t1, nnz_A=nnz_A,
-                             bytes_paged=self.cache.bytes_read - b0)
-                rd.append_history(entry)
-                history_len += 1
-                if self.progress:
-                    self.progress(entry)
-                e += 1
-                state_seconds = elapsed()
-                seq += 1
-                rd.save_checkpoint(self._arrays(states), {
-                    "seq": seq, "epoch": e, "seconds": elapsed(), "state_seconds": state_seconds,
-                    "history_len": history_len, "bytes_read": bytes_read0 + self.cache.bytes_read})
-        finally:
+
+    def restore(self, arrays: dict, meta: dict) -> None:
+        self.states = self._from_arrays(arrays)
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
+        self._rebuild_A(self.states)
+
+    def checkpoint_state(self) -> tuple[dict, dict, bool]:
+        return self._arrays(self.states), {}, False
+
+    def nnz_w(self) -> int:
+        return int(sum(len(p["supp"]) for p in self._plan))
+
+    def bytes_read(self) -> int:
+        return self.cache.bytes_read
+
+    def cache_hit_rate(self) -> float:
+        return self.cache.hit_rate
+
+    def result(self) -> dict:
+        return {"w": self._dense_w(self._plan),
+                "active_sets": [{"x": p["ax"], "y": s.ay.copy(), "alpha": s.av.copy()}
+                                for s, p in zip(self.states, self._plan)]}
+
+    def close(self) -> None:
+        if getattr(self, "pool", None) is not None:
             self.pool.shutdown(wait=True)
             self.pool = None
-        result["total_seconds"] = elapsed()
-        return result
+
+    def epoch(self, ctx) -> None:
+        """One outer iteration: searches and the certificate, then (unless the run stops) the rounds.
+
+        The history line of the state is written after its rounds, with their figures.
+        """
+        states, e = self.states, ctx.epoch
+        t0, b0, v0 = time.perf_counter(), self.cache.bytes_read, self.vector_bytes_read
+        plan, (P, D, gap), rows, cols = self._search(states, e, float(self.opt["tol"]))
+        self._plan = plan
+        fields = {
+            # as they were when the state was certified (the line is written after the rounds)
+            "bytes_read": ctx.bytes_read(), "cache_hit_rate": self.cache.hit_rate,
+            "passes": ctx.bytes_read() / self.layout_bytes,
+            "active_x": int(sum(len(p["ax"]) for p in plan)),
+            "active_y": int(sum(len(s.ay) for s in states)),
+            "nnz_alpha": int(sum(int(np.count_nonzero(s.av)) for s in states)),
+            "search_seconds": time.perf_counter() - t0,
+            # labels and row norms re-read by the streamed search (0 when resident), and
+            # the margins held at once (two buffers of the largest row block)
+            "vector_bytes_read": self.vector_bytes_read - v0,
+            "margin_bytes": 16 * self.block_rows,
+        }
+        if not ctx.stops(P, D):
+            t1 = time.perf_counter()
+            nnz_A = self._update(states, plan, rows, cols, e)
+            fields.update(rounds_seconds=time.perf_counter() - t1, nnz_A=nnz_A)
+        fields["bytes_paged"] = self.cache.bytes_read - b0
+        ctx.record(P, D, fields)

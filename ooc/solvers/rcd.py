@@ -118,7 +118,7 @@ from ..schedule.sampling import (ADA_UNIFORM_SIGMA, GAP_BASED, PER_STEP, SCORE_C
                                  block_uniforms, draw_in_block, normalize_sampling, tree_capacity, visit_order)
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
-from .base import BlockLoopSolver, TrainBlock
+from .base import BlockLoopSolver, StoreSolver, TrainBlock
 
 PAGINGS = ("shuffled", "gap")
 
@@ -344,12 +344,8 @@ def primal_resident_bytes(n: int, dim: int, k: int, block_cols: int) -> dict:
     return {"beyond_memory": 40 * dim + 24 * k * dim + 48 * block_cols, "vectors": 8 * n * (2 * k + 1)}
 
 
-class RCDPrimalSolver:
-    """``--solver rcd-primal``: NSync primal RCD on the column blocks (see the module docstring).
-
-    Same ``run(max_epochs, resume)`` contract and result dict as
-    :class:`ooc.solvers.base.BlockLoopSolver`.
-    """
+class RCDPrimalSolver(StoreSolver):
+    """``--solver rcd-primal``: NSync primal RCD on the column blocks (see the module docstring)."""
 
     name = "rcd-primal"
 
@@ -525,110 +521,87 @@ class RCDPrimalSolver:
         order = visit_order(self.nblk, int(self.opt["seed"]), epoch)
         return counts, order[counts[order] > 0]
 
-    # -- checkpoints ------------------------------------------------------------------------------------------------
+    # -- the engine's protocol (ooc.engine): certify, then update -------------------------------------------------
     def _z_file(self) -> str:
         return os.path.join(self.rd.state, "primal", "z-ckpt.npy")
 
-    def _save(self, meta: dict, arrays: dict, mid_epoch: bool) -> None:
-        if mid_epoch:
+    def fresh(self) -> None:
+        self.w = np.zeros((self.k, self.dim))
+        self.G = np.zeros(self.dim)
+        self.counts = np.zeros(self.nblk, dtype=np.int64)
+        self.order = np.zeros(0, dtype=np.int64)
+        self.pos, self.updates, self.work, self.cd_seconds = 0, 0, 0, 0.0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
+
+    def restore(self, arrays: dict, meta: dict) -> None:
+        self.fresh()
+        self.w = np.array(arrays["w"])
+        self.pos = int(meta["position"])
+        self.updates, self.work, self.cd_seconds = int(meta["updates"]), int(meta["work"]), float(meta["cd_seconds"])
+        if self.pos > 0:
+            self.G, self.counts, self.order = np.array(arrays["G"]), np.array(arrays["counts"]), np.array(arrays["order"])
+            z = arrays["z"] if self.in_memory else np.load(self._z_file(), allow_pickle=False)
+            self.Z[...] = z
+
+    def checkpoint_state(self) -> tuple[dict, dict, bool]:
+        meta = {"position": self.pos, "updates": self.updates, "work": self.work, "cd_seconds": self.cd_seconds}
+        arrays = {"w": self.w}
+        if self.pos > 0:  # inside an epoch: its plan, the gaps it was drawn from, the margins
+            arrays.update({"G": self.G, "counts": self.counts, "order": self.order})
             if self.in_memory:
                 arrays["z"] = self.Z
             else:  # margins live in a file: copy them next to the checkpoint (durable before LATEST moves)
                 atomic_save_npy(self._z_file(), np.asarray(self.Z), fsync=True)
-        self.rd.save_checkpoint(arrays, meta)
+        return arrays, meta, False
 
-    # -- the loop ------------------------------------------------------------------------------------------------------
-    def run(self, max_epochs: int, resume: bool) -> dict:
-        rd, opt = self.rd, self.opt
-        tol = float(opt["tol"])
-        ck_every = float(opt["checkpoint_every"])
-        loaded = rd.load_checkpoint() if resume else None
-        G = np.zeros(self.dim)
-        counts = np.zeros(self.nblk, dtype=np.int64)
-        order = np.zeros(0, dtype=np.int64)
-        if loaded is None:
-            w = np.zeros((self.k, self.dim))
-            meta = {"seq": 0, "epoch": 0, "position": 0, "seconds": 0.0, "history_len": 0, "bytes_read": 0,
-                    "updates": 0, "work": 0, "cd_seconds": 0.0}
-            rd.truncate_history(0)
-            rd.save_checkpoint({"w": w}, meta)
-        else:
-            arrays, meta = loaded
-            w = np.array(arrays["w"])
-            rd.truncate_history(meta["history_len"])
-            if int(meta["position"]) > 0:
-                G, counts, order = np.array(arrays["G"]), np.array(arrays["counts"]), np.array(arrays["order"])
-                z = arrays["z"] if self.in_memory else np.load(self._z_file(), allow_pickle=False)
-                self.Z[...] = z
-        e, pos = int(meta["epoch"]), int(meta["position"])
-        seq, history_len = int(meta["seq"]), int(meta["history_len"])
-        seconds0, bytes0 = float(meta["seconds"]), int(meta["bytes_read"])
-        updates, work, cd_seconds = int(meta["updates"]), int(meta["work"]), float(meta["cd_seconds"])
-        t_start = time.perf_counter()
-        last_ck = t_start
-        result = None
+    def at_epoch_start(self) -> bool:
+        return self.pos == 0
 
-        def elapsed():
-            return seconds0 + time.perf_counter() - t_start
+    def nnz_w(self) -> int:
+        return int(np.count_nonzero(self.w[:, : self.d]))
 
-        def checkpoint(mid_epoch):
-            nonlocal seq, last_ck
-            seq += 1
-            m = {"seq": seq, "epoch": e, "position": pos, "seconds": elapsed(), "history_len": history_len,
-                 "bytes_read": bytes0 + self.cache.bytes_read, "updates": updates, "work": work,
-                 "cd_seconds": cd_seconds}
-            arrays = {"w": w}
-            if mid_epoch:
-                arrays.update({"G": G, "counts": counts, "order": order})
-            self._save(m, arrays, mid_epoch)
-            last_ck = time.perf_counter()
+    def bytes_read(self) -> int:
+        return self.cache.bytes_read
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
-        try:
-            while result is None:
-                if pos == 0:
-                    state_seconds = elapsed()
-                    t0 = time.perf_counter()
-                    P, D, G = self._gap_pass(w, pool)
-                    gap = P - D if math.isfinite(D) else math.inf
-                    entry = {
-                        "epoch": e, "seconds": state_seconds, "primal": P, "dual": D, "gap": gap,
-                        "rel_gap": gap / max(1.0, abs(P)),
-                        "nnz_w": int(np.count_nonzero(w[:, : self.d])),
-                        "bytes_read": bytes0 + self.cache.bytes_read, "cache_hit_rate": self.cache.hit_rate,
-                        "gap_seconds": time.perf_counter() - t0, "cd_seconds": cd_seconds,
-                        "updates": updates, "work": work, "sampling": self.sampling, "paging": self.paging,
-                    }
-                    if self.l2 <= 0:
-                        entry["radius"] = float(self.radius.max())
-                    rd.append_history(entry)
-                    history_len += 1
-                    if self.progress:
-                        self.progress(entry)
-                    converged = entry["rel_gap"] <= tol
-                    if converged or e >= max_epochs:
-                        result = dict(entry, converged=bool(converged), epochs=e, w=w.copy())
-                        break
-                    counts, order = self._plan(e, G)
-                pf = Prefetcher([b for b in order[pos:] if b < self.ncb], lambda b: self.store.block(L.COLS, b),
-                                self.cache, lambda blk: blk.nbytes, depth=1, key=lambda b: (L.COLS, b), pool=pool)
-                it = iter(pf)
-                while pos < len(order):
-                    b = int(order[pos])
-                    blk = None if b == self.ncb else next(it)[1]
-                    t0 = time.perf_counter()
-                    work += self._update_block(b, blk, int(counts[b]), e, w, G)
-                    cd_seconds += time.perf_counter() - t0
-                    updates += int(counts[b])
-                    pos += 1
-                    if pos < len(order) and time.perf_counter() - last_ck >= ck_every:
-                        checkpoint(True)
-                for _ in it:  # drain (nothing left; closes the prefetcher)
-                    pass
-                e += 1
-                pos = 0
-                checkpoint(False)
-        finally:
-            pool.shutdown(wait=True)
-        result["total_seconds"] = elapsed()
-        return result
+    def cache_hit_rate(self) -> float:
+        return self.cache.hit_rate
+
+    def result(self) -> dict:
+        return {"w": self.w.copy()}
+
+    def close(self) -> None:
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown(wait=True)
+
+    def next_epoch(self, epoch: int) -> None:
+        self.pos = 0
+
+    def epoch(self, ctx) -> None:
+        """The gap pass certifies ``w``; unless the run stops there, the epoch's coordinate updates."""
+        e = ctx.epoch
+        if self.pos == 0:
+            t0 = time.perf_counter()
+            P, D, self.G = self._gap_pass(self.w, self._pool)
+            fields = {"gap_seconds": time.perf_counter() - t0, "cd_seconds": self.cd_seconds, "updates": self.updates,
+                      "work": self.work, "sampling": self.sampling, "paging": self.paging}
+            if self.l2 <= 0:
+                fields["radius"] = float(self.radius.max())
+            if ctx.record(P, D, fields):
+                return
+            self.counts, self.order = self._plan(e, self.G)
+        order = self.order
+        pf = Prefetcher([b for b in order[self.pos:] if b < self.ncb], lambda b: self.store.block(L.COLS, b),
+                        self.cache, lambda blk: blk.nbytes, depth=1, key=lambda b: (L.COLS, b), pool=self._pool)
+        it = iter(pf)
+        while self.pos < len(order):
+            b = int(order[self.pos])
+            blk = None if b == self.ncb else next(it)[1]
+            t0 = time.perf_counter()
+            self.work += self._update_block(b, blk, int(self.counts[b]), e, self.w, self.G)
+            self.cd_seconds += time.perf_counter() - t0
+            self.updates += int(self.counts[b])
+            self.pos += 1
+            if self.pos < len(order):
+                ctx.tick()
+        for _ in it:  # drain (nothing left; closes the prefetcher)
+            pass

@@ -1,0 +1,242 @@
+"""The one run loop: every solver is driven by :func:`run`.
+
+A solver supplies its state and an epoch step; the engine owns everything around them,
+written once here: starting fresh or from the last checkpoint, the checkpoint cadence and
+its metadata, the history line of every certified state, the relative gap and what
+"converged" means, progress calls, the result dict, and the cleanup of the solver's
+threads on any exit (an error, ``KeyboardInterrupt``, a full disk).
+
+The contract (:class:`ooc.solvers.base.StoreSolver` documents the methods):
+
+* Epoch ``e`` starts from the state ``S_e`` reached after ``e`` epochs. The solver's
+  :meth:`epoch` step certifies ``S_e`` by calling :meth:`EpochContext.record` with
+  ``P(S_e)`` and ``D(S_e)`` exactly once, and, when the run goes on, updates the state
+  towards ``S_(e+1)``. A *split* solver (rcd-primal, dgpd) certifies first and updates
+  only when :meth:`~EpochContext.record` says the run goes on; a *fused* solver (the
+  row-block dual solvers, CoCoA+) sums the certificate of ``S_e`` during the same pass
+  that updates it and keeps ``S_e`` (its duals and the snapshot of ``w``) intact until
+  the pass is certified, so the result can be ``S_e`` even after its update ran.
+* "Converged" always means ``gap <= tol * max(1, |P|)`` (DESIGN.md): the run then returns
+  ``S_e``. With ``e = max_epochs`` the pass only certifies (no update) and the run returns
+  that state, converged or not.
+* Fused solvers that set ``predicts_certified`` get certify-only passes when the last two
+  gaps predict that ``S_e`` is already within ``tol`` (:func:`predicts_converged`); a wrong
+  prediction records nothing and the same epoch is run again with its update.
+* Checkpoints: one at the start, one at the end of every epoch, and, between, whenever the
+  solver calls :meth:`EpochContext.tick` at a safe point and ``checkpoint_every`` seconds
+  have passed. The engine's metadata (``seq, epoch, seconds, state_seconds, history_len,
+  bytes_read``) is merged with the solver's own (:meth:`checkpoint_state`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+
+class Certificate(NamedTuple):
+    """The objectives of a state and how far it is from optimal.
+
+    ``gap = P - D`` (``inf`` when ``D`` is not finite), and the relative gap
+    ``gap / max(1, |P|)`` that ``tol`` is compared with.
+    """
+
+    primal: float
+    dual: float
+
+    @property
+    def gap(self) -> float:
+        return (self.primal - self.dual) if math.isfinite(self.dual) else math.inf
+
+    @property
+    def rel_gap(self) -> float:
+        return self.gap / max(1.0, abs(self.primal))
+
+
+def predicts_converged(recent: list[float], tol: float) -> bool:
+    """Whether the state a pass starts from is predicted to be certified.
+
+    The gaps of the last two states give the contraction per pass ``r = g_e / g_(e-1)``
+    (dual coordinate methods converge linearly). When ``g_e r <= tol`` the next pass only
+    evaluates the gap: it then reads each block and sums the losses, skipping the coordinate
+    updates, which would be thrown away once the state is certified. A wrong prediction
+    costs that cheap pass, after which the state is updated as usual (the iterates never
+    depend on it).
+    """
+    if len(recent) < 2 or not all(math.isfinite(g) and g > 0.0 for g in recent):
+        return False
+    r = recent[-1] / recent[-2]
+    return r < 1.0 and recent[-1] * r <= tol
+
+
+class EpochContext:
+    """What a solver's epoch step sees of the engine.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch being run (the state it starts from has had ``epoch`` epochs).
+    update : bool
+        Whether this pass may update the state (false at ``max_epochs`` and in a
+        certify-only pass).
+    stopped : bool
+        Set by :meth:`record` when the run ends at the certified state.
+    """
+
+    def __init__(self, engine: "_Engine", epoch: int, update: bool, predicted: bool):
+        self._engine = engine
+        self.epoch = epoch
+        self.update = update
+        self._predicted = predicted
+        self.stopped = False
+        self.retry = False
+
+    def record(self, primal: float, dual: float, fields: dict | None = None) -> bool:
+        """Certify ``S_epoch`` with ``P`` and ``D``; ``fields`` are the solver's own history entries.
+
+        ``fields`` may also give ``bytes_read`` and ``cache_hit_rate`` as they were when the state
+        was certified, for a solver that records after an update (dgpd).
+
+        Returns whether the run stops at this state (converged, or no update allowed):
+        a split solver then returns without updating.
+        """
+        return self._engine.record(self, Certificate(float(primal), float(dual)), fields or {})
+
+    def stops(self, primal: float, dual: float) -> bool:
+        """Whether :meth:`record` of these objectives will end the run (to decide before recording)."""
+        return Certificate(float(primal), float(dual)).rel_gap <= self._engine.tol or not self.update
+
+    def bytes_read(self) -> int:
+        """Decoded bytes the run has read so far, all sessions (the history's ``bytes_read``)."""
+        return self._engine.bytes0 + self._engine.solver.bytes_read()
+
+    def tick(self) -> None:
+        """A safe point inside the epoch: checkpoint if ``checkpoint_every`` seconds have passed."""
+        self._engine.tick(self)
+
+
+class _Engine:
+    def __init__(self, solver, max_epochs: int):
+        self.solver = solver
+        self.rd = solver.rd
+        self.max_epochs = int(max_epochs)
+        self.tol = float(solver.opt["tol"])
+        self.ck_every = float(solver.opt["checkpoint_every"])
+        self.result = None
+
+    # -- state ---------------------------------------------------------------------------------------
+    def start(self, resume: bool) -> None:
+        rd, solver = self.rd, self.solver
+        loaded = rd.load_checkpoint() if resume else None
+        if loaded is None:
+            solver.fresh()
+            meta = {"seq": 0, "epoch": 0, "seconds": 0.0, "state_seconds": 0.0, "history_len": 0, "bytes_read": 0}
+            arrays, extra, _ = solver.checkpoint_state()
+            rd.truncate_history(0)
+            rd.save_checkpoint(arrays, {**meta, **extra})
+        else:
+            arrays, meta = loaded
+            rd.truncate_history(meta["history_len"])
+            solver.restore(arrays, meta)
+        self.epoch = int(meta["epoch"])
+        self.seq = int(meta["seq"])
+        self.history_len = int(meta["history_len"])
+        self.seconds0 = float(meta["seconds"])
+        # checkpoints of older versions of some solvers did not record it: the time of the checkpoint is close
+        self.state_seconds = float(meta.get("state_seconds", meta["seconds"]))
+        self.bytes0 = int(meta["bytes_read"])
+        self.t_start = time.perf_counter()
+        self.last_ck = self.t_start
+        # relative gaps of the last states, to decide when a pass should only certify
+        self.recent = [h["rel_gap"] for h in rd.history()[-2:]]
+        self.cert_failed = -1
+
+    def elapsed(self) -> float:
+        return self.seconds0 + time.perf_counter() - self.t_start
+
+    def checkpoint(self) -> None:
+        arrays, extra, background = self.solver.checkpoint_state()
+        self.seq += 1
+        meta = {"seq": self.seq, "epoch": self.epoch, "seconds": self.elapsed(), "state_seconds": self.state_seconds,
+                "history_len": self.history_len, "bytes_read": self.bytes0 + self.solver.bytes_read(), **extra}
+        self.rd.save_checkpoint(arrays, meta, background=background)
+        self.last_ck = time.perf_counter()
+
+    def tick(self, ctx: EpochContext) -> None:
+        if ctx.update and time.perf_counter() - self.last_ck >= self.ck_every:
+            self.checkpoint()
+
+    # -- certificates --------------------------------------------------------------------------------
+    def record(self, ctx: EpochContext, cert: Certificate, fields: dict) -> bool:
+        solver = self.solver
+        rel = cert.rel_gap
+        if ctx._predicted and self.epoch < self.max_epochs and rel > self.tol:
+            # the prediction failed: S_e was not good enough; the epoch runs again with its update
+            # (and recomputes the same gap, so the history keeps one line per state)
+            ctx.retry = True
+            return True
+        entry = {"epoch": self.epoch, "seconds": self.state_seconds, "primal": cert.primal, "dual": cert.dual,
+                 "gap": cert.gap, "rel_gap": rel, "nnz_w": int(solver.nnz_w()),
+                 "bytes_read": self.bytes0 + solver.bytes_read(), "cache_hit_rate": solver.cache_hit_rate(),
+                 **fields}
+        self.rd.append_history(entry)
+        self.history_len += 1
+        if solver.progress:
+            solver.progress(entry)
+        converged = rel <= self.tol
+        if converged or not ctx.update:
+            ctx.stopped = True
+            self.result = dict(entry, converged=bool(converged), epochs=self.epoch)
+        else:
+            self.recent = (self.recent + [rel])[-2:]
+        return ctx.stopped
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def loop(self) -> dict:
+        solver = self.solver
+        while True:
+            predicted = (solver.predicts_certified and solver.at_epoch_start() and self.epoch != self.cert_failed
+                         and predicts_converged(self.recent, self.tol))
+            ctx = EpochContext(self, self.epoch, self.epoch < self.max_epochs and not predicted, predicted)
+            solver.epoch(ctx)
+            if ctx.retry:
+                self.cert_failed = self.epoch
+                continue
+            if ctx.stopped:
+                self.rd.wait_checkpoint()
+                return dict(self.result, **solver.result())
+            self.epoch += 1
+            self.state_seconds = self.elapsed()
+            solver.next_epoch(self.epoch)
+            self.checkpoint()
+
+
+def run(solver, max_epochs: int, resume: bool) -> dict:
+    """Run ``solver`` until its state is certified or ``max_epochs`` epochs are done.
+
+    Parameters
+    ----------
+    solver : ooc.solvers.base.StoreSolver
+        A solver built on a problem and a run directory (its ``opt`` holds ``tol`` and
+        ``checkpoint_every``).
+    max_epochs : int
+    resume : bool
+        Continue from the checkpoint ``LATEST`` names (bit for bit what an uninterrupted
+        run would do), or start afresh.
+
+    Returns
+    -------
+    dict
+        The last history entry plus ``converged``, ``epochs``, ``total_seconds`` (training
+        time, all sessions) and what :meth:`result` of the solver adds (``w``, final duals).
+    """
+    eng = _Engine(solver, max_epochs)
+    try:
+        eng.start(resume)
+        result = eng.loop()
+    finally:
+        solver.close()
+        eng.rd.wait_checkpoint(reraise=False)  # on an error path, the first error is the one reported
+    result["total_seconds"] = eng.elapsed()
+    return result
