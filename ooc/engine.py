@@ -30,7 +30,10 @@ The contract (:class:`ooc.solvers.base.StoreSolver` documents the methods):
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import threading
 import time
 from typing import NamedTuple
 
@@ -212,6 +215,25 @@ class _Engine:
             self.checkpoint()
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (``kill``, a batch system's stop) ends a run like Ctrl-C: the solver's threads are
+    stopped and a checkpoint being written finishes or is discarded whole, instead of the process
+    dying at any instruction. Only the main thread can install a handler; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(solver, max_epochs: int, resume: bool) -> dict:
     """Run ``solver`` until its state is certified or ``max_epochs`` epochs are done.
 
@@ -232,11 +254,12 @@ def run(solver, max_epochs: int, resume: bool) -> dict:
         time, all sessions) and what :meth:`result` of the solver adds (``w``, final duals).
     """
     eng = _Engine(solver, max_epochs)
-    try:
-        eng.start(resume)
-        result = eng.loop()
-    finally:
-        solver.close()
-        eng.rd.wait_checkpoint(reraise=False)  # on an error path, the first error is the one reported
+    with _terminate_as_interrupt():
+        try:
+            eng.start(resume)
+            result = eng.loop()
+        finally:
+            solver.close()
+            eng.rd.wait_checkpoint(reraise=False)  # on an error path, the first error is the one reported
     result["total_seconds"] = eng.elapsed()
     return result
