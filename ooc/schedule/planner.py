@@ -23,7 +23,7 @@ policy into a :class:`Plan`:
   two groups are read ahead (``read_depth = 2``) when ``0 < 3 G <= F < nb B + 2 G``, else one;
   the read-ahead is ``2 G`` or ``min(G, max(B, F - G))`` (``ahead_blocks`` = its whole blocks,
   at least 1), and the cache gets ``max(0, F - G - readahead)``;
-* ``column-cache`` (rcd-primal): the cache gets ``max(0, M - V)``;
+* ``cache`` (rcd-primal, a CoCoA worker): the cache gets ``max(0, M - V)``;
 * ``halves`` (dgpd): the cache gets ``max(0, floor(M / 2) - V)`` and each layout's resident
   active lines ``floor(M / 4)``.
 
@@ -91,11 +91,14 @@ DGPD = Footprint("halves", per_dim=34, per_k_dim=8, per_block_row=65, per_exampl
 #: rcd-primal: ``u, M``, L1 weights, column counts and coordinate gaps (``40 dim``); ``w``, the gap
 #: pass's ``A^T phi'`` and the result (``24 k dim``); one column block's sampling tree and draws
 #: (``48 cols``); margins, labels and weights ``8 n (2 k + 1)``, else memory-mapped.
-RCD_PRIMAL = Footprint("column-cache", per_dim=40, per_k_dim=24, per_block_col=48, per_example=8, per_k_example=16)
+RCD_PRIMAL = Footprint("cache", per_dim=40, per_k_dim=24, per_block_col=48, per_example=8, per_k_example=16)
+#: A CoCoA worker (binary or regression: one problem): ``v``, ``w`` and their local copies
+#: (``32 dim``) and one block's duals (``8 rows``); its duals are always paged (run directory).
+COCOA_WORKER = Footprint("cache", per_dim=32, per_block_row=8, per_example=8)
 
 #: Footprint of each solver (by its ``name``).
 FOOTPRINTS = {"sdca": ROW_GROUPS, "acc-sdca": ROW_GROUPS, "rcd-dual": ROW_GROUPS, "dspdc": ROW_GROUPS,
-              "sdca-crammer-singer": ROW_GROUPS, "sdca-cocoa": ROW_GROUPS, "base": ROW_GROUPS,
+              "sdca-crammer-singer": ROW_GROUPS, "sdca-cocoa": COCOA_WORKER, "base": ROW_GROUPS,
               "dgpd": DGPD, "rcd-primal": RCD_PRIMAL}
 
 #: The O(n) vectors stay in memory when they fit in this fraction of the budget.
@@ -156,7 +159,7 @@ def plan(footprint: Footprint | str, store, memory: int, k: int = 1, mix: int = 
     need = fp.vectors(int(store.n_rows), int(k))
     in_mem = vectors == "memory" or (vectors is None and need <= mem // VECTOR_SHARE)
     vec = need if in_mem else 0
-    if fp.policy == "column-cache":
+    if fp.policy == "cache":
         return Plan(mem, in_mem, vec, max(0, mem - vec), free=mem - vec)
     if fp.policy == "halves":
         return Plan(mem, in_mem, vec, max(0, mem // 2 - vec), line_bytes=mem // 4, free=mem - vec)
