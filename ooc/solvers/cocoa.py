@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from .._cpu import gather_prefetch_pays
+from ..dask_client import dask_client, parse_distributed
 from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
@@ -98,23 +99,8 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, 
 
 
 def _client(distributed: str):
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError as exc:  # pragma: no cover
-        raise RuntimeError("--distributed needs dask.distributed: pip install 'dask[distributed]'") from exc
-    if distributed.startswith("local:"):
-        import logging
-
-        try:
-            nw = int(distributed.split(":", 1)[1])
-        except ValueError:
-            raise ValueError(f"--distributed {distributed!r}: expected local:N or a scheduler address") from None
-        if nw < 1:
-            raise ValueError("--distributed local:N needs N >= 1")
-        cluster = LocalCluster(n_workers=nw, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
-        return Client(cluster), cluster
-    return Client(distributed), None
+    """``(client, cluster)`` for ``--distributed local:N`` or a scheduler address."""
+    return dask_client(*parse_distributed(distributed), needed_by="--distributed")
 
 
 class CoCoASolver(StoreSolver):
