@@ -31,6 +31,7 @@ import os
 import sys
 import time
 
+from .dask_client import dask_client
 from .train import DEFAULTS
 
 RESULT_COLUMNS = ["run", "store", "loss", "l2", "l1", "solver", "status", "primal", "gap", "epochs", "seconds",
@@ -178,17 +179,7 @@ def run_path(out: str, path_spec: dict, validation: str | None = None) -> list[d
 
 
 def _client(scheduler: str | None, workers: int | None):
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError as exc:  # pragma: no cover
-        raise RuntimeError("ooc batch needs dask.distributed: pip install 'dask[distributed]'") from exc
-    if scheduler:
-        return Client(scheduler), None
-    import logging
-
-    cluster = LocalCluster(n_workers=workers or min(4, os.cpu_count() or 1), threads_per_worker=1,
-                           processes=True, dashboard_address=None, silence_logs=logging.ERROR)
-    return Client(cluster), cluster
+    return dask_client(scheduler, workers or min(4, os.cpu_count() or 1), needed_by="ooc batch")
 
 
 def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None = None, progress=None) -> list[dict]:

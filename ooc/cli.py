@@ -139,7 +139,7 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, 
                         overwrite=overwrite, progress=bar)
     finally:
         bar.close()
-    info = st.info()
+    info = _store_info(st)
     if as_json:
         _emit_json(info)
     else:
@@ -148,6 +148,13 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, 
 
 
 # -- info ----------------------------------------------------------------------------------------
+def _store_info(st) -> dict:
+    """``st.info()`` and the memory each solver family holds for it (``resident_*``, from the planner)."""
+    from .schedule.planner import resident_memory
+
+    return {**st.info(), **resident_memory(st)}
+
+
 @main.command()
 @click.argument("store", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -159,7 +166,7 @@ def info(store, as_json):
     from .solvers.rcd import explain_auto
 
     with open_store(store) as st:
-        i = st.info()
+        i = _store_info(st)
         i["auto"] = explain_auto(i, st.has_layout("cols"))
         f = st.attrs.get("factor")
         # the factor (ooc.store.factorize) is reported here, not in Store.info, to keep it in one module
@@ -455,7 +462,7 @@ def synth(store, rows, cols, nnz_per_row, task, n_classes, zipf, informative, no
                       layout=layout, memory=memory, dtype=dtype, overwrite=overwrite, progress=bar)
     finally:
         bar.close()
-    i = st.info()
+    i = _store_info(st)
     if as_json:
         _emit_json(i)
     else:
@@ -495,7 +502,7 @@ def demo(workdir, rows):
     finally:
         bar.close()
     click.echo(f"3. ooc info {store}")
-    click.echo(format_info(st.info()))
+    click.echo(format_info(_store_info(st)))
     click.echo(f"4. ooc train {store} --out {run_dir} --loss logistic --l2 1e-4 --bias 1 --tol 1e-6")
     bar = EpochProgress(wanted(False), 100)
     try:

@@ -37,6 +37,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
+from .model import proba_from_margins
 from .train import ConvergenceWarning as _OocConvergenceWarning
 
 try:  # scikit-learn >= 1.6 (validate_data, tags); `import ooc` works without it
@@ -93,16 +94,6 @@ def _data_hash(X, y) -> str:
         X = X.tocsr()
         return joblib.hash((X.shape, X.indptr, X.indices, X.data, y))
     return joblib.hash((X, y))
-
-
-def _sigmoid(m: np.ndarray) -> np.ndarray:
-    """``1 / (1 + exp(-m))`` without overflow."""
-    p = np.empty_like(m, dtype=np.float64)
-    pos = m >= 0
-    p[pos] = 1.0 / (1.0 + np.exp(-m[pos]))
-    e = np.exp(m[~pos])
-    p[~pos] = e / (1.0 + e)
-    return p
 
 
 class _OOCLinear(BaseEstimator):
@@ -473,12 +464,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         """Class probabilities per row: ``[P(classes_[0]), P(classes_[1])]`` from the sigmoid of
         the margin, or for more than two classes each class's one-vs-rest sigmoid, normalised to
         sum to 1 (scikit-learn's one-vs-rest rule)."""
-        m = self._margins(X)
-        if m.ndim == 2:
-            p = _sigmoid(m)
-            return p / p.sum(axis=1, keepdims=True)
-        p = _sigmoid(m)
-        return np.column_stack([1.0 - p, p])
+        return proba_from_margins(self._margins(X))
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):

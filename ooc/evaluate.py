@@ -7,7 +7,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .model import LinearModel
+from .model import LinearModel, proba_from_margins
 from .objectives.losses import make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
@@ -108,9 +108,7 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
             for c, cls in enumerate(model.classes_):
                 loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
             if model.loss == "logistic":
-                # one-vs-rest probabilities normalised over the classes, as predict_proba does
-                p = 1.0 / (1.0 + np.exp(-m))
-                p /= p.sum(axis=1, keepdims=True)
+                p = proba_from_margins(m)  # what predict_proba gives
                 idx = np.searchsorted(model.classes_, y)
                 ok = (idx < len(model.classes_)) & (model.classes_[np.minimum(idx, len(model.classes_) - 1)] == y)
                 pt = np.where(ok, p[np.arange(len(y)), np.minimum(idx, len(model.classes_) - 1)], 1e-300)

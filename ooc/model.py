@@ -86,15 +86,10 @@ class LinearModel:
         return self.predict_from_margins(self.decision_function(X))
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (logistic loss only): ``sigmoid`` of the margin, per class for OvR."""
+        """Class probabilities (logistic loss only): :func:`proba_from_margins` of the margins."""
         if self.loss != "logistic":
             raise ValueError(f"predict_proba needs the logistic loss (this model: {self.loss})")
-        m = self.decision_function(X)
-        if self.task == "binary":
-            p = 1.0 / (1.0 + np.exp(-m))
-            return np.column_stack([1 - p, p])
-        p = 1.0 / (1.0 + np.exp(-m))
-        return p / p.sum(axis=1, keepdims=True)
+        return proba_from_margins(self.decision_function(X))
 
     # -- persistence ------------------------------------------------------------------------------
     def save(self, path: str) -> None:
@@ -124,6 +119,31 @@ class LinearModel:
         icpt = meta["intercept"]
         icpt = np.asarray(icpt) if isinstance(icpt, list) else float(icpt)
         return cls(coef, icpt, meta["classes"], meta["loss"], meta["task"], meta.get("meta"))
+
+
+def sigmoid(m: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-m))`` without overflow (``exp(m) / (1 + exp(m))`` for ``m < 0``)."""
+    m = np.asarray(m, dtype=np.float64)
+    p = np.empty_like(m)
+    pos = m >= 0
+    p[pos] = 1.0 / (1.0 + np.exp(-m[pos]))
+    e = np.exp(m[~pos])
+    p[~pos] = e / (1.0 + e)
+    return p
+
+
+def proba_from_margins(m: np.ndarray) -> np.ndarray:
+    r"""Class probabilities of logistic models from their margins (the one place they are computed).
+
+    Two classes (``m`` of shape (n,)): ``[1 - s(m), s(m)]`` with ``s(m) = 1 / (1 + e^{-m})``,
+    the columns for ``classes_[0]`` and ``classes_[1]``. More classes (``m`` of shape (n, k),
+    one-vs-rest): ``p_c = s(m_c) / sum_j s(m_j)``, each class's sigmoid normalised to sum to 1
+    (scikit-learn's one-vs-rest rule).
+    """
+    p = sigmoid(m)
+    if p.ndim == 2:
+        return p / p.sum(axis=1, keepdims=True)
+    return np.column_stack([1.0 - p, p])
 
 
 def load_model(run: str) -> LinearModel:

@@ -234,6 +234,7 @@ def test_resident_bytes_in_info_bound_a_measured_run(runs, tmp_path):
     ``resident_vector_bytes`` says (tracemalloc sees numpy's allocations)."""
     import tracemalloc
 
+    from ooc.schedule.planner import resident_memory
     from ooc.solvers import base, dgpd, rcd
 
     n, d = 40000, 30
@@ -242,7 +243,7 @@ def test_resident_bytes_in_info_bound_a_measured_run(runs, tmp_path):
     y = np.where(X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
     path = str(tmp_path / "s.zarr")
     st = store(X, y, where="disk", path=path, block_bytes=64 << 10)
-    info = st.info()
+    info = {**st.info(), **resident_memory(st)}  # the store's facts and the planner's figures, as ooc info
     rows = int(np.max(np.diff(st.block_ptr("rows"))))
     cols = int(np.max(np.diff(st.block_ptr("cols"))))
     assert info["resident_k"] == 1

@@ -27,12 +27,12 @@ from ooc.kernels.multiclass import (
 from ooc.objectives.multiclass import (
     MulticlassHinge,
     class_indices,
-    cs_duality_gap,
     cs_grad_conj,
     make_multiclass_loss,
     ovr_labels,
 )
 from ooc.objectives.penalties import ElasticNet
+from reference_gap import cs_duality_gap
 
 GAMMAS = [0.0, 0.5]
 

@@ -1,4 +1,4 @@
-"""Losses, penalties and the duality gap: the math every solver shares."""
+"""Losses, penalties and the constants of accelerated Prox-SDCA: the math every solver shares."""
 
 from ooc.objectives.losses import (
     LOSSES,
@@ -21,12 +21,9 @@ from ooc.objectives.penalties import (
     require_l2,
     soft_threshold,
 )
-from ooc.objectives.gap import GapResult, dual, duality_gap, gap_from_sums, primal
 from ooc.objectives.multiclass import (
     MulticlassHinge,
     class_indices,
-    cs_duality_gap,
-    cs_gap_from_sums,
     make_multiclass_loss,
     ovr_labels,
 )
@@ -50,15 +47,8 @@ __all__ = [
     "primal_value",
     "require_l2",
     "soft_threshold",
-    "GapResult",
-    "dual",
-    "duality_gap",
-    "gap_from_sums",
-    "primal",
     "MulticlassHinge",
     "class_indices",
-    "cs_duality_gap",
-    "cs_gap_from_sums",
     "make_multiclass_loss",
     "ovr_labels",
     "AccelParams",

@@ -44,7 +44,8 @@ Between outer iterations ``lambda~`` is fixed and only the center moves:
 plain state ``v = 1/(l2 n) sum alpha_i x_i``: ``v~ = kappa/lambda~ y + l2/lambda~ v``
 (:func:`enter_shifted`); back: ``v = (lambda~ v~ - kappa y) / l2`` (:func:`exit_shifted`).
 The duals are feasible for both problems (the loss part is unchanged), so the plain gap
-of the current ``alpha`` is available at any time. Its gap: :func:`shifted_gap_from_sums`.
+of the current ``alpha`` is available at any time. (The pure-Python outer loop pieces named here,
+``enter_shifted``, ``shifted_gap_from_sums``, ..., are the tests' reference: tests/reference_gap.py.)
 
 Non-smooth losses (Sec. 3.3): replace ``phi`` by its smoothing with ``gamma`` (hinge ->
 smooth hinge, max-of-hinge -> smooth max-of-hinge); ``0 <= phi - phi_gamma <= gamma L^2/2``,
@@ -55,25 +56,7 @@ so an ``eps/2``-accurate solution of the smoothed problem with ``gamma = eps / L
 import math
 from typing import NamedTuple
 
-import numpy as np
-
-from ooc.objectives.gap import GapResult
-from ooc.objectives.penalties import ElasticNet, conj_value, primal_value
-
-__all__ = [
-    "AccelParams",
-    "accel_params",
-    "xi_initial",
-    "xi_at",
-    "inner_tolerance",
-    "max_outer_iterations",
-    "outer_certificate",
-    "momentum",
-    "smoothing_gamma",
-    "enter_shifted",
-    "exit_shifted",
-    "shifted_gap_from_sums",
-]
+__all__ = ["AccelParams", "accel_params"]
 
 # Fig. 2 accelerates only when the condition number exceeds this many times n.
 ACCEL_THRESHOLD = 10.0
@@ -130,104 +113,3 @@ def accel_params(R2, gamma, l2, n, threshold=ACCEL_THRESHOLD):
     eta = math.sqrt(mu / rho)
     beta = (1.0 - eta) / (1.0 + eta)
     return AccelParams(True, kappa, mu, rho, eta, beta, l2 + kappa, condition)
-
-
-def xi_initial(gap0, eta):
-    """``xi_1 = (1 + eta^-2) (P(0) - D(0))``."""
-    return (1.0 + eta**-2) * float(gap0)
-
-
-def xi_at(t, xi1, eta):
-    """``xi_t = (1 - eta/2)^(t-1) xi_1``."""
-    return (1.0 - 0.5 * eta) ** (t - 1) * xi1
-
-
-def inner_tolerance(xi_prev, eta):
-    """Accuracy asked of the inner Prox-SDCA at iteration t: ``eta / (2 (1 + eta^-2)) xi_{t-1}``."""
-    return eta / (2.0 * (1.0 + eta**-2)) * xi_prev
-
-
-def max_outer_iterations(xi1, eps, eta):
-    """Stopping condition 1: stop once ``t >= 1 + 2/eta log(xi_1 / eps)`` (returned as a float)."""
-    if xi1 <= eps:
-        return 1.0
-    return 1.0 + 2.0 / eta * math.log(xi1 / eps)
-
-
-def outer_certificate(eps_t, w, center_prev, params):
-    r"""Stopping condition 2's bound on ``P(w(t)) - P*``.
-
-    ``(1 + rho/mu) eps_t + rho kappa / (2 mu) ||w(t) - y(t-1)||^2``: stop when ``<= eps``.
-    ``eps_t`` is the gap of the inner problem reached by Prox-SDCA.
-    """
-    diff = np.asarray(w, dtype=np.float64) - np.asarray(center_prev, dtype=np.float64)
-    p = params
-    return (1.0 + p.rho / p.mu) * eps_t + p.rho * p.kappa / (2.0 * p.mu) * float(
-        np.sum(diff * diff)
-    )
-
-
-def momentum(w, w_prev, beta):
-    """The next center ``y(t) = w(t) + beta (w(t) - w(t-1))`` (new array)."""
-    w = np.asarray(w, dtype=np.float64)
-    return w + beta * (w - np.asarray(w_prev, dtype=np.float64))
-
-
-def smoothing_gamma(eps, lipschitz=1.0):
-    r"""Sec. 3.3: ``gamma = eps / L^2`` makes ``0 <= phi - phi_gamma <= eps / 2``."""
-    return float(eps) / float(lipschitz) ** 2
-
-
-def enter_shifted(v, center, kappa, l2, l2_inner):
-    r"""Plain ``v = 1/(l2 n) sum alpha_i x_i`` -> shifted ``v~ = kappa/l2~ y + l2/l2~ v`` (new array)."""
-    return (kappa / l2_inner) * np.asarray(center, dtype=np.float64) + (l2 / l2_inner) * np.asarray(
-        v, dtype=np.float64
-    )
-
-
-def exit_shifted(v_shift, center, kappa, l2, l2_inner):
-    r"""Shifted ``v~`` -> plain ``v = (l2~ v~ - kappa y) / l2`` (new array)."""
-    return (l2_inner * np.asarray(v_shift, dtype=np.float64)
-            - kappa * np.asarray(center, dtype=np.float64)) / l2
-
-
-def shifted_gap_from_sums(primal_sum, dual_sum, w, v_shift, penalty, kappa, center, n_total,
-                          bias=0.0):
-    r"""Gap of the inner problem ``P~(w) = P(w) + kappa/2 ||w - y||^2``.
-
-    ``P~ = primal_sum / n + l2/2 ||w||^2 + l1 ||w||_1 + kappa/2 ||w - y||^2`` and
-    ``D~ = dual_sum / n - l2~ g*_{l1/l2~}(v~) + kappa/2 ||y||^2`` with ``l2~ = l2 + kappa``;
-    the loss sums are those of the plain problem (same kernels, same duals).
-
-    Parameters
-    ----------
-    primal_sum, dual_sum : float
-        ``sum c_i phi(x_i . w)``, ``sum -c_i phi*(-alpha_i / c_i)``.
-    w, v_shift : ndarray
-        The primal point and the shifted dual point (1-D for binary; (d, k) for
-        Crammer-Singer, whose bias is the last row).
-    penalty : ElasticNet
-        The original ``(l2, l1)``.
-    kappa : float
-    center : ndarray, shape of ``w``
-    n_total : int
-    bias : float
-
-    Returns
-    -------
-    GapResult
-    """
-    w = np.asarray(w, dtype=np.float64)
-    center = np.asarray(center, dtype=np.float64)
-    inner = ElasticNet(penalty.l2 + kappa, penalty.l1)
-    if w.ndim == 2:
-        from ooc.objectives.multiclass import cs_conj_value, cs_penalty_value
-
-        pen, conj = cs_penalty_value(penalty, w, bias), cs_conj_value(inner, v_shift, bias)
-    else:
-        pen, conj = primal_value(penalty, w, bias), conj_value(inner, v_shift, bias)
-    n = float(n_total)
-    diff = w - center
-    p = primal_sum / n + pen + 0.5 * kappa * float(np.sum(diff * diff))
-    d = dual_sum / n - conj + 0.5 * kappa * float(np.sum(center * center))
-    return GapResult(p, d, p - d if math.isfinite(d) else math.inf)

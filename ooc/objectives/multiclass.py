@@ -102,8 +102,6 @@ __all__ = [
     "cs_grad_conj",
     "cs_penalty_value",
     "cs_conj_value",
-    "cs_gap_from_sums",
-    "cs_duality_gap",
 ]
 
 # Feasibility slack of a dual vector, relative to its weight c: alpha_y = sum_j b_j is a
@@ -617,61 +615,3 @@ def cs_conj_value(penalty, V, bias=0.0):
     """``l2 g*(V) = l2/2 ||grad g*(V)||_F^2``."""
     W = cs_grad_conj(penalty, V, bias)
     return 0.5 * penalty.l2 * float(np.sum(W * W))
-
-
-def cs_gap_from_sums(primal_sum, dual_sum, W, V, penalty, n_total, bias=0.0):
-    r"""``GapResult`` from ``sum_i c_i phi(W x_i)`` and ``sum_i -c_i phi*(-alpha_i/c_i)``.
-
-    ``P = primal_sum / n + l2/2 ||W||^2 + l1 ||W||_1``,
-    ``D = dual_sum / n - l2 g*(V)``. The sums add up over blocks like the binary ones
-    (:func:`ooc.kernels.multiclass.cs_block_primal_loss`, ``cs_block_dual_loss`` or the
-    fused sums of ``cs_sdca_pass_gap``).
-    """
-    from ooc.objectives.gap import GapResult
-
-    require_l2(penalty, "the duality gap")
-    n = float(n_total)
-    p = primal_sum / n + cs_penalty_value(penalty, W, bias)
-    d = dual_sum / n - cs_conj_value(penalty, V, bias)
-    return GapResult(p, d, p - d if math.isfinite(d) else math.inf)
-
-
-def cs_duality_gap(blocks, W, V, loss, penalty, n_total, bias=0.0):
-    r"""Primal, dual and gap of the Crammer-Singer problem in one pass over the blocks.
-
-    Parameters
-    ----------
-    blocks : iterable of (indptr, indices, data, y_class, c, alpha)
-        CSR arrays local to the block, int class indices, weights (``None``: ones) and the
-        block's duals (m, k).
-    W, V : ndarray (d, k) or (d + 1, k)
-        ``W = None`` uses ``grad g*(V)``.
-    loss : MulticlassHinge
-    penalty : ElasticNet
-    n_total : int
-    bias : float
-
-    Returns
-    -------
-    GapResult
-    """
-    from ooc.kernels import multiclass as _kernels
-
-    bias = float(bias)
-    V = np.ascontiguousarray(V, dtype=np.float64)
-    W = cs_grad_conj(penalty, V, bias) if W is None else np.ascontiguousarray(W, np.float64)
-    primal_sum = 0.0
-    dual_sum = 0.0
-    for indptr, indices, data, y, c, alpha in blocks:
-        y = np.ascontiguousarray(y, dtype=np.int64)
-        c = np.ones(y.shape[0]) if c is None else np.ascontiguousarray(c, dtype=np.float64)
-        indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        primal_sum += _kernels.cs_block_primal_loss(
-            loss, indptr, np.ascontiguousarray(indices), np.ascontiguousarray(data), y, c, W,
-            bias,
-        )
-        dual_sum += _kernels.cs_block_dual_loss(
-            loss, y, c, np.ascontiguousarray(alpha, dtype=np.float64)
-        )
-    return cs_gap_from_sums(primal_sum, dual_sum, W, V, penalty, n_total, bias)
-

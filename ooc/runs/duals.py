@@ -9,7 +9,8 @@ visited so far updated, the others not".
 * :class:`PagedDuals`: one file per block and buffer (``RUN/state/duals/{0,1}``),
   the two buffers alternating between epochs, so duals never need to fit in
   memory and a crash mid-epoch never touches what the last checkpoint refers to.
-* :class:`MemoryDuals`: when ``n * k`` floats fit in the budget, the duals stay in
+* :class:`MemoryDuals`: when ``n * k`` floats fit in the budget (the memory planner,
+  :mod:`ooc.schedule.planner`, decides), the duals stay in
   memory and a checkpoint saves them as one array inside the checkpoint
   directory (written atomically with it). This avoids a file write, rename and
   fsync per block and epoch, which dominate small or cache-resident problems.
@@ -114,11 +115,9 @@ def _start_writeback(path: str) -> None:
         os.close(fd)
 
 
-def make_duals(rd: RunDir, row_ptr: np.ndarray, k: int, budget: int, force: str | None = None):
-    """Memory when ``8 n k`` bytes fit in ``budget`` (or ``force``), else per-block files."""
-    n = int(row_ptr[-1])
-    kind = force or ("memory" if 8 * n * k <= budget else "paged")
-    return (MemoryDuals if kind == "memory" else PagedDuals)(rd, row_ptr, k)
+def make_duals(rd: RunDir, row_ptr: np.ndarray, k: int, in_memory: bool):
+    """:class:`MemoryDuals` when ``in_memory`` (the memory planner's decision), else :class:`PagedDuals`."""
+    return (MemoryDuals if in_memory else PagedDuals)(rd, row_ptr, k)
 
 
 def final_duals_reader(run_dir: str, metrics: dict, row_ptr: np.ndarray):

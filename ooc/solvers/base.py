@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import NamedTuple
@@ -42,9 +41,10 @@ from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
 from ..schedule.buffers import BufferPool
 from ..schedule.cache import BlockCache
+from ..schedule.planner import ROW_GROUPS, MemoryBudgetWarning  # noqa: F401 (ooc.MemoryBudgetWarning)
+from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
-from ..store.ingest import format_bytes
 
 
 class TrainBlock(NamedTuple):
@@ -101,20 +101,10 @@ def _part(g: TrainBlock, b: int, off: int, m: int, start: int) -> TrainBlock:
 
 
 def resident_bytes(n: int, dim: int, k: int, block_rows: int, mix: int = 4) -> dict:
-    """What the row-block dual solvers (sdca, acc-sdca, rcd-dual) hold for ``n`` examples,
-    ``dim`` features (+ bias) and ``k`` problems.
-
-    ``{"beyond_memory": 32 k dim + 24 k mix block_rows, "vectors": 8 n k}``: ``w``, ``v``, the
-    pass snapshot and the result (``32 k dim``) and the duals of the block group being worked on
-    and of the (at most two) groups read ahead are resident whatever ``--memory`` is; the duals
-    (``vectors``) stay in memory, charged to ``--memory``, when they fit in a quarter of it
-    (:func:`ooc.runs.duals.make_duals`), otherwise they are paged per block.
-    """
-    return {"beyond_memory": 32 * k * dim + 8 * k * 3 * mix * block_rows, "vectors": 8 * n * k}
-
-
-class MemoryBudgetWarning(UserWarning):
-    """``--memory`` is smaller than what a solver holds at once; the run goes on above it."""
+    """What the row-block dual solvers (sdca, acc-sdca, rcd-dual) hold: their footprint
+    (:data:`ooc.schedule.planner.ROW_GROUPS`), ``{"beyond_memory": 32 k dim + 24 k mix block_rows,
+    "vectors": 8 n k}``."""
+    return ROW_GROUPS.resident(n, dim, k, rows=block_rows, mix=mix)
 
 
 class StoreSolver:
@@ -191,60 +181,24 @@ class BlockLoopSolver(StoreSolver):
     """
 
     name = "base"
+    #: what the solver holds (ooc.schedule.planner): w, v, snapshot, result, the groups' duals; duals O(n k)
+    footprint = ROW_GROUPS
 
     def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
         super().__init__(problem, rundir, options, progress)
         self.k = problem.n_sub
         #: blocks whose rows are visited in one permutation (see :meth:`_gather`)
         self.mix = min(max(1, int(options.get("mix_blocks") or 1)), max(self.nb, 1))
-        # duals stay in memory when they take at most a quarter of the budget; the cache gets the rest
-        self.duals = make_duals(rundir, self.row_ptr, self.k, int(options["memory"]) // 4,
-                                options.get("dual_store"))
-        dual_bytes = resident_bytes(self.n, self.dim, self.k, 0)["vectors"] if self.duals.kind == "memory" else 0
-        # --memory holds the duals (when in memory), the group being worked on, the groups read
-        # meanwhile, and the cache: whatever is left. Two groups are read at once when --memory
-        # holds three groups and the data would not fit in the cache anyway; else one group
-        # (all of it when --memory holds two, else what it leaves, but at least one block: a
-        # pass always reads a block ahead)
-        block_bytes = int(self.store.attrs.get("block_bytes", 0))
-        group_bytes = self.mix * block_bytes
-        free = int(options["memory"]) - dual_bytes
-        #: groups read at the same time while one is worked on: a group read ends waiting for its
-        #: last chunks to decode, and a second reader keeps the disk busy meanwhile (measured on a
-        #: 14M-row store read cold under a 270M cgroup, reader alone: 4.1 s a pass with one, 3.1
-        #: with two, the disk's own rate being ~3.5 s for those bytes)
-        self.read_depth = 2 if 0 < 3 * group_bytes <= free < self.nb * block_bytes + 2 * group_bytes else 1
-        readahead = (2 * group_bytes if self.read_depth == 2
-                     else min(group_bytes, max(block_bytes, free - group_bytes)))
-        #: blocks of the next group read while the current one is worked on (see load_group)
-        self.ahead_blocks = max(1, readahead // block_bytes) if block_bytes > 0 else self.mix
-        self.cache = BlockCache(max(0, free - group_bytes - readahead))
-        self._warn_memory(int(options["memory"]), free, dual_bytes)
+        #: the split of --memory (ooc.schedule.planner): duals in memory or paged, the group being worked
+        #: on, the groups read meanwhile (read_depth, ahead_blocks) and the cache (the rest)
+        self.plan = plan_memory(self.footprint, self.store, int(options["memory"]), k=self.k, mix=self.mix,
+                                vectors=options.get("dual_store"))
+        self.duals = make_duals(rundir, self.row_ptr, self.k, self.plan.vectors_in_memory)
+        self.read_depth, self.ahead_blocks = self.plan.read_depth, self.plan.ahead_blocks
+        self.cache = BlockCache(self.plan.cache_bytes)
         self._gate, self._positions = None, {}
         # the arrays of blocks and groups read from the store, reused once nothing refers to them
         self._buffers = BufferPool(2 + self.read_depth)
-
-    def _warn_memory(self, memory: int, free: int, dual_bytes: int) -> None:
-        """A :class:`MemoryBudgetWarning` when ``memory`` cannot hold a group and one block read ahead."""
-        st = self.store
-        # blocks are cut at block_bytes of decoded rows; a small store's only block is smaller
-        per_nnz = np.dtype(st.index_dtype).itemsize + np.dtype(st.dtype).itemsize
-        mean = (st.nnz * per_nnz + 16 * self.n) / max(1, self.nb)
-        block_bytes = int(min(int(st.attrs.get("block_bytes", 0)), math.ceil(mean)))
-        group_bytes = self.mix * block_bytes
-        held = group_bytes + (block_bytes if self.nb > self.mix else 0)
-        if held > free:
-            blocks = f"{self.mix} block{'s' if self.mix > 1 else ''}"
-            parts = [f"a group of {blocks} (--mix-blocks, {format_bytes(group_bytes)})"]
-            if held > group_bytes:
-                parts.append(f"one block read ahead ({format_bytes(block_bytes)})")
-            if dual_bytes:
-                parts.append(f"the duals ({format_bytes(dual_bytes)})")
-            warnings.warn(
-                f"--memory {format_bytes(memory)} is less than this run holds at once: {', '.join(parts)}, "
-                f"about {format_bytes(held + dual_bytes)}; raise --memory"
-                + (" or lower --mix-blocks (the iterates depend on --mix-blocks, never on --memory)"
-                   if self.mix > 1 else ""), MemoryBudgetWarning, stacklevel=3)
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:

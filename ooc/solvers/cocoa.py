@@ -30,10 +30,13 @@ import time
 import numpy as np
 
 from .._cpu import gather_prefetch_pays
+from ..dask_client import dask_client, parse_distributed
 from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
+from ..schedule.planner import COCOA_WORKER
+from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import row_order
 from .base import StoreSolver, load_train_block
 
@@ -41,7 +44,8 @@ from .base import StoreSolver, load_train_block
 _CONTEXTS: dict = {}
 
 
-def _context(store_path: str, fingerprint: str, opts: dict, memory: int):
+def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_workers: int = 1):
+    """This worker's (store, problem, cache); the cache gets its share of ``memory`` (the planner)."""
     from ..store import open_store
     from ..train import _problem
 
@@ -52,15 +56,19 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int):
         if st.fingerprint != fingerprint:
             raise RuntimeError(f"{store_path}: the store seen by this worker differs from the driver's "
                                f"(fingerprint {st.fingerprint} != {fingerprint})")
-        ctx = (st, _problem(st, opts), BlockCache(memory))
+        plan = plan_memory(COCOA_WORKER, st, memory, workers=n_workers, vectors="paged")
+        ctx = (st, _problem(st, opts), BlockCache(plan.cache_bytes))
         _CONTEXTS[key] = ctx
     return ctx
 
 
 def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, k, n_workers, update,
                 local_passes):
-    """One worker's part of a round: ``(dv_k, primal_sum_k, dual_sum_k, bytes_read, cache_hit_rate)``."""
-    st, pb, cache = _context(store_path, fingerprint, opts, memory)
+    """One worker's part of a round: ``(dv_k, primal_sum_k, dual_sum_k, bytes_read, cache_hit_rate)``.
+
+    ``memory`` is the whole budget: this worker's block cache gets ``floor(memory / n_workers)``.
+    """
+    st, pb, cache = _context(store_path, fingerprint, opts, memory, n_workers)
     rd = RunDir(run_dir)
     seed = int(opts["seed"])
     n = st.n_rows
@@ -89,23 +97,8 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, 
 
 
 def _client(distributed: str):
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError as exc:  # pragma: no cover
-        raise RuntimeError("--distributed needs dask.distributed: pip install 'dask[distributed]'") from exc
-    if distributed.startswith("local:"):
-        import logging
-
-        try:
-            nw = int(distributed.split(":", 1)[1])
-        except ValueError:
-            raise ValueError(f"--distributed {distributed!r}: expected local:N or a scheduler address") from None
-        if nw < 1:
-            raise ValueError("--distributed local:N needs N >= 1")
-        cluster = LocalCluster(n_workers=nw, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
-        return Client(cluster), cluster
-    return Client(distributed), None
+    """``(client, cluster)`` for ``--distributed local:N`` or a scheduler address."""
+    return dask_client(*parse_distributed(distributed), needed_by="--distributed")
 
 
 class CoCoASolver(StoreSolver):

@@ -82,6 +82,8 @@ from ..kernels.sdca import block_dual_loss
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
+from ..schedule.planner import DGPD as DGPD_FOOTPRINT
+from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import StoreSolver
@@ -92,26 +94,22 @@ VECTORS = ("memory", "streamed")
 
 
 def vector_bytes(n: int) -> int:
-    """Bytes of the per-example vectors DGPD keeps when they fit: labels, weights, row norms."""
-    return 24 * n
+    """Bytes of the per-example vectors DGPD keeps when they fit: labels, weights, row norms (``24 n``)."""
+    return DGPD_FOOTPRINT.vectors(n, 1)
 
 
 def resident_bytes(n: int, dim: int, k: int, block_rows: int) -> dict:
-    """What DGPD holds in memory for ``n`` examples, ``dim`` features (+ bias), ``k`` problems.
+    """What DGPD holds: its footprint (:data:`ooc.schedule.planner.DGPD`),
+    ``{"beyond_memory": 8 k dim + 34 dim + 65 block_rows, "vectors": 24 n}``.
 
-    Returns ``{"beyond_memory": 8 k dim + 34 dim + 65 block_rows, "vectors": 24 n}``:
-
-    * ``beyond_memory``, resident whatever ``--memory`` is: the dense result (``8 k dim``), the
-      primal search of one problem at a time (``u``, ``xbar``, scores, selected ids: ``34 dim``)
-      and the streamed dual search of one row block (labels, weights, norms, steps, and per
-      problem sub-labels, two margin buffers, scores, activity: ``65`` bytes per row of the
-      largest row block). Not counted, as it depends on the run: the active submatrix ``[A]``
-      (about 40 bytes per entry, ``nnz_A`` in the history) and the active sets.
-    * ``vectors``: labels, weights and row norms, kept in memory and charged to ``--memory``
-      when they fit in a quarter of it, otherwise re-read per row block at every search
-      (``vector_bytes_read`` in the history). The margins ``A x`` are never held whole.
+    ``beyond_memory`` is resident whatever ``--memory`` is: the dense result (``8 k dim``), the
+    primal search of one problem at a time (``34 dim``) and the streamed dual search of one row
+    block (``65`` bytes per row). Not counted, as it depends on the run: the active submatrix
+    ``[A]`` (about 40 bytes per entry, ``nnz_A`` in the history) and the active sets.
+    ``vectors``: labels, weights and row norms, in memory when they fit in a quarter of it,
+    otherwise re-read per row block at every search; the margins ``A x`` are never held whole.
     """
-    return {"beyond_memory": 8 * k * dim + 34 * dim + 65 * block_rows, "vectors": vector_bytes(n)}
+    return DGPD_FOOTPRINT.resident(n, dim, k, rows=block_rows)
 
 
 class LineSet(NamedTuple):
@@ -235,6 +233,8 @@ class DGPDSolver(StoreSolver):
     """
 
     name = "dgpd"
+    #: what it holds (ooc.schedule.planner): O(d) search vectors and one row block's; O(n) labels, weights, norms
+    footprint = DGPD_FOOTPRINT
 
     def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
         super().__init__(problem, rundir, options, progress)
@@ -261,16 +261,16 @@ class DGPDSolver(StoreSolver):
         self.k = problem.n_sub
         self.l2 = float(problem.penalty.l2)
         self.l1 = float(problem.penalty.l1)
-        mem = int(options["memory"])
         self.block_rows = int(np.max(np.diff(self.row_ptr))) if self.nb else 0
-        # the per-example vectors stay in memory when they take at most a quarter of the budget
-        # (taken from the cache); otherwise each row block's are re-read at every search
-        need = vector_bytes(self.n)
-        self.vectors = options.get("dgpd_vectors") or ("memory" if need <= mem // 4 else "streamed")
-        if self.vectors not in VECTORS:
-            raise ValueError(f"dgpd_vectors {self.vectors!r}: expected one of {VECTORS}")
-        self.cache = BlockCache(max(0, mem // 2 - (need if self.vectors == "memory" else 0)))
-        self.line_budget = mem // 4  # per layout, for the resident full active lines
+        forced = options.get("dgpd_vectors")
+        if forced and forced not in VECTORS:
+            raise ValueError(f"dgpd_vectors {forced!r}: expected one of {VECTORS}")
+        #: the split of --memory (ooc.schedule.planner): the per-example vectors in memory (taken from the
+        #: cache's half) or re-read per row block at every search, the cache, the resident active lines
+        self.plan = plan_memory(self.footprint, st, int(options["memory"]), k=self.k, vectors=forced or None)
+        self.vectors = "memory" if self.plan.vectors_in_memory else "streamed"
+        self.cache = BlockCache(self.plan.cache_bytes)
+        self.line_budget = self.plan.line_bytes  # per layout, for the resident full active lines
         self.resident: dict[str, LineSet | None] = {L.ROWS: None, L.COLS: None}
         self.vector_bytes_read = 0
         if self.vectors == "memory":

@@ -114,6 +114,8 @@ from ..objectives.losses import make_loss
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir, atomic_save_npy
 from ..schedule.cache import BlockCache
+from ..schedule.planner import RCD_PRIMAL
+from ..schedule.planner import plan as plan_memory
 from ..schedule.sampling import (ADA_UNIFORM_SIGMA, GAP_BASED, PER_STEP, SCORE_CODES, block_counts, block_probs,
                                  block_uniforms, draw_in_block, normalize_sampling, tree_capacity, visit_order)
 from ..schedule.scheduler import Prefetcher
@@ -332,22 +334,17 @@ class RCDDualSolver(BlockLoopSolver):
 # rcd-primal
 # =================================================================================================
 def primal_resident_bytes(n: int, dim: int, k: int, block_cols: int) -> dict:
-    """What ``rcd-primal`` holds for ``n`` examples, ``dim`` features (+ bias) and ``k`` problems.
-
-    ``{"beyond_memory": 40 dim + 24 k dim + 48 block_cols, "vectors": 8 n (2 k + 1)}``: the
-    column constants ``u, M``, the L1 weights, column counts and coordinate gaps (``40 dim``),
-    ``w``, the gap pass's ``A^T phi'`` and the result (``24 k dim``) and one column block's
-    sampling tree and draws are resident whatever ``--memory`` is; the margins, labels and
-    weights (``vectors``) stay in memory, charged to ``--memory``, when they fit in a quarter of
-    it, otherwise in memory-mapped files the OS pages.
-    """
-    return {"beyond_memory": 40 * dim + 24 * k * dim + 48 * block_cols, "vectors": 8 * n * (2 * k + 1)}
+    """What ``rcd-primal`` holds: its footprint (:data:`ooc.schedule.planner.RCD_PRIMAL`),
+    ``{"beyond_memory": 40 dim + 24 k dim + 48 block_cols, "vectors": 8 n (2 k + 1)}``."""
+    return RCD_PRIMAL.resident(n, dim, k, cols=block_cols)
 
 
 class RCDPrimalSolver(StoreSolver):
     """``--solver rcd-primal``: NSync primal RCD on the column blocks (see the module docstring)."""
 
     name = "rcd-primal"
+    #: what it holds (ooc.schedule.planner): O(d) constants and one column block's draws; margins O(n k)
+    footprint = RCD_PRIMAL
 
     def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
         self.pb, self.rd, self.opt, self.progress = problem, rundir, options, progress
@@ -376,11 +373,11 @@ class RCDPrimalSolver(StoreSolver):
         self.nrb = len(self.rb_ptr) - 1
         # sampling "blocks": the column blocks, then the intercept as a virtual one
         self.nblk = self.ncb + (1 if self.bias > 0 else 0)
-        mem = int(options["memory"])
-        vec_bytes = primal_resident_bytes(self.n, self.dim, self.k, 0)["vectors"]
-        force = options.get("margin_store")
-        self.in_memory = force == "memory" or (force is None and vec_bytes <= mem // 4)
-        self.cache = BlockCache(max(0, mem - (vec_bytes if self.in_memory else 0)))
+        #: the split of --memory (ooc.schedule.planner): margins, labels, weights in memory or mapped; the cache
+        self.plan = plan_memory(self.footprint, st, int(options["memory"]), k=self.k,
+                                vectors=options.get("margin_store"))
+        self.in_memory = self.plan.vectors_in_memory
+        self.cache = BlockCache(self.plan.cache_bytes)
         self._alloc_vectors()
         self._column_constants()
 

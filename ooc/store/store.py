@@ -328,7 +328,11 @@ class Store:
         return self.backend.bytes_on_disk()
 
     def info(self) -> dict:
-        """The facts ``ooc info`` prints (also its ``--json`` object)."""
+        """The store's facts ``ooc info`` prints (also in its ``--json`` object).
+
+        The memory each solver would hold for this store is not a fact of the store: ``ooc info``
+        adds it from :func:`ooc.schedule.planner.resident_memory`.
+        """
         a = self.attrs
         n, d = self.shape
         decoded = 0
@@ -361,35 +365,7 @@ class Store:
             "source": a.get("source"),
         }
         out.update(a.get("stats", {}))
-        out.update(self.resident_memory())
         return out
-
-    def resident_memory(self) -> dict:
-        """Bytes each solver family holds in memory for this store, from the solvers' own formulas.
-
-        ``resident_bytes[s]``: held whatever ``--memory`` is (``O(d)`` vectors and one block's
-        ``O(rows)`` ones), so a run keeps at most ``--memory`` plus this; ``resident_vector_bytes[s]``:
-        the ``O(n)`` vectors, kept in memory and charged to ``--memory`` when they fit in a quarter
-        of it, otherwise paged, streamed or memory-mapped. Computed for ``k`` one-vs-rest problems
-        (the classes of a multiclass store, else 1) and with a bias feature.
-        """
-        from ..solvers.base import resident_bytes as dual_family
-        from ..solvers.dgpd import resident_bytes as dgpd
-        from ..solvers.rcd import primal_resident_bytes as rcd_primal
-
-        n, d = self.shape
-        k = len(self.classes) if self.label_kind == L.MULTICLASS and self.classes else 1
-        dim = d + 1
-
-        def widest(layout):
-            return int(np.max(np.diff(self.block_ptr(layout)))) if self.has_layout(layout) and n and d else 0
-
-        rows, cols = widest(L.ROWS), widest(L.COLS)
-        est = {"sdca": dual_family(n, dim, k, rows), "dgpd": dgpd(n, dim, k, rows),
-               "rcd-primal": rcd_primal(n, dim, k, cols)}
-        return {"resident_k": k,
-                "resident_bytes": {s: e["beyond_memory"] for s, e in est.items()},
-                "resident_vector_bytes": {s: e["vectors"] for s, e in est.items()}}
 
     def close(self) -> None:
         self.backend.close()

@@ -1,0 +1,242 @@
+r"""The memory planner: how one ``--memory`` budget is split, for every solver and every worker.
+
+Each solver family declares its *footprint* (:class:`Footprint`): the bytes it holds as linear
+terms of the problem's sizes, for ``n`` examples, ``dim = d (+ 1 for the bias)`` features, ``k``
+problems solved side by side (the classes of one-vs-rest, else 1), ``rows``/``cols`` the largest
+row/column block and ``mix`` the blocks of a row group (``--mix-blocks``):
+
+.. math::
+
+    \text{beyond} = a_d\,dim + a_{kd}\,k\,dim + a_r\,rows + a_{kg}\,k\,mix\,rows + a_c\,cols,
+    \qquad
+    \text{vectors} = a_n\,n + a_{kn}\,k\,n .
+
+``beyond`` is held whatever ``--memory`` is (``O(d)`` vectors and one block's ``O(rows)`` ones);
+the ``O(n)`` ``vectors`` (duals, margins, labels, weights) stay in memory, charged to the budget
+``M``, when ``vectors <= floor(M / 4)``, otherwise they are paged, streamed or memory-mapped.
+
+The planner (:func:`plan`) splits ``M`` (``M / K`` for each of ``K`` workers) by the family's
+policy into a :class:`Plan`:
+
+* ``row-groups`` (sdca, acc-sdca, rcd-dual, dspdc, Crammer-Singer): with ``V`` the in-memory
+  vectors, ``B`` the decoded bytes of a row block, ``G = mix B`` a group and ``F = M - V``,
+  two groups are read ahead (``read_depth = 2``) when ``0 < 3 G <= F < nb B + 2 G``, else one;
+  the read-ahead is ``2 G`` or ``min(G, max(B, F - G))`` (``ahead_blocks`` = its whole blocks,
+  at least 1), and the cache gets ``max(0, F - G - readahead)``;
+* ``cache`` (rcd-primal, a CoCoA worker): the cache gets ``max(0, M - V)``;
+* ``halves`` (dgpd): the cache gets ``max(0, floor(M / 2) - V)`` and each layout's resident
+  active lines ``floor(M / 4)``.
+
+Only cache sizes, read-ahead and where the ``O(n)`` vectors live depend on the plan: the
+iterates never do.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from ..store import layout as L
+from ..store.ingest import format_bytes
+
+
+class MemoryBudgetWarning(UserWarning):
+    """``--memory`` is smaller than what a solver holds at once; the run goes on above it."""
+
+
+class Footprint(NamedTuple):
+    """Bytes a solver family holds, as coefficients of the sizes (module docstring).
+
+    ``per_dim``, ``per_k_dim``: ``O(d)`` vectors; ``per_block_row``, ``per_k_group_row``: per row
+    of the largest row block (the latter per problem and per block of a group, for the group
+    being worked on and those read ahead); ``per_block_col``: per column of the largest column
+    block; ``per_example``, ``per_k_example``: the ``O(n)`` vectors. ``policy`` names how
+    :func:`plan` splits the budget.
+    """
+
+    policy: str
+    per_dim: int = 0
+    per_k_dim: int = 0
+    per_block_row: int = 0
+    per_k_group_row: int = 0
+    per_block_col: int = 0
+    per_example: int = 0
+    per_k_example: int = 0
+
+    def beyond_memory(self, dim: int, k: int, rows: int = 0, cols: int = 0, mix: int = 4) -> int:
+        """Bytes held whatever ``--memory`` is."""
+        return (self.per_dim * dim + self.per_k_dim * k * dim + self.per_block_row * rows
+                + self.per_k_group_row * k * mix * rows + self.per_block_col * cols)
+
+    def vectors(self, n: int, k: int) -> int:
+        """Bytes of the ``O(n)`` vectors."""
+        return self.per_example * n + self.per_k_example * k * n
+
+    def resident(self, n: int, dim: int, k: int, rows: int = 0, cols: int = 0, mix: int = 4) -> dict:
+        """``{"beyond_memory": ..., "vectors": ...}`` (what ``ooc info`` prints)."""
+        return {"beyond_memory": self.beyond_memory(dim, k, rows, cols, mix), "vectors": self.vectors(n, k)}
+
+
+#: The row-block dual solvers: ``w``, ``v``, the pass snapshot and the result (``32 k dim``); the
+#: duals of the group worked on and of at most two groups read ahead (``24 k mix rows``); the
+#: duals ``8 n k``, else paged per block.
+ROW_GROUPS = Footprint("row-groups", per_k_dim=32, per_k_group_row=24, per_k_example=8)
+#: DGPD: the dense result (``8 k dim``), one problem's primal search (``34 dim``), the streamed dual
+#: search of one row block (``65 rows``); labels, weights and row norms ``24 n``, else re-read per
+#: row block. Not counted: the active submatrix (about 40 bytes per entry) and the active sets.
+DGPD = Footprint("halves", per_dim=34, per_k_dim=8, per_block_row=65, per_example=24)
+#: rcd-primal: ``u, M``, L1 weights, column counts and coordinate gaps (``40 dim``); ``w``, the gap
+#: pass's ``A^T phi'`` and the result (``24 k dim``); one column block's sampling tree and draws
+#: (``48 cols``); margins, labels and weights ``8 n (2 k + 1)``, else memory-mapped.
+RCD_PRIMAL = Footprint("cache", per_dim=40, per_k_dim=24, per_block_col=48, per_example=8, per_k_example=16)
+#: A CoCoA worker (binary or regression: one problem): ``v``, ``w`` and their local copies
+#: (``32 dim``) and one block's duals (``8 rows``); its duals are always paged (run directory).
+COCOA_WORKER = Footprint("cache", per_dim=32, per_block_row=8, per_example=8)
+
+#: Footprint of each solver (by its ``name``).
+FOOTPRINTS = {"sdca": ROW_GROUPS, "acc-sdca": ROW_GROUPS, "rcd-dual": ROW_GROUPS, "dspdc": ROW_GROUPS,
+              "sdca-crammer-singer": ROW_GROUPS, "sdca-cocoa": COCOA_WORKER, "base": ROW_GROUPS,
+              "dgpd": DGPD, "rcd-primal": RCD_PRIMAL}
+
+#: The O(n) vectors stay in memory when they fit in this fraction of the budget.
+VECTOR_SHARE = 4
+
+
+class Plan(NamedTuple):
+    """How one process's (or worker's) ``memory`` is split.
+
+    ``vectors_in_memory``/``vector_bytes``: whether the ``O(n)`` vectors stay in memory and the
+    bytes they take from the budget (0 otherwise); ``cache_bytes``: the block cache's budget;
+    ``read_depth``, ``ahead_blocks``: groups read at once and blocks of the next group read while
+    one is worked on (row-groups); ``line_bytes``: per layout, for DGPD's resident active lines;
+    ``free``: the budget left once the vectors are charged; ``warning``: the
+    :class:`MemoryBudgetWarning` text when the budget cannot hold what is always held, else None.
+    """
+
+    memory: int
+    vectors_in_memory: bool
+    vector_bytes: int
+    cache_bytes: int
+    read_depth: int = 1
+    ahead_blocks: int = 1
+    line_bytes: int = 0
+    free: int = 0
+    warning: str | None = None
+
+
+def worker_memory(memory: int, workers: int) -> int:
+    """Each of ``workers`` processes' share of ``memory``: ``floor(memory / workers)``."""
+    return int(memory) // max(1, int(workers))
+
+
+def plan(footprint: Footprint | str, store, memory: int, k: int = 1, mix: int = 1, vectors: str | None = None,
+         workers: int = 1, warn: bool = True) -> Plan:
+    """Split ``memory`` for a solver of ``footprint`` (or solver name) reading ``store``.
+
+    Parameters
+    ----------
+    footprint : Footprint or str
+        The family's footprint, or a solver name of :data:`FOOTPRINTS`.
+    store : ooc.store.Store
+        The store as the solver reads it (its row blocks and ``block_bytes``).
+    memory : int
+        The whole budget in bytes; each of ``workers`` gets ``floor(memory / workers)``.
+    k : int
+        Problems solved side by side.
+    mix : int
+        Row blocks per group (row-groups only).
+    vectors : str, optional
+        ``'memory'`` forces the ``O(n)`` vectors into memory, any other value out of it; None
+        decides by the budget (``vectors <= floor(M / 4)``).
+    warn : bool
+        Emit the :class:`MemoryBudgetWarning` (row-groups) when the plan has one.
+    """
+    fp = FOOTPRINTS[footprint] if isinstance(footprint, str) else footprint
+    mem = worker_memory(memory, workers)
+    need = fp.vectors(int(store.n_rows), int(k))
+    in_mem = vectors == "memory" or (vectors is None and need <= mem // VECTOR_SHARE)
+    vec = need if in_mem else 0
+    if fp.policy == "cache":
+        return Plan(mem, in_mem, vec, max(0, mem - vec), free=mem - vec)
+    if fp.policy == "halves":
+        return Plan(mem, in_mem, vec, max(0, mem // 2 - vec), line_bytes=mem // 4, free=mem - vec)
+    if fp.policy != "row-groups":
+        raise ValueError(f"unknown memory policy {fp.policy!r}")
+    p = _plan_row_groups(store, mem, in_mem, vec, int(mix))
+    if warn and p.warning:
+        warnings.warn(p.warning, MemoryBudgetWarning, stacklevel=3)
+    return p
+
+
+def _plan_row_groups(store, mem: int, in_mem: bool, vec: int, mix: int) -> Plan:
+    """The row-groups split (module docstring): read-ahead depth and blocks, then the cache.
+
+    Two groups are read at once when the budget holds three and the data would not fit in the
+    cache anyway: a group read ends waiting for its last chunks to decode, and a second reader
+    keeps the disk busy meanwhile (measured on a 14M-row store read cold under a 270M cgroup,
+    reader alone: 4.1 s a pass with one, 3.1 with two, the disk's own rate ~3.5 s). Else one
+    group: all of it when the budget holds two, else what it leaves, but at least one block
+    (a pass always reads a block ahead).
+    """
+    nb = store.n_blocks(L.ROWS)
+    block_bytes = int(store.attrs.get("block_bytes", 0))
+    group_bytes = mix * block_bytes
+    free = mem - vec
+    depth = 2 if 0 < 3 * group_bytes <= free < nb * block_bytes + 2 * group_bytes else 1
+    readahead = 2 * group_bytes if depth == 2 else min(group_bytes, max(block_bytes, free - group_bytes))
+    ahead = max(1, readahead // block_bytes) if block_bytes > 0 else mix
+    return Plan(mem, in_mem, vec, max(0, free - group_bytes - readahead), depth, ahead, 0, free,
+                _row_groups_warning(store, mix, mem, free, vec))
+
+
+def _row_groups_warning(store, mix: int, memory: int, free: int, vec: int) -> str | None:
+    """The warning text when ``free`` cannot hold a group and one block read ahead, else None.
+
+    Blocks are cut at ``block_bytes`` of decoded rows; a small store's only block is smaller, so
+    the size of a block is ``min(block_bytes, ceil((nnz (index + value bytes) + 16 n) / nb))``.
+    """
+    n, nb = int(store.n_rows), store.n_blocks(L.ROWS)
+    per_nnz = np.dtype(store.index_dtype).itemsize + np.dtype(store.dtype).itemsize
+    mean = (store.nnz * per_nnz + 16 * n) / max(1, nb)
+    block_bytes = int(min(int(store.attrs.get("block_bytes", 0)), math.ceil(mean)))
+    group_bytes = mix * block_bytes
+    held = group_bytes + (block_bytes if nb > mix else 0)
+    if held <= free:
+        return None
+    blocks = f"{mix} block{'s' if mix > 1 else ''}"
+    parts = [f"a group of {blocks} (--mix-blocks, {format_bytes(group_bytes)})"]
+    if held > group_bytes:
+        parts.append(f"one block read ahead ({format_bytes(block_bytes)})")
+    if vec:
+        parts.append(f"the duals ({format_bytes(vec)})")
+    return (f"--memory {format_bytes(memory)} is less than this run holds at once: {', '.join(parts)}, "
+            f"about {format_bytes(held + vec)}; raise --memory"
+            + (" or lower --mix-blocks (the iterates depend on --mix-blocks, never on --memory)"
+               if mix > 1 else ""))
+
+
+def resident_memory(store) -> dict:
+    """Bytes each solver family holds in memory for ``store`` (what ``ooc info`` prints).
+
+    ``resident_bytes[s]``: held whatever ``--memory`` is (``O(d)`` vectors and one block's
+    ``O(rows)`` ones), so a run keeps at most ``--memory`` plus this; ``resident_vector_bytes[s]``:
+    the ``O(n)`` vectors, kept in memory and charged to ``--memory`` when they fit in a quarter
+    of it, otherwise paged, streamed or memory-mapped. Computed for ``k`` one-vs-rest problems
+    (the classes of a multiclass store, else 1), with a bias feature and ``mix = 4``.
+    """
+    n, d = store.shape
+    k = len(store.classes) if store.label_kind == L.MULTICLASS and store.classes else 1
+    dim = d + 1
+
+    def widest(layout):
+        return int(np.max(np.diff(store.block_ptr(layout)))) if store.has_layout(layout) and n and d else 0
+
+    rows, cols = widest(L.ROWS), widest(L.COLS)
+    est = {"sdca": ROW_GROUPS.resident(n, dim, k, rows=rows), "dgpd": DGPD.resident(n, dim, k, rows=rows),
+           "rcd-primal": RCD_PRIMAL.resident(n, dim, k, cols=cols)}
+    return {"resident_k": k,
+            "resident_bytes": {s: e["beyond_memory"] for s, e in est.items()},
+            "resident_vector_bytes": {s: e["vectors"] for s, e in est.items()}}
