@@ -22,7 +22,8 @@ from ooc.kernels.multiclass import (
     cs_sdca_pass,
 )
 from ooc.kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss, sdca_pass
-from ooc.objectives import ElasticNet, Hinge, Logistic, SmoothHinge, duality_gap
+from ooc.kernels.gap import duality_gap
+from ooc.objectives import ElasticNet, Hinge, Logistic, SmoothHinge
 from ooc.objectives.accel import (
     accel_params,
     enter_shifted,

@@ -27,11 +27,11 @@ from ooc.kernels.multiclass import (
 from ooc.objectives.multiclass import (
     MulticlassHinge,
     class_indices,
-    cs_duality_gap,
     cs_grad_conj,
     make_multiclass_loss,
     ovr_labels,
 )
+from ooc.kernels.gap import cs_duality_gap
 from ooc.objectives.penalties import ElasticNet
 
 GAMMAS = [0.0, 0.5]

@@ -24,11 +24,9 @@ from ooc.objectives import (
     Logistic,
     SmoothHinge,
     Squared,
-    dual,
-    duality_gap,
     gap_from_sums,
-    primal,
 )
+from ooc.kernels.gap import dual, duality_gap, primal
 
 N, D = 200, 30
 L2 = 1e-2  # LIBLINEAR/scikit-learn C = 1 / (l2 n) = 0.5

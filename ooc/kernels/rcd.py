@@ -32,7 +32,7 @@ from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_val
 from ooc.objectives.penalties import soft_threshold_scalar
 from ooc.kernels.sdca import dual_apply
 from ooc.kernels.prefetch import prefetch_rows
-from ooc.schedule.sampling import tree_build, tree_draw
+from ooc.kernels.sumtree import tree_build, tree_draw
 
 _KAPPA_EPS = 1e-12
 

@@ -21,11 +21,10 @@ from ooc.objectives.penalties import (
     require_l2,
     soft_threshold,
 )
-from ooc.objectives.gap import GapResult, dual, duality_gap, gap_from_sums, primal
+from ooc.objectives.gap import GapResult, gap_from_sums
 from ooc.objectives.multiclass import (
     MulticlassHinge,
     class_indices,
-    cs_duality_gap,
     cs_gap_from_sums,
     make_multiclass_loss,
     ovr_labels,
@@ -51,13 +50,9 @@ __all__ = [
     "require_l2",
     "soft_threshold",
     "GapResult",
-    "dual",
-    "duality_gap",
     "gap_from_sums",
-    "primal",
     "MulticlassHinge",
     "class_indices",
-    "cs_duality_gap",
     "cs_gap_from_sums",
     "make_multiclass_loss",
     "ovr_labels",

@@ -75,7 +75,8 @@ Smoothness: ``phi_gamma`` is ``1/gamma``-smooth in the margin differences ``A z`
 accelerated Prox-SDCA on ``W`` must use ``gamma / k`` as its ``gamma`` with
 ``R = max_i ||x_i||``.
 
-The kernels are in :mod:`ooc.kernels.multiclass`; the functions here that take a
+The kernels are in :mod:`ooc.kernels.multiclass` (the gap streamed over blocks:
+:func:`ooc.kernels.gap.cs_duality_gap`); the functions here that take a
 ``loss`` are ``@njit`` and dispatch on the loss class like :mod:`ooc.objectives.losses`
 (one class today; a soft-max-of-hinge would register its own).
 """
@@ -103,7 +104,6 @@ __all__ = [
     "cs_penalty_value",
     "cs_conj_value",
     "cs_gap_from_sums",
-    "cs_duality_gap",
 ]
 
 # Feasibility slack of a dual vector, relative to its weight c: alpha_y = sum_j b_j is a
@@ -634,44 +634,3 @@ def cs_gap_from_sums(primal_sum, dual_sum, W, V, penalty, n_total, bias=0.0):
     p = primal_sum / n + cs_penalty_value(penalty, W, bias)
     d = dual_sum / n - cs_conj_value(penalty, V, bias)
     return GapResult(p, d, p - d if math.isfinite(d) else math.inf)
-
-
-def cs_duality_gap(blocks, W, V, loss, penalty, n_total, bias=0.0):
-    r"""Primal, dual and gap of the Crammer-Singer problem in one pass over the blocks.
-
-    Parameters
-    ----------
-    blocks : iterable of (indptr, indices, data, y_class, c, alpha)
-        CSR arrays local to the block, int class indices, weights (``None``: ones) and the
-        block's duals (m, k).
-    W, V : ndarray (d, k) or (d + 1, k)
-        ``W = None`` uses ``grad g*(V)``.
-    loss : MulticlassHinge
-    penalty : ElasticNet
-    n_total : int
-    bias : float
-
-    Returns
-    -------
-    GapResult
-    """
-    from ooc.kernels import multiclass as _kernels
-
-    bias = float(bias)
-    V = np.ascontiguousarray(V, dtype=np.float64)
-    W = cs_grad_conj(penalty, V, bias) if W is None else np.ascontiguousarray(W, np.float64)
-    primal_sum = 0.0
-    dual_sum = 0.0
-    for indptr, indices, data, y, c, alpha in blocks:
-        y = np.ascontiguousarray(y, dtype=np.int64)
-        c = np.ones(y.shape[0]) if c is None else np.ascontiguousarray(c, dtype=np.float64)
-        indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        primal_sum += _kernels.cs_block_primal_loss(
-            loss, indptr, np.ascontiguousarray(indices), np.ascontiguousarray(data), y, c, W,
-            bias,
-        )
-        dual_sum += _kernels.cs_block_dual_loss(
-            loss, y, c, np.ascontiguousarray(alpha, dtype=np.float64)
-        )
-    return cs_gap_from_sums(primal_sum, dual_sum, W, V, penalty, n_total, bias)
-
