@@ -110,6 +110,7 @@ import numpy as np
 from ..kernels.rcd import (col_curvature, dual_adaptive_pass, dual_block_gaps, primal_adaptive_pass,
                            primal_bias_steps, primal_cd_pass, primal_gap_rows, quartz_pass)
 from ..kernels.sdca import sdca_pass
+from ..kernels.args import Labels, Reg, Rows
 from ..objectives.losses import make_loss
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir, atomic_save_npy
@@ -323,8 +324,8 @@ class RCDDualSolver(BlockLoopSolver):
                     quartz_pass(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, alpha[c], draws, eta, v[c],
                                 w[c], *args)
                 else:
-                    sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, alpha[c], draws, v[c], w[c],
-                              *args)
+                    sdca_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], draws, v[c],
+                              w[c], Reg(*args))
         self.extra["updates"][0] += m
 
 
