@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ooc.kernels.samplings import AdaGap, Adaptive, AdaUniform, SupportSetUniform
 from ooc.kernels.sumtree import tree_build, tree_draw, tree_draw_many, tree_total, tree_update
 
 SAMPLINGS = ("uniform", "importance", "supportSet-uniform", "adaptive", "ada-uniform", "ada-gap", "gap-per-epoch")
@@ -48,9 +49,6 @@ SAMPLINGS = ("uniform", "importance", "supportSet-uniform", "adaptive", "ada-uni
 PER_STEP = ("supportSet-uniform", "adaptive", "ada-uniform", "ada-gap")
 #: samplings that need the coordinate-wise gaps of the state at the start of an epoch
 GAP_BASED = ("gap-per-epoch",) + PER_STEP
-
-#: integer codes of the per-step scores inside the kernels (one branch per step, not per entry)
-SCORE_CODES = {"ada-gap": 0, "adaptive": 1, "supportSet-uniform": 2, "ada-uniform": 3}
 
 #: default sigma of ``ada-uniform`` (the paper's "safe" choice)
 ADA_UNIFORM_SIGMA = 0.5
@@ -63,6 +61,20 @@ def normalize_sampling(name: str) -> str:
         if s.lower() == key:
             return s
     raise ValueError(f"--sampling {name!r}: expected one of {', '.join(SAMPLINGS)}")
+
+
+def step_sampling(name: str, sigma: float = ADA_UNIFORM_SIGMA):
+    """The kernels' NamedTuple of a per-step sampling (:mod:`ooc.kernels.samplings`)."""
+    name = normalize_sampling(name)
+    if name == "ada-gap":
+        return AdaGap()
+    if name == "adaptive":
+        return Adaptive()
+    if name == "supportSet-uniform":
+        return SupportSetUniform()
+    if name == "ada-uniform":
+        return AdaUniform(float(sigma))
+    raise ValueError(f"--sampling {name!r} is not a per-step sampling ({', '.join(PER_STEP)})")
 
 
 # -------------------------------------------------------------------------------------------------
