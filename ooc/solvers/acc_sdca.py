@@ -41,8 +41,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.accel import momentum_into, recenter_v, shift_v
-from ..kernels.sdca import sdca_pass
 from ..kernels.args import Labels, Reg, Rows
+from ..kernels.sdca import sdca_pass
 from ..objectives.accel import accel_params
 from ..objectives.losses import SmoothHinge
 from ..objectives.penalties import conj_value

@@ -31,8 +31,8 @@ import time
 import numpy as np
 
 from .._cpu import gather_prefetch_pays
-from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
 from ..kernels.args import Labels, Reg, Rows
+from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache

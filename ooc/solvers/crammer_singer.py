@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.multiclass import cs_block_accumulate_v, cs_block_dual_loss, cs_block_primal_loss, cs_sdca_pass
 from ..kernels.args import Labels, Reg, Rows
+from ..kernels.multiclass import cs_block_accumulate_v, cs_block_dual_loss, cs_block_primal_loss, cs_sdca_pass
 from ..objectives.multiclass import class_indices, cs_grad_conj, cs_penalty_value, make_multiclass_loss
 from ..schedule.scheduler import row_order
 from ..store import layout as L

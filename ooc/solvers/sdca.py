@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.sdca import block_dual_loss, sdca_pass_gap
 from ..kernels.args import Labels, Reg, Rows
+from ..kernels.sdca import block_dual_loss, sdca_pass_gap
 from ..schedule.scheduler import row_order
 from .base import BlockLoopSolver, TrainBlock
 
