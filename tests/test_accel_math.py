@@ -22,6 +22,7 @@ from ooc.kernels.multiclass import (
     cs_sdca_pass,
 )
 from ooc.kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss, sdca_pass
+from ooc.kernels.args import Labels, Reg, Rows
 from ooc.objectives import ElasticNet, Hinge, Logistic, SmoothHinge
 from ooc.objectives.accel import accel_params
 from reference_gap import (
@@ -164,7 +165,7 @@ def test_binary_kernel_solves_the_shifted_problem(loss, bias):
     v = np.zeros(D)
     w = np.zeros(D)
     for _ in range(3):
-        sdca_pass(loss, ip, ix, dt, y, c, alpha, rng.permutation(n), v, w, l2, l1, float(n), bias)
+        sdca_pass(loss, Rows(ip, ix, dt), Labels(y, c), alpha, rng.permutation(n), v, w, Reg(l2, l1, float(n), bias))
     l2t = l2 + kappa
     # Enter: v~ = kappa/l2~ y + l2/l2~ v; the kernel version agrees with the numpy one.
     v_shift = enter_shifted(v, center, kappa, l2, l2t)
@@ -174,8 +175,8 @@ def test_binary_kernel_solves_the_shifted_problem(loss, bias):
     np.testing.assert_array_equal(w_k, grad_conj(ElasticNet(l2t, l1), v_k, bias))
     v, w = v_k, w_k
     for epoch in range(5000):
-        sdca_pass(loss, ip, ix, dt, y, c, alpha, rng.permutation(n), v, w, l2t, l1, float(n),
-                  bias)
+        sdca_pass(loss, Rows(ip, ix, dt), Labels(y, c), alpha, rng.permutation(n), v, w,
+                  Reg(l2t, l1, float(n), bias))
         res = _inner_gap(loss, X, y, c, alpha, w, v, pen, kappa, center, n, bias)
         if res.gap <= 1e-11:
             break
@@ -239,8 +240,8 @@ def test_crammer_singer_kernel_solves_the_shifted_problem():
     ip, ix, dt = X.indptr, X.indices, X.data
     pen = ElasticNet(l2, l1)
     for epoch in range(5000):
-        cs_sdca_pass(loss, ip, ix, dt, yc, c, alpha, rng.permutation(n), V, W, l2t, l1,
-                     float(n), bias)
+        cs_sdca_pass(loss, Rows(ip, ix, dt), Labels(yc, c), alpha, rng.permutation(n), V, W,
+                     Reg(l2t, l1, float(n), bias))
         psum = cs_block_primal_loss(loss, ip, ix, dt, yc, c, W, bias)
         dsum = cs_block_dual_loss(loss, yc, c, alpha)
         res = shifted_gap_from_sums(psum, dsum, W, V, pen, kappa, center, n, bias)
@@ -277,8 +278,8 @@ def test_figure_2_outer_loop_reaches_the_optimum():
     for t in range(2, 10_000):
         tol_t = inner_tolerance(xi_prev, p.eta)
         while True:
-            sdca_pass(loss, ip, ix, dt, y, c, alpha, rng.permutation(n), v, w, l2t, l1,
-                      float(n), 0.0)
+            sdca_pass(loss, Rows(ip, ix, dt), Labels(y, c), alpha, rng.permutation(n), v, w,
+                      Reg(l2t, l1, float(n), 0.0))
             passes += 1
             inner = _inner_gap(loss, X, y, c, alpha, w, v, pen, p.kappa, center, n, 0.0)
             if inner.gap <= tol_t:
@@ -294,7 +295,7 @@ def test_figure_2_outer_loop_reaches_the_optimum():
     # Reference optimum: the same kernel, plain, to a 1e-12 gap.
     a2, v2, w2 = np.zeros(n), np.zeros(d), np.zeros(d)
     for _ in range(100_000):
-        sdca_pass(loss, ip, ix, dt, y, c, a2, rng.permutation(n), v2, w2, l2, l1, float(n), 0.0)
+        sdca_pass(loss, Rows(ip, ix, dt), Labels(y, c), a2, rng.permutation(n), v2, w2, Reg(l2, l1, float(n), 0.0))
         best = duality_gap([(ip, ix, dt, y, c, a2)], None, v2, loss, pen, n)
         if best.gap <= 1e-12:
             break

@@ -31,6 +31,7 @@ from ooc.objectives.multiclass import (
     make_multiclass_loss,
     ovr_labels,
 )
+from ooc.kernels.args import Labels, Reg, Rows
 from ooc.objectives.penalties import ElasticNet
 from reference_gap import cs_duality_gap
 
@@ -345,8 +346,8 @@ def test_pass_matches_reference(dtype, itype, gamma, l1, bias):
             order = local.astype(np.int64)
             a_blk = alpha[lo:hi]
             before = a_blk.copy()
-            args = (loss, indptr, indices, data, y[lo:hi], c[lo:hi], a_blk, order, V, W, l2,
-                    l1, float(n), bias)
+            args = (loss, Rows(indptr, indices, data), Labels(y[lo:hi], c[lo:hi]), a_blk, order, V, W,
+                    Reg(l2, l1, float(n), bias))
             if epoch % 2 == 0:
                 s = cs_sdca_pass(*args)
             else:
@@ -408,8 +409,8 @@ def _solve_sdca(X, y, c, k, loss, l2, l1, bias, tol, max_epochs=20000, seed=0):
     pen = ElasticNet(l2, l1)
     block = [(indptr, indices, data, y, c, alpha)]
     for epoch in range(max_epochs):
-        cs_sdca_pass(loss, indptr, indices, data, y, c, alpha, rng.permutation(n), V, W, l2,
-                     l1, float(n), bias)
+        cs_sdca_pass(loss, Rows(indptr, indices, data), Labels(y, c), alpha, rng.permutation(n), V, W,
+                     Reg(l2, l1, float(n), bias))
         if epoch % 10 == 9:
             res = cs_duality_gap(block, None, V, loss, pen, n, bias)
             if res.gap <= tol:

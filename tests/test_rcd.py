@@ -228,6 +228,7 @@ def test_primal_history_is_a_valid_certificate(reg):
 
 def test_quartz_step_is_the_papers():
     """Face-off Sec. 7: alpha <- alpha + eta (-phi'(z) - alpha), eta = theta / q_i (<= 1)."""
+    from ooc.kernels.args import Labels, Reg, Rows
     from ooc.kernels.rcd import quartz_pass
     from ooc.objectives import make_loss
 
@@ -240,8 +241,8 @@ def test_quartz_step_is_the_papers():
     eta = np.array([0.25, 0.5])
     z0 = X[0] @ w
     target = -(-y[0] / (1 + np.exp(y[0] * z0[0])))
-    quartz_pass(loss, X.indptr.astype(np.int64), X.indices, X.data, y, np.ones(2), alpha, np.array([0]), eta, v, w,
-                0.1, 0.0, 2.0, 0.0)
+    quartz_pass(loss, Rows(X.indptr.astype(np.int64), X.indices, X.data), Labels(y, np.ones(2)), alpha, np.array([0]),
+                eta, v, w, Reg(0.1, 0.0, 2.0, 0.0))
     assert alpha[0] == pytest.approx(0.3 + 0.25 * (target - 0.3), rel=1e-14)
     assert w == pytest.approx(X.T @ alpha / 0.2, rel=1e-14)
 

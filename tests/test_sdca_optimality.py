@@ -17,6 +17,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.svm import LinearSVC
 
 import reference as ref
+from ooc.kernels.args import Labels, Reg, Rows
 from ooc.kernels.sdca import block_dual_loss, sdca_pass, sdca_pass_gap
 from ooc.objectives import (
     ElasticNet,
@@ -82,7 +83,7 @@ def _solve(loss, X, y, c, l2, l1, bias, tol=TOL, max_epochs=3000, seed=0):
         for b in rng.permutation(len(blocks)):
             indptr, indices, data, yb, cb, ab = blocks[b]
             order = rng.permutation(len(yb)).astype(np.int64)
-            args = (loss, indptr, indices, data, yb, cb, ab, order, v, w, l2, l1, float(N), bias)
+            args = (loss, Rows(indptr, indices, data), Labels(yb, cb), ab, order, v, w, Reg(l2, l1, float(N), bias))
             if fused:
                 dsum += block_dual_loss(loss, yb, cb, ab)  # before the block's update
                 psum += sdca_pass_gap(*args, w_snap)[1]

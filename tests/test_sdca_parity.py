@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 import reference as ref
+from ooc.kernels.args import Labels, Reg, Rows
 from ooc.kernels.sdca import (
     block_accumulate_v,
     block_dual_loss,
@@ -95,12 +96,12 @@ def test_pass_matches_reference(name, dtype, itype, l1, bias):
             a_blk = alpha[lo:hi]  # a view: the kernel updates the global array
             a_before = a_blk.copy()
             if epoch % 2 == 0:
-                s = sdca_pass(loss, indptr, indices, data, y[lo:hi], c[lo:hi], a_blk, order,
-                              v, w, L2, l1, float(N), bias)
+                s = sdca_pass(loss, Rows(indptr, indices, data), Labels(y[lo:hi], c[lo:hi]), a_blk,
+                              order, v, w, Reg(L2, l1, float(N), bias))
             else:
                 w_snap = w.copy()
-                s, psum = sdca_pass_gap(loss, indptr, indices, data, y[lo:hi], c[lo:hi],
-                                        a_blk, order, v, w, L2, l1, float(N), bias, w_snap)
+                s, psum = sdca_pass_gap(loss, Rows(indptr, indices, data), Labels(y[lo:hi], c[lo:hi]),
+                                        a_blk, order, v, w, Reg(L2, l1, float(N), bias), w_snap)
             z_pre = ref.sdca_pass(loss, X, y, c, alpha_ref, lo + local, v_ref, w_ref, L2, l1,
                                   float(N), bias)
             np.testing.assert_allclose(alpha, alpha_ref, rtol=1e-12, atol=1e-14)

@@ -175,7 +175,7 @@ def lines_axpy_range(indptr, indices, data, lines, coef, cursor, lo, hi, out):
 
 
 @njit(cache=True, nogil=True)
-def active_rounds(loss, indptr, indices, data, y, c, alpha, q, orders, v, w, l2, l1, n_total, bias):
+def active_rounds(loss, rows, labels, alpha, q, orders, v, w, reg):
     r"""Rounds of primal-dual coordinate updates on the active submatrix ``[A]``.
 
     For each round ``r`` and each local row ``i = orders[r, t]`` of ``[A]`` (CSR with local
@@ -188,19 +188,26 @@ def active_rounds(loss, indptr, indices, data, y, c, alpha, q, orders, v, w, l2,
     Parameters
     ----------
     loss : loss NamedTuple
-    indptr, indices, data : the CSR arrays of ``[A]`` (int64, int64, float64)
-    y, c, alpha, q : float64 arrays (rows of ``[A]``)
-        Labels, weights, duals (updated in place), dual step parameters ``q_i = n / eta_i``.
+    rows : Rows (:mod:`ooc.kernels.args`)
+        The CSR arrays of ``[A]`` (int64, int64, float64).
+    labels : Labels
+        ``y``, ``c`` float64 (rows of ``[A]``): labels and weights.
+    alpha, q : float64 arrays (rows of ``[A]``)
+        Duals (updated in place) and dual step parameters ``q_i = n / eta_i``.
     orders : int64 array (rounds, rows)
     v, w : float64 arrays (active columns [+ bias])
         ``v = u_A / (l2 n)`` and ``w = soft_threshold(v)`` on entry; kept so.
-    l2, l1, n_total, bias : float
+    reg : Reg
+        ``l2, l1, n`` (``n_total``), ``bias``.
 
     Returns
     -------
     float
         ``sum d^2`` over all steps.
     """
+    indptr, indices, data = rows
+    y, c = labels
+    l2, l1, n_total, bias = reg
     inv_l2n = 1.0 / (l2 * n_total)
     k = l1 / l2
     has_bias = bias > 0.0

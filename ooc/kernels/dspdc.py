@@ -43,10 +43,48 @@ start, so a block's iterations depend on nothing but the state and that seed (ex
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from ..objectives.losses import dual_step
+
+__all__ = ["DspdcState", "DspdcStep", "dspdc_block", "vbar_from", "v_times", "vt_times"]
+
+
+class DspdcState(NamedTuple):
+    r"""The iterate :func:`dspdc_block` updates in place (see the module docstring).
+
+    ``x`` float64 (dim,); ``vx``, ``vbar``, ``u`` float64 (K_in,); ``jprev`` int64 (q,) and
+    ``dxprev`` float64 (q,), the previous iteration's coordinates and steps.
+    """
+
+    x: np.ndarray
+    vx: np.ndarray
+    vbar: np.ndarray
+    u: np.ndarray
+    jprev: np.ndarray
+    dxprev: np.ndarray
+
+
+class DspdcStep(NamedTuple):
+    r"""How :func:`dspdc_block` iterates.
+
+    ``n_iters``, ``m``, ``q`` (int): iterations, rows per iteration (``<=`` rows),
+    coordinates per iteration (``<= dim``); ``theta``, ``tau``, ``qdual`` (float): the
+    extrapolation, the primal step and ``n / sigma``; ``rng_seed`` (int); ``l1_last`` (bool):
+    whether the last primal coordinate is L1-penalized (False when it is the intercept).
+    """
+
+    n_iters: int
+    m: int
+    q: int
+    theta: float
+    tau: float
+    qdual: float
+    rng_seed: int
+    l1_last: bool
 
 
 @njit(cache=True, nogil=True)
@@ -64,34 +102,38 @@ def _vaxpy(vptr, vidx, vdat, j, a, vec):
 
 
 @njit(cache=True, nogil=True)
-def dspdc_block(loss, indptr, indices, data, y, c, alpha, n_iters, m, q, vptr, vidx, vdat, x, vx, vbar, u,
-                jprev, dxprev, l2, l1, n_total, bias, theta, tau, qdual, rng_seed, l1_last):
+def dspdc_block(loss, rows, labels, alpha, vcols, state, reg, step):
     r"""``n_iters`` DSPDC iterations on the rows of one block (see the module docstring).
 
     Parameters
     ----------
     loss : loss NamedTuple
-    indptr, indices, data : CSR of the block's rows in the inner space (local ``indptr``, int64).
-    y, c, alpha : float64 (rows,)
-        Labels, example weights, duals (updated in place).
-    n_iters, m, q : int
-        Iterations, rows per iteration (``<=`` rows), coordinates per iteration (``<= dim``).
-    vptr, vidx, vdat : the columns of ``V`` (``dim + 1``, entries, entries).
-    x : float64 (dim,)
-    vx, vbar, u : float64 (K_in,)
-    jprev : int64 (q,), dxprev : float64 (q,)
-        The previous iteration's coordinates and steps (updated).
-    l2, l1, n_total, bias, theta, tau, qdual : float
-        ``qdual = n / sigma``.
-    rng_seed : int
-    l1_last : bool
-        Whether the last primal coordinate is L1-penalized (False when it is the intercept).
+    rows : Rows (:mod:`ooc.kernels.args`)
+        CSR of the block's rows in the inner space (local ``indptr``, int64).
+    labels : Labels
+        ``y``, ``c`` float64 (rows,): labels and example weights.
+    alpha : float64 (rows,)
+        Duals (updated in place).
+    vcols : Rows
+        The columns of ``V``: ``vptr`` (``dim + 1``), ``vidx``, ``vdat`` (entries).
+    state : DspdcState
+        ``x, vx, vbar, u, jprev, dxprev`` (updated in place).
+    reg : Reg
+        ``l2, l1, n`` (``n_total``), ``bias``.
+    step : DspdcStep
+        ``n_iters, m, q, theta, tau, qdual, rng_seed, l1_last``.
 
     Returns
     -------
     int
         Stored nonzeros read or written by the dual steps (the work measure).
     """
+    indptr, indices, data = rows
+    y, c = labels
+    vptr, vidx, vdat = vcols
+    x, vx, vbar, u, jprev, dxprev = state
+    l2, l1, n_total, bias = reg
+    n_iters, m, q, theta, tau, qdual, rng_seed, l1_last = step
     np.random.seed(rng_seed)
     rows = indptr.shape[0] - 1
     dim = x.shape[0]

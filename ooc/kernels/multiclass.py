@@ -66,8 +66,10 @@ def _scores(indptr, indices, data, i, W, has_bias, bias, z):
 
 
 @njit(cache=True, nogil=True)
-def _pass(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2, l1, n_total,
-          bias, fused):
+def _pass(loss, rows, labels, alpha, order, V, W, reg, fused):
+    indptr, indices, data = rows
+    y_class, c = labels
+    l2, l1, n_total, bias = reg
     k = V.shape[1]
     inv_l2n = 1.0 / (l2 * n_total)
     thr = l1 / l2
@@ -127,8 +129,7 @@ def _pass(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2, l1, n
 
 
 @njit(cache=True, nogil=True)
-def cs_sdca_pass(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2, l1,
-                 n_total, bias):
+def cs_sdca_pass(loss, rows, labels, alpha, order, V, W, reg):
     r"""One Crammer-Singer Prox-SDCA (option I) pass over the rows ``order`` of a block.
 
     For each ``i`` in ``order``: ``z = W^T x_i`` (+ ``bias W[d]``),
@@ -140,13 +141,12 @@ def cs_sdca_pass(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2
     Parameters
     ----------
     loss : MulticlassHinge
-    indptr : int64 array (m + 1,)
-    indices : int32 or int64 array (nnz,)
-    data : float32 or float64 array (nnz,)
-    y_class : int64 array (m,)
-        Class index of each row.
-    c : float64 array (m,)
-        Example weights ``>= 0``.
+    rows : Rows (:mod:`ooc.kernels.args`)
+        ``indptr`` int64 (m + 1,), ``indices`` int32 or int64 (nnz,), ``data`` float32 or
+        float64 (nnz,).
+    labels : Labels
+        ``y`` int64 (m,), the class index of each row; ``c`` float64 (m,), the example
+        weights ``>= 0``.
     alpha : float64 array (m, k), C-contiguous
         Duals, updated in place; feasible on entry (0 is).
     order : int64 array
@@ -154,20 +154,19 @@ def cs_sdca_pass(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2
     V, W : float64 arrays (d, k) or (d + 1, k), C-contiguous
         On entry ``V = 1/(l2 n) sum_i x_i alpha_i^T`` over the whole data set and
         ``W = grad g*(V)``; both invariants are kept.
-    l2, l1, n_total, bias : float
+    reg : Reg
+        ``l2, l1, n`` (``n_total``) and ``bias``, floats.
 
     Returns
     -------
     float
         ``sum ||Delta||^2`` over the steps.
     """
-    return _pass(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2, l1,
-                 n_total, bias, False)[0]
+    return _pass(loss, rows, labels, alpha, order, V, W, reg, False)[0]
 
 
 @njit(cache=True, nogil=True)
-def cs_sdca_pass_gap(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2, l1,
-                     n_total, bias):
+def cs_sdca_pass_gap(loss, rows, labels, alpha, order, V, W, reg):
     r""":func:`cs_sdca_pass` that also returns the loss sums of an approximate gap.
 
     Returns
@@ -180,8 +179,7 @@ def cs_sdca_pass_gap(loss, indptr, indices, data, y_class, c, alpha, order, V, W
         ``sum -c_i phi*(-alpha_i / c_i, y_i)`` at the new duals; exact for the block when
         ``order`` visits each row once.
     """
-    return _pass(loss, indptr, indices, data, y_class, c, alpha, order, V, W, l2, l1,
-                 n_total, bias, True)
+    return _pass(loss, rows, labels, alpha, order, V, W, reg, True)
 
 
 @njit(cache=True, nogil=True)

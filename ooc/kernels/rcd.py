@@ -32,7 +32,8 @@ from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_val
 from ooc.objectives.penalties import soft_threshold_scalar
 from ooc.kernels.sdca import dual_apply
 from ooc.kernels.prefetch import prefetch_rows
-from ooc.schedule.sampling import tree_build, tree_draw
+from ooc.kernels.samplings import mix_scores, step_score, wants_gap
+from ooc.kernels.sumtree import tree_build, tree_draw
 
 _KAPPA_EPS = 1e-12
 
@@ -51,14 +52,18 @@ def _row_margin(indptr, indices, data, i, w, bias):
 
 
 @njit(cache=True, nogil=True)
-def quartz_pass(loss, indptr, indices, data, y, c, alpha, draws, eta, v, w, l2, l1, n_total, bias):
+def quartz_pass(loss, rows, labels, alpha, draws, eta, v, w, reg):
     r"""Quartz steps without exact maximisation (the face-off paper's variant for logistic).
 
     For each drawn local row ``i``: ``alpha_i <- (1 - eta_i) alpha_i + eta_i (-c_i phi'(z_i))``
     with ``eta_i = theta / q_i`` and ``theta = min_l q_l l2 n / (c_l beta ||x_l||^2 + l2 n)``
     (``q`` the marginal sampling probabilities; ``eta_i <= 1`` keeps ``alpha`` feasible), then
-    ``v, w`` as in :func:`ooc.kernels.sdca.sdca_pass`. Returns ``sum d^2``.
+    ``v, w`` as in :func:`ooc.kernels.sdca.sdca_pass` (same ``rows``, ``labels``, ``reg``).
+    Returns ``sum d^2``.
     """
+    indptr, indices, data = rows
+    y, c = labels
+    l2, l1, n_total, bias = reg
     inv_l2n = 1.0 / (l2 * n_total)
     k = l1 / l2
     total = 0.0
@@ -103,44 +108,22 @@ def dual_block_gaps(loss, indptr, indices, data, y, c, alpha, w, bias, n_total, 
 
 
 @njit(cache=True, nogil=True)
-def _score(kind, gap, kappa, norm):
-    if kind == 0:  # ada-gap
-        return max(gap, 0.0)
-    if kind == 1:  # adaptive
-        return kappa * norm
-    return 1.0 if kappa > 0.0 else 0.0  # supportSet-uniform; ada-uniform mixes it with adaptive
-
-
-@njit(cache=True, nogil=True)
-def _mix_scores(kind, sigma, scores, kappa_norm, m):
-    """ada-uniform: ``sigma/m_t 1[kappa != 0] + (1 - sigma) kappa ||a|| / sum`` in place."""
-    if kind != 3:
-        return
-    support = 0.0
-    total = 0.0
-    for i in range(m):
-        support += scores[i]
-        total += kappa_norm[i]
-    for i in range(m):
-        s = 0.0
-        if scores[i] > 0.0:
-            s = sigma / support
-            if total > 0.0:
-                s += (1.0 - sigma) * kappa_norm[i] / total
-        scores[i] = s
-
-
-@njit(cache=True, nogil=True)
-def dual_adaptive_pass(loss, indptr, indices, data, y, c, alpha, v, w, rownorm, l2, l1, n_total, bias, kind, sigma,
-                       uniforms, tree, scores, kappa_norm):
+def dual_adaptive_pass(loss, rows, labels, alpha, v, w, rownorm, reg, sampling, draws):
     r"""Dual coordinate steps (exact :func:`dual_step`) with a sampling recomputed after every step.
 
     Before each step the scores of every row of the block are recomputed from the current
-    ``w`` (one pass over the block): ``kind`` 0 ada-gap (``G_i``), 1 adaptive
-    (``kappa_i ||x_i||``), 2 supportSet-uniform, 3 ada-uniform (``sigma``); a row is drawn from
-    the sum tree ``tree`` with ``uniforms[t]``. Stops early when every score is 0 (the block
-    is optimal given the rest). Returns the number of steps taken.
+    ``w`` (one pass over the block) by the ``sampling`` (a NamedTuple of
+    :mod:`ooc.kernels.samplings`: ada-gap ``G_i``, adaptive ``kappa_i ||x_i||``,
+    supportSet-uniform, ada-uniform); a row is drawn from the sum tree ``draws.tree`` with
+    ``draws.uniforms[t]`` (:class:`~ooc.kernels.samplings.AdaptiveDraws`). ``rows``,
+    ``labels``, ``reg`` as in :func:`ooc.kernels.sdca.sdca_pass`; ``rownorm`` the rows'
+    norms ``||x_i||`` (bias included). Stops early when every score is 0 (the block is
+    optimal given the rest). Returns the number of steps taken.
     """
+    indptr, indices, data = rows
+    y, c = labels
+    l2, l1, n_total, bias = reg
+    uniforms, tree, scores, kappa_norm = draws
     inv_l2n = 1.0 / (l2 * n_total)
     k = l1 / l2
     m = alpha.shape[0]
@@ -153,10 +136,10 @@ def dual_adaptive_pass(loss, indptr, indices, data, y, c, alpha, v, w, rownorm, 
             kap = abs(a + c[i] * loss_deriv(loss, z, y[i]))
             if kap <= _KAPPA_EPS * (1.0 + abs(a)):
                 kap = 0.0
-            g = _dual_gap_i(loss, z, a, y[i], c[i], n_total) if kind == 0 else 0.0
-            scores[i] = _score(kind, g, kap, rownorm[i])
+            g = _dual_gap_i(loss, z, a, y[i], c[i], n_total) if wants_gap(sampling) else 0.0
+            scores[i] = step_score(sampling, g, kap, rownorm[i])
             kappa_norm[i] = kap * rownorm[i]
-        _mix_scores(kind, sigma, scores, kappa_norm, m)
+        mix_scores(sampling, scores, kappa_norm, m)
         tree_build(tree, scores)
         total = tree[1]
         if not total > 0.0:
@@ -189,7 +172,9 @@ def col_curvature(indptr, indices, data, c, beta, n_total, l2, u_out, m_out):
 
 
 @njit(cache=True, nogil=True)
-def _col_grad(loss, indptr, indices, data, jl, y, c, z, n_total):
+def _col_grad(loss, cols, jl, labels, z, n_total):
+    indptr, indices, data = cols
+    y, c = labels
     g = 0.0
     for p in range(indptr[jl], indptr[jl + 1]):
         i = indices[p]
@@ -200,10 +185,12 @@ def _col_grad(loss, indptr, indices, data, jl, y, c, z, n_total):
 
 
 @njit(cache=True, nogil=True)
-def _prox_step(loss, indptr, indices, data, jl, j, y, c, z, w, mj, l2, l1, n_total):
+def _prox_step(loss, cols, jl, j, labels, z, w, mj, reg):
     if not mj > 0.0:
         return 0.0
-    g = _col_grad(loss, indptr, indices, data, jl, y, c, z, n_total) + l2 * w[j]
+    indptr, indices, data = cols
+    l2, l1, n_total, _ = reg
+    g = _col_grad(loss, cols, jl, labels, z, n_total) + l2 * w[j]
     wj = w[j]
     wn = soft_threshold_scalar(wj - g / mj, l1 / mj)
     d = wn - wj
@@ -215,18 +202,20 @@ def _prox_step(loss, indptr, indices, data, jl, j, y, c, z, w, mj, l2, l1, n_tot
 
 
 @njit(cache=True, nogil=True)
-def primal_cd_pass(loss, indptr, indices, data, col0, y, c, z, w, draws, mcoef, l2, l1, n_total):
+def primal_cd_pass(loss, cols, col0, labels, z, w, draws, mcoef, reg):
     r"""NSync serial steps on the drawn local columns of a resident CSC block (proximal for L1).
 
     For local column ``jl`` (global ``j = col0 + jl``) with ``M = mcoef[jl]``:
     ``g = 1/n sum_i c_i phi'(z_i) x_ij + l2 w_j``, ``w_j <- soft_threshold(w_j - g/M, l1/M)``
     (exact coordinate minimisation for the squared loss), ``z += (w_j' - w_j) X_{:j}``.
+    ``cols`` is a :class:`~ooc.kernels.args.Rows` of the CSC block (its columns), ``labels``
+    the ``Labels(y, c)`` of all rows, ``reg`` the ``Reg`` (``bias`` unused here).
     Returns ``sum d^2``.
     """
     total = 0.0
     for t in range(draws.shape[0]):
         jl = draws[t]
-        d = _prox_step(loss, indptr, indices, data, jl, col0 + jl, y, c, z, w, mcoef[jl], l2, l1, n_total)
+        d = _prox_step(loss, cols, jl, col0 + jl, labels, z, w, mcoef[jl], reg)
         total += d * d
     return total
 
@@ -316,32 +305,34 @@ def primal_kappa(wj, r, l2, l1, radius):
 
 
 @njit(cache=True, nogil=True)
-def primal_adaptive_pass(loss, indptr, indices, data, col0, y, c, z, w, mcoef, colnorm, l2, l1, n_total, radius,
-                         kind, sigma, uniforms, tree, scores, kappa_norm):
+def primal_adaptive_pass(loss, cols, col0, labels, z, w, mcoef, colnorm, reg, radius, sampling, draws):
     r"""Primal prox steps on a resident CSC block with a sampling recomputed after every step.
 
     Before each step ``r_j`` of every column of the block is recomputed (one pass over the
-    block), and the scores (``kind`` as in :func:`dual_adaptive_pass`, with ``G_j``,
-    ``kappa_j`` and ``||a_j|| = colnorm[j]``). Returns the number of steps taken.
+    block), and the scores (``sampling`` and ``draws`` as in :func:`dual_adaptive_pass`, with
+    ``G_j``, ``kappa_j`` and ``||a_j|| = colnorm[j]``); ``cols``, ``col0``, ``labels``,
+    ``mcoef``, ``reg`` as in :func:`primal_cd_pass`. Returns the number of steps taken.
     """
-    m = indptr.shape[0] - 1
+    l2, l1, n_total, _ = reg
+    uniforms, tree, scores, kappa_norm = draws
+    m = cols.indptr.shape[0] - 1
     steps = 0
     for t in range(uniforms.shape[0]):
         for jl in range(m):
             j = col0 + jl
-            r = _col_grad(loss, indptr, indices, data, jl, y, c, z, n_total)
+            r = _col_grad(loss, cols, jl, labels, z, n_total)
             kap = primal_kappa(w[j], r, l2, l1, radius)
             if kap <= _KAPPA_EPS * (1.0 + abs(w[j])):
                 kap = 0.0
-            g = primal_coord_gap(w[j], r, l2, l1, radius) if kind == 0 else 0.0
-            scores[jl] = _score(kind, g, kap, colnorm[jl])
+            g = primal_coord_gap(w[j], r, l2, l1, radius) if wants_gap(sampling) else 0.0
+            scores[jl] = step_score(sampling, g, kap, colnorm[jl])
             kappa_norm[jl] = kap * colnorm[jl]
-        _mix_scores(kind, sigma, scores, kappa_norm, m)
+        mix_scores(sampling, scores, kappa_norm, m)
         tree_build(tree, scores)
         total = tree[1]
         if not total > 0.0:
             break
         jl = tree_draw(tree, uniforms[t] * total)
-        _prox_step(loss, indptr, indices, data, jl, col0 + jl, y, c, z, w, mcoef[jl], l2, l1, n_total)
+        _prox_step(loss, cols, jl, col0 + jl, labels, z, w, mcoef[jl], reg)
         steps += 1
     return steps

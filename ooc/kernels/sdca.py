@@ -12,7 +12,9 @@ visited example ``i`` with ``z = x_i . w`` and ``q = ||x_i||^2 / (l2 n)``, set
 (:func:`ooc.objectives.losses.dual_step`), then ``v += d x_i / (l2 n)`` and
 ``w = soft_threshold(v, l1 / l2)`` on the entries ``x_i`` touches.
 
-Conventions shared by the kernels:
+Conventions shared by the kernels (the passes take them bundled in the NamedTuples of
+:mod:`ooc.kernels.args`: ``Rows(indptr, indices, data)``, ``Labels(y, c)``,
+``Reg(l2, l1, n, bias)``):
 
 * The block is CSR with a local ``indptr`` (int64, starts at 0), ``indices`` (int32 or
   int64 column ids, no duplicates within a row) and ``data`` (float32 or float64).
@@ -68,9 +70,12 @@ def dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias):
 
 
 @njit(cache=True, nogil=True)
-def _pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias, w_snap):
+def _pass(loss, rows, labels, alpha, order, v, w, reg, w_snap):
     # ``w_snap`` of length 0: plain pass; otherwise also sum the primal loss at ``w_snap``
     # while the row is in cache (the fused gap of the state the pass started from).
+    indptr, indices, data = rows
+    y, c = labels
+    l2, l1, n_total, bias = reg
     snap = w_snap.shape[0] > 0
     inv_l2n = 1.0 / (l2 * n_total)
     k = l1 / l2
@@ -121,7 +126,7 @@ def _pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total
 
 
 @njit(cache=True, nogil=True)
-def sdca_pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias):
+def sdca_pass(loss, rows, labels, alpha, order, v, w, reg):
     r"""One Prox-SDCA (option I) pass over the rows ``order`` of a resident block.
 
     For each ``i`` in ``order`` (local row positions; a permutation, or any sequence):
@@ -133,11 +138,12 @@ def sdca_pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_t
     Parameters
     ----------
     loss : loss NamedTuple
-    indptr : int64 array (n_block + 1,)
-    indices : int32 or int64 array (nnz,)
-    data : float32 or float64 array (nnz,)
-    y, c : float64 arrays (n_block,)
-        Labels (-1/+1 for classification) and example weights ``c_i >= 0``.
+    rows : Rows (:mod:`ooc.kernels.args`)
+        The block's CSR arrays: ``indptr`` int64 (n_block + 1,), ``indices`` int32 or int64
+        (nnz,), ``data`` float32 or float64 (nnz,).
+    labels : Labels
+        ``y``, ``c`` float64 (n_block,): labels (-1/+1 for classification) and example
+        weights ``c_i >= 0``.
     alpha : float64 array (n_block,)
         Dual variables, updated in place; must be feasible on entry (0 is).
     order : int64 array
@@ -145,20 +151,19 @@ def sdca_pass(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_t
     v, w : float64 arrays (d,) or (d + 1,)
         Updated in place. On entry ``v = 1/(l2 n) sum_i alpha_i x_i`` over the whole data
         set and ``w = grad g*(v)``; both invariants are kept.
-    l2, l1, n_total, bias : float
+    reg : Reg
+        ``l2, l1, n`` (``n_total``) and ``bias``, floats.
 
     Returns
     -------
     float
         ``sum d^2`` over the steps, a cheap progress figure (0 at a fixed point).
     """
-    return _pass(
-        loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias, w[:0]
-    )[0]
+    return _pass(loss, rows, labels, alpha, order, v, w, reg, w[:0])[0]
 
 
 @njit(cache=True, nogil=True)
-def sdca_pass_gap(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias, w_snap):
+def sdca_pass_gap(loss, rows, labels, alpha, order, v, w, reg, w_snap):
     r""":func:`sdca_pass` that also sums the primal loss at a snapshot ``w_snap``.
 
     Same arguments and updates as :func:`sdca_pass`, plus ``w_snap`` (the ``w`` the pass
@@ -180,9 +185,7 @@ def sdca_pass_gap(loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1,
     exact gap of the state a pass started from costs one more multiply-add per nonzero and
     no second traversal of the block.
     """
-    return _pass(
-        loss, indptr, indices, data, y, c, alpha, order, v, w, l2, l1, n_total, bias, w_snap
-    )
+    return _pass(loss, rows, labels, alpha, order, v, w, reg, w_snap)
 
 
 @njit(cache=True, nogil=True)

@@ -174,6 +174,114 @@ def count_bytes(buf, nbuf, a, b):
     return na, nb
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _skip_comment(buf, i, n):
+    """The position of the newline ending the comment (or line) at ``i``."""
+    while i < n and buf[i] != 10:
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True)
+def _bad_label_code(buf, tok, n):
+    """Tell a missing label or a multilabel from a typo by the rest of the token at ``tok``."""
+    j = tok
+    while j < n and not _ends_token(buf[j]):
+        if buf[j] == 58:  # ':'
+            return ERR_MISSING_LABEL
+        if buf[j] == 44:  # ','
+            return ERR_MULTILABEL
+        j += 1
+    return ERR_BAD_LABEL
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_qid(buf, i, n):
+    """Whether ``qid:`` starts at ``i``."""
+    return buf[i] == 113 and i + 3 < n and buf[i + 1] == 105 and buf[i + 2] == 100 and buf[i + 3] == 58
+
+
+@njit(cache=True, nogil=True)
+def _index_error(buf, i, n, too_large, idx, prev):
+    """The ``ERR_*`` code of a feature index that ends at ``i`` and was refused (cold path)."""
+    c = buf[i]
+    if c != 58:  # ':'
+        if _ends_token(c):
+            return ERR_MISSING_COLON
+        if c == 46 or c == 101 or c == 69:
+            return ERR_NONINTEGER_INDEX
+        return ERR_BAD_INDEX
+    if too_large:
+        return ERR_INDEX_TOO_LARGE
+    return ERR_DUPLICATE_INDEX if idx == prev else ERR_DECREASING_INDEX
+
+
+@njit(cache=True, nogil=True)
+def _value_error(st, ends):
+    """The ``ERR_*`` code of a refused feature value, from its :func:`_parse_float` status and
+    whether the token ends after the number (cold path)."""
+    if st == _F_NONFINITE:
+        return ERR_NONFINITE_VALUE
+    if st != _F_OK or not ends:
+        return ERR_BAD_VALUE
+    return ERR_VALUE_TOO_LARGE  # a whole number token: refused for its size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _parse_features(buf, i, n, max_abs, out_indices, out_data, nnz):
+    """The ``index:value`` pairs of one svmlight row, from after its label to its newline.
+
+    Returns ``(i, nnz, code, pos)``: ``i`` at the newline (or ``n``) and the entries written,
+    or an ``ERR_*`` code and the byte offset of the offending token.
+    """
+    prev = np.int64(-1)
+    first_feature = True
+    while True:
+        while i < n and _is_space(buf[i]):
+            i += 1
+        if i >= n:
+            break
+        c = buf[i]
+        if c == 10:
+            break
+        if c == 35:
+            i = _skip_comment(buf, i, n)
+            break
+        tok = i
+        if first_feature and _is_qid(buf, i, n):
+            # qid:N is ignored (as scikit-learn does with query_id=False).
+            while i < n and not _ends_token(buf[i]):
+                i += 1
+            first_feature = False
+            continue
+        first_feature = False
+        if c == 43:  # '+'
+            i += 1
+        elif c == 45:  # '-'
+            code = ERR_NEGATIVE_INDEX if i + 1 < n and _is_digit(buf[i + 1]) else ERR_BAD_INDEX
+            return i, nnz, code, tok
+        if i >= n or not _is_digit(buf[i]):
+            return i, nnz, ERR_BAD_INDEX, tok
+        idx = np.int64(0)
+        digits_start = i
+        while i < n and _is_digit(buf[i]):
+            idx = idx * 10 + np.int64(buf[i] - 48)
+            i += 1
+        too_large = i - digits_start > 18 and _int_too_large(buf, digits_start, i)
+        if buf[i] != 58 or too_large or idx <= prev:
+            return i, nnz, _index_error(buf, i, n, too_large, idx, prev), tok
+        i += 1
+        vtok = i
+        v, i, st = _parse_float(buf, i, n)
+        if st != _F_OK or not _ends_token(buf[i]) or abs(v) >= max_abs:
+            return i, nnz, _value_error(st, _ends_token(buf[i])), vtok
+        out_indices[nnz] = idx
+        out_data[nnz] = v
+        nnz += 1
+        prev = idx
+    return i, nnz, OK, i
+
+
 @njit(cache=True, nogil=True)
 def parse_svmlight(buf, nbuf, first_line, max_abs, out_labels, out_indptr, out_indices, out_data):
     """Parse svmlight/LIBSVM rows from ``buf[:nbuf]``.
@@ -225,107 +333,74 @@ def parse_svmlight(buf, nbuf, first_line, max_abs, out_labels, out_indptr, out_i
             line_start = i
             continue
         if c == 35:  # comment-only line
-            while i < n and buf[i] != 10:
-                i += 1
+            i = _skip_comment(buf, i, n)
             continue
-        # label
         tok = i
         y, i, st = _parse_float(buf, i, n)
         if st == _F_NONFINITE:
             return _result(row, nnz, ERR_NONFINITE_LABEL, tok, line, line_start, first_row_line)
         if st != _F_OK or not _ends_token(buf[i]):
-            # Look at the rest of the token to tell a missing label or a multilabel from a typo.
-            code = ERR_BAD_LABEL
-            j = tok
-            while j < n and not _ends_token(buf[j]):
-                if buf[j] == 58:  # ':'
-                    code = ERR_MISSING_LABEL
-                    break
-                if buf[j] == 44:  # ','
-                    code = ERR_MULTILABEL
-                    break
-                j += 1
+            code = _bad_label_code(buf, tok, n)
             return _result(row, nnz, code, tok, line, line_start, first_row_line)
         out_labels[row] = y
         if row == 0:
             first_row_line = line
-        prev = np.int64(-1)
-        first_feature = True
-        while True:
-            while i < n and _is_space(buf[i]):
-                i += 1
-            if i >= n:
-                break
-            c = buf[i]
-            if c == 10:
-                break
-            if c == 35:
-                while i < n and buf[i] != 10:
-                    i += 1
-                break
-            tok = i
-            if (
-                first_feature
-                and c == 113  # 'q'
-                and i + 3 < n
-                and buf[i + 1] == 105
-                and buf[i + 2] == 100
-                and buf[i + 3] == 58
-            ):
-                # qid:N is ignored (as scikit-learn does with query_id=False).
-                while i < n and not _ends_token(buf[i]):
-                    i += 1
-                first_feature = False
-                continue
-            first_feature = False
-            if c == 43:  # '+'
-                i += 1
-            elif c == 45:  # '-'
-                code = ERR_NEGATIVE_INDEX if i + 1 < n and _is_digit(buf[i + 1]) else ERR_BAD_INDEX
-                return _result(row, nnz, code, tok, line, line_start, first_row_line)
-            if i >= n or not _is_digit(buf[i]):
-                return _result(row, nnz, ERR_BAD_INDEX, tok, line, line_start, first_row_line)
-            idx = np.int64(0)
-            digits_start = i
-            while i < n and _is_digit(buf[i]):
-                idx = idx * 10 + np.int64(buf[i] - 48)
-                i += 1
-            too_large = i - digits_start > 18 and _int_too_large(buf, digits_start, i)
-            if buf[i] != 58:  # ':'
-                if _ends_token(buf[i]):
-                    code = ERR_MISSING_COLON
-                elif buf[i] == 46 or buf[i] == 101 or buf[i] == 69:
-                    code = ERR_NONINTEGER_INDEX
-                else:
-                    code = ERR_BAD_INDEX
-                return _result(row, nnz, code, tok, line, line_start, first_row_line)
-            if too_large:
-                return _result(
-                    row, nnz, ERR_INDEX_TOO_LARGE, tok, line, line_start, first_row_line
-                )
-            if idx <= prev:
-                code = ERR_DUPLICATE_INDEX if idx == prev else ERR_DECREASING_INDEX
-                return _result(row, nnz, code, tok, line, line_start, first_row_line)
-            i += 1
-            vtok = i
-            v, i, st = _parse_float(buf, i, n)
-            if st == _F_NONFINITE:
-                return _result(
-                    row, nnz, ERR_NONFINITE_VALUE, vtok, line, line_start, first_row_line
-                )
-            if st != _F_OK or not _ends_token(buf[i]):
-                return _result(row, nnz, ERR_BAD_VALUE, vtok, line, line_start, first_row_line)
-            if abs(v) >= max_abs:
-                return _result(
-                    row, nnz, ERR_VALUE_TOO_LARGE, vtok, line, line_start, first_row_line
-                )
-            out_indices[nnz] = idx
-            out_data[nnz] = v
-            nnz += 1
-            prev = idx
+        i, nnz, code, pos = _parse_features(buf, i, n, max_abs, out_indices, out_data, nnz)
+        if code != OK:
+            return _result(row, nnz, code, pos, line, line_start, first_row_line)
         row += 1
         out_indptr[row] = nnz
     return _result(row, nnz, OK, i, line, line_start, first_row_line)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _skip_padding(buf, i, sep):
+    """Past the spaces and tabs at ``i`` that are not the delimiter ``sep``."""
+    while _is_space(buf[i]) and buf[i] != sep:
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _parse_cells(buf, i, n, sep, ws, ncols, label_col, max_abs, out_indices, out_data, nnz):
+    """The cells of one delimited row, from its first cell (padding skipped) to its end.
+
+    Stores the nonzero feature cells (ids 0-based among the feature columns) from ``nnz`` on.
+    Returns ``(i, nnz, y, col, code, pos)``: ``i`` past the row's last cell and its padding
+    (at its newline or a comment), the entries written, the label, the columns found, and
+    ``OK`` or an ``ERR_*`` code with the byte offset ``pos`` of the offending cell.
+    """
+    col = 0
+    y = 0.0
+    while True:
+        tok = i
+        c = buf[i]
+        if c == 10 or c == 35 or c == sep:
+            return i, nnz, y, col, ERR_EMPTY_CELL, tok
+        v, i, st = _parse_float(buf, i, n)
+        if st == _F_NONFINITE:
+            return i, nnz, y, col, ERR_NONFINITE_CELL, tok
+        end = i
+        i = _skip_padding(buf, i, sep)
+        c = buf[i]
+        at_end = c == 10 or c == 35
+        if st != _F_OK or not (at_end or c == sep or (ws and i > end)):
+            return i, nnz, y, col, ERR_BAD_CELL, tok
+        if col >= ncols:
+            return i, nnz, y, col, ERR_TOO_MANY_COLUMNS, tok
+        if col == label_col:
+            y = v
+        elif abs(v) >= max_abs:
+            return i, nnz, y, col, ERR_VALUE_TOO_LARGE, tok
+        elif v != 0.0:
+            out_indices[nnz] = col - (col > label_col)
+            out_data[nnz] = v
+            nnz += 1
+        col += 1
+        if at_end:
+            return i, nnz, y, col, OK, i
+        if not ws:
+            i = _skip_padding(buf, i + 1, sep)  # past the delimiter
 
 
 @njit(cache=True, nogil=True)
@@ -392,53 +467,15 @@ def parse_csv(
             line_start = i
             continue
         if c == 35:
-            i = j
-            while i < n and buf[i] != 10:
-                i += 1
+            i = _skip_comment(buf, j, n)
             continue
-        while _is_space(buf[i]) and buf[i] != sep:
-            i += 1
+        i = _skip_padding(buf, i, sep)
         if row == 0:
             first_row_line = line
-        col = 0
-        y = 0.0
-        while True:
-            # at the start of a cell, padding already skipped
-            tok = i
-            c = buf[i]
-            if c == 10 or c == 35 or c == sep:
-                return _result(row, nnz, ERR_EMPTY_CELL, tok, line, line_start, first_row_line)
-            v, i, st = _parse_float(buf, i, n)
-            if st == _F_NONFINITE:
-                return _result(row, nnz, ERR_NONFINITE_CELL, tok, line, line_start, first_row_line)
-            end = i
-            while _is_space(buf[i]) and buf[i] != sep:
-                i += 1
-            c = buf[i]
-            at_end = c == 10 or c == 35
-            if st != _F_OK or not (at_end or c == sep or (ws and i > end)):
-                return _result(row, nnz, ERR_BAD_CELL, tok, line, line_start, first_row_line)
-            if col >= ncols:
-                return _result(
-                    row, nnz, ERR_TOO_MANY_COLUMNS, tok, line, line_start, first_row_line
-                )
-            if col == label_col:
-                y = v
-            elif abs(v) >= max_abs:
-                return _result(
-                    row, nnz, ERR_VALUE_TOO_LARGE, tok, line, line_start, first_row_line
-                )
-            elif v != 0.0:
-                out_indices[nnz] = col - (col > label_col)
-                out_data[nnz] = v
-                nnz += 1
-            col += 1
-            if at_end:
-                break
-            if not ws:
-                i += 1  # past the delimiter
-                while _is_space(buf[i]) and buf[i] != sep:
-                    i += 1
+        i, nnz, y, col, code, pos = _parse_cells(buf, i, n, sep, ws, ncols, label_col, max_abs, out_indices,
+                                                 out_data, nnz)
+        if code != OK:
+            return _result(row, nnz, code, pos, line, line_start, first_row_line)
         if col < ncols:
             # err_pos carries the count found; the column is that of the line end
             return row, nnz, ERR_TOO_FEW_COLUMNS, col, line, i - line_start + 1, first_row_line

@@ -75,7 +75,8 @@ Smoothness: ``phi_gamma`` is ``1/gamma``-smooth in the margin differences ``A z`
 accelerated Prox-SDCA on ``W`` must use ``gamma / k`` as its ``gamma`` with
 ``R = max_i ||x_i||``.
 
-The kernels are in :mod:`ooc.kernels.multiclass`; the functions here that take a
+The kernels are in :mod:`ooc.kernels.multiclass` (the gap streamed over blocks:
+the test reference ``cs_duality_gap``); the functions here that take a
 ``loss`` are ``@njit`` and dispatch on the loss class like :mod:`ooc.objectives.losses`
 (one class today; a soft-max-of-hinge would register its own).
 """

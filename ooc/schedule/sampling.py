@@ -40,16 +40,15 @@ exactly what an uninterrupted one drew.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ooc.kernels.samplings import AdaGap, Adaptive, AdaUniform, SupportSetUniform
+from ooc.kernels.sumtree import tree_build, tree_draw, tree_draw_many, tree_total, tree_update
 
 SAMPLINGS = ("uniform", "importance", "supportSet-uniform", "adaptive", "ada-uniform", "ada-gap", "gap-per-epoch")
 #: samplings whose distribution is recomputed after every coordinate step
 PER_STEP = ("supportSet-uniform", "adaptive", "ada-uniform", "ada-gap")
 #: samplings that need the coordinate-wise gaps of the state at the start of an epoch
 GAP_BASED = ("gap-per-epoch",) + PER_STEP
-
-#: integer codes of the per-step scores inside the kernels (one branch per step, not per entry)
-SCORE_CODES = {"ada-gap": 0, "adaptive": 1, "supportSet-uniform": 2, "ada-uniform": 3}
 
 #: default sigma of ``ada-uniform`` (the paper's "safe" choice)
 ADA_UNIFORM_SIGMA = 0.5
@@ -64,6 +63,20 @@ def normalize_sampling(name: str) -> str:
     raise ValueError(f"--sampling {name!r}: expected one of {', '.join(SAMPLINGS)}")
 
 
+def step_sampling(name: str, sigma: float = ADA_UNIFORM_SIGMA):
+    """The kernels' NamedTuple of a per-step sampling (:mod:`ooc.kernels.samplings`)."""
+    name = normalize_sampling(name)
+    if name == "ada-gap":
+        return AdaGap()
+    if name == "adaptive":
+        return Adaptive()
+    if name == "supportSet-uniform":
+        return SupportSetUniform()
+    if name == "ada-uniform":
+        return AdaUniform(float(sigma))
+    raise ValueError(f"--sampling {name!r} is not a per-step sampling ({', '.join(PER_STEP)})")
+
+
 # -------------------------------------------------------------------------------------------------
 # sum tree: leaves hold non-negative weights, inner nodes the sums of their children
 # -------------------------------------------------------------------------------------------------
@@ -73,66 +86,6 @@ def tree_capacity(m: int) -> int:
     while cap < max(1, int(m)):
         cap *= 2
     return cap
-
-
-@njit(cache=True, nogil=True)
-def tree_build(tree, weights):
-    """Fill ``tree`` (length ``2 cap``) from ``weights`` (``m <= cap`` values >= 0) in O(cap)."""
-    cap = tree.shape[0] // 2
-    m = weights.shape[0]
-    for i in range(cap):
-        tree[cap + i] = weights[i] if i < m else 0.0
-    for node in range(cap - 1, 0, -1):
-        tree[node] = tree[2 * node] + tree[2 * node + 1]
-    tree[0] = 0.0
-
-
-@njit(cache=True, nogil=True)
-def tree_update(tree, i, weight):
-    """Set leaf ``i`` to ``weight`` and recompute its ancestors (exact sums, no drift): O(log m)."""
-    cap = tree.shape[0] // 2
-    node = cap + i
-    tree[node] = weight
-    node //= 2
-    while node >= 1:
-        tree[node] = tree[2 * node] + tree[2 * node + 1]
-        node //= 2
-
-
-@njit(cache=True, nogil=True)
-def tree_total(tree):
-    return tree[1]
-
-
-@njit(cache=True, nogil=True)
-def tree_draw(tree, u):
-    """The leaf ``i`` with ``sum_{l<i} w_l <= u < sum_{l<=i} w_l`` (``0 <= u < total``): O(log m).
-
-    Never returns a leaf of weight 0 while the total is positive (a ``u`` at or past the
-    total from rounding lands on the last positive leaf).
-    """
-    cap = tree.shape[0] // 2
-    node = 1
-    if u < 0.0:
-        u = 0.0
-    while node < cap:
-        left = 2 * node
-        wl = tree[left]
-        wr = tree[left + 1]
-        if wr <= 0.0 or (u < wl and wl > 0.0):
-            node = left
-        else:
-            u -= wl
-            node = left + 1
-    return node - cap
-
-
-@njit(cache=True, nogil=True)
-def tree_draw_many(tree, uniforms, out):
-    """``out[t] = tree_draw(tree, uniforms[t] * total)`` for uniforms in [0, 1)."""
-    total = tree[1]
-    for t in range(uniforms.shape[0]):
-        out[t] = tree_draw(tree, uniforms[t] * total)
 
 
 class SumTree:

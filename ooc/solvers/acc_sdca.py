@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.accel import momentum_into, recenter_v, shift_v
+from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import sdca_pass
 from ..objectives.accel import accel_params
 from ..objectives.losses import SmoothHinge
@@ -126,5 +127,5 @@ class AccSDCASolver(BlockLoopSolver):
         pb = self.pb
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
         for c in range(self.k):
-            sdca_pass(self.update_loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c, alpha[c], order,
-                      v[c], w[c], self.l2_inner, float(pb.penalty.l1), float(self.n), float(pb.bias))
+            sdca_pass(self.update_loss, Rows(blk.indptr, blk.indices, blk.data), Labels(pb.sub_labels(blk.y, c), blk.c),
+                      alpha[c], order, v[c], w[c], Reg(self.l2_inner, float(pb.penalty.l1), float(self.n), float(pb.bias)))

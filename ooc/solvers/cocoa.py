@@ -31,6 +31,7 @@ import numpy as np
 
 from .._cpu import gather_prefetch_pays
 from ..dask_client import dask_client, parse_distributed
+from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
@@ -88,8 +89,8 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, 
         if update:
             for h in range(local_passes):
                 rows = row_order(blk.stop - blk.start, seed, rnd * local_passes + h, int(b))
-                sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, alpha, rows, v_loc, w_loc,
-                          float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias))
+                sdca_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(blk.y, blk.c), alpha, rows, v_loc,
+                          w_loc, Reg(float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias)))
             rd.write_duals((rnd + 1) % 2, int(b), alpha[None, :])
     rd.sync_duals()
     dv = (v_loc - v) / n_workers

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.args import Labels, Reg, Rows
 from ..kernels.multiclass import cs_block_accumulate_v, cs_block_dual_loss, cs_block_primal_loss, cs_sdca_pass
 from ..objectives.multiclass import class_indices, cs_grad_conj, cs_penalty_value, make_multiclass_loss
 from ..schedule.scheduler import row_order
@@ -64,8 +65,8 @@ class CrammerSingerSolver(BlockLoopSolver):
         pb = self.pb
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
         a = np.ascontiguousarray(alpha.T)
-        cs_sdca_pass(self.mc_loss, blk.indptr, blk.indices, blk.data, self._y_class(blk), blk.c, a, order, v, w,
-                     float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))
+        cs_sdca_pass(self.mc_loss, Rows(blk.indptr, blk.indices, blk.data), Labels(self._y_class(blk), blk.c), a, order,
+                     v, w, Reg(float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias)))
         alpha[...] = a.T
 
     def export_w(self, w):

@@ -78,6 +78,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..kernels import dgpd as K
+from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import block_dual_loss
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir
@@ -523,8 +524,8 @@ class DGPDSolver(StoreSolver):
             rng = np.random.default_rng([seed, epoch, c, 2])
             orders = np.stack([rng.permutation(len(s.ay)) for _ in range(self.rounds)]).astype(np.int64) \
                 if len(s.ay) else np.zeros((self.rounds, 0), np.int64)
-            K.active_rounds(pb.loss, indptr, lc, vals, yA, cA, s.av, q, orders, v, w, self.l2, self.l1,
-                            float(n), self.bias)
+            K.active_rounds(pb.loss, Rows(indptr, lc, vals), Labels(yA, cA), s.av, q, orders, v, w,
+                            Reg(self.l2, self.l1, float(n), self.bias))
             # 6. kick out zeros
             xw = w[: len(s.ax)]
             keep_x = xw != 0.0

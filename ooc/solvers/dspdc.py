@@ -66,7 +66,8 @@ import time
 
 import numpy as np
 
-from ..kernels.dspdc import dspdc_block, v_times, vbar_from, vt_times
+from ..kernels.args import Labels, Reg, Rows
+from ..kernels.dspdc import DspdcState, DspdcStep, dspdc_block, v_times, vbar_from, vt_times
 from .._cpu import gather_prefetch_pays
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
 from ..objectives.penalties import conj_value, require_l2
@@ -243,11 +244,13 @@ class DSPDCSolver(BlockLoopSolver):
         t0 = time.perf_counter()
         for c in range(self.k):
             a = np.ascontiguousarray(alpha[c])
-            ex["work"][0] += dspdc_block(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c,
-                                         a, iters, m, self.q, vptr, vidx, vdat, w[c], ex["vx"][c], ex["vbar"][c],
-                                         v[c], ex["jprev"][c], ex["dxprev"][c], self.l2, self.l1, float(self.n),
-                                         self.bias, self.theta, self.tau, self.qdual,
-                                         _seed(self.opt["seed"], epoch, blk.index, c), l1_last)
+            ex["work"][0] += dspdc_block(pb.loss, Rows(blk.indptr, blk.indices, blk.data),
+                                         Labels(pb.sub_labels(blk.y, c), blk.c), a, Rows(vptr, vidx, vdat),
+                                         DspdcState(w[c], ex["vx"][c], ex["vbar"][c], v[c], ex["jprev"][c],
+                                                    ex["dxprev"][c]),
+                                         Reg(self.l2, self.l1, float(self.n), self.bias),
+                                         DspdcStep(iters, m, self.q, self.theta, self.tau, self.qdual,
+                                                   _seed(self.opt["seed"], epoch, blk.index, c), l1_last))
             alpha[c] = a
         ex["iters"][0] += iters
         self._update_seconds = getattr(self, "_update_seconds", 0.0) + time.perf_counter() - t0

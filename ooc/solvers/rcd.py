@@ -109,6 +109,8 @@ import numpy as np
 
 from ..kernels.rcd import (col_curvature, dual_adaptive_pass, dual_block_gaps, primal_adaptive_pass,
                            primal_bias_steps, primal_cd_pass, primal_gap_rows, quartz_pass)
+from ..kernels.args import Labels, Reg, Rows
+from ..kernels.samplings import AdaptiveDraws
 from ..kernels.sdca import sdca_pass
 from ..objectives.losses import make_loss
 from ..objectives.penalties import primal_value, require_l2
@@ -116,8 +118,8 @@ from ..runs.rundir import RunDir, atomic_save_npy
 from ..schedule.cache import BlockCache
 from ..schedule.planner import RCD_PRIMAL
 from ..schedule.planner import plan as plan_memory
-from ..schedule.sampling import (ADA_UNIFORM_SIGMA, GAP_BASED, PER_STEP, SCORE_CODES, block_counts, block_probs,
-                                 block_uniforms, draw_in_block, normalize_sampling, tree_capacity, visit_order)
+from ..schedule.sampling import (GAP_BASED, PER_STEP, block_counts, block_probs, block_uniforms, draw_in_block,
+                                 normalize_sampling, step_sampling, tree_capacity, visit_order)
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock
@@ -305,9 +307,9 @@ class RCDDualSolver(BlockLoopSolver):
         if self.sampling in PER_STEP:
             rows = blk.stop - blk.start
             tree = np.zeros(2 * tree_capacity(rows))
-            dual_adaptive_pass(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, 0), blk.c, alpha[0],
-                               v[0], w[0], np.sqrt(sq), *args, SCORE_CODES[self.sampling], ADA_UNIFORM_SIGMA, us,
-                               tree, np.zeros(rows), np.zeros(rows))
+            dual_adaptive_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(pb.sub_labels(blk.y, 0), blk.c),
+                               alpha[0], v[0], w[0], np.sqrt(sq), Reg(*args), step_sampling(self.sampling),
+                               AdaptiveDraws(us, tree, np.zeros(rows), np.zeros(rows)))
             self.extra["work"][0] += m * (int(blk.indptr[-1]) + rows)
         else:
             if self.sampling == "gap-per-epoch":
@@ -322,11 +324,11 @@ class RCDDualSolver(BlockLoopSolver):
             for c in range(self.k):
                 yc = pb.sub_labels(blk.y, c)
                 if eta is not None:
-                    quartz_pass(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, alpha[c], draws, eta, v[c],
-                                w[c], *args)
+                    quartz_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], draws,
+                                eta, v[c], w[c], Reg(*args))
                 else:
-                    sdca_pass(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, alpha[c], draws, v[c], w[c],
-                              *args)
+                    sdca_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], draws, v[c],
+                              w[c], Reg(*args))
         self.extra["updates"][0] += m
 
 
@@ -489,10 +491,10 @@ class RCDPrimalSolver(StoreSolver):
         if self.sampling in PER_STEP:
             cols = hi - lo
             tree = np.zeros(2 * tree_capacity(cols))
-            primal_adaptive_pass(pb.loss, indptr, blk.indices, blk.data, lo, np.asarray(self.Y[0]), C,
-                                 np.asarray(self.Z[0]), w[0], self.M[lo:hi], np.sqrt(self.U[lo:hi]), self.l2, self.l1,
-                                 float(self.n), float(self.radius[0]), SCORE_CODES[self.sampling], ADA_UNIFORM_SIGMA,
-                                 us, tree, np.zeros(cols), np.zeros(cols))
+            primal_adaptive_pass(pb.loss, Rows(indptr, blk.indices, blk.data), lo, Labels(np.asarray(self.Y[0]), C),
+                                 np.asarray(self.Z[0]), w[0], self.M[lo:hi], np.sqrt(self.U[lo:hi]),
+                                 Reg(self.l2, self.l1, float(self.n), float(self.bias)), float(self.radius[0]),
+                                 step_sampling(self.sampling), AdaptiveDraws(us, tree, np.zeros(cols), np.zeros(cols)))
             return m * (int(indptr[-1]) + hi - lo)
         if self.sampling == "gap-per-epoch":
             weights = np.maximum(G[lo:hi], 0.0)
@@ -500,8 +502,9 @@ class RCDPrimalSolver(StoreSolver):
             weights = self._fixed_weights(lo, hi)
         draws = draw_in_block(weights, us)
         for c in range(self.k):
-            primal_cd_pass(pb.loss, indptr, blk.indices, blk.data, lo, np.asarray(self.Y[c]), C,
-                           np.asarray(self.Z[c]), w[c], draws, self.M[lo:hi], self.l2, self.l1, float(self.n))
+            primal_cd_pass(pb.loss, Rows(indptr, blk.indices, blk.data), lo, Labels(np.asarray(self.Y[c]), C),
+                           np.asarray(self.Z[c]), w[c], draws, self.M[lo:hi],
+                           Reg(self.l2, self.l1, float(self.n), float(self.bias)))
         return self.k * int(self.col_nnz[lo + draws].sum())
 
     def _plan(self, epoch: int, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

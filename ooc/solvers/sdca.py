@@ -16,6 +16,9 @@ permutation that depends on ``(seed, epoch, block)`` only.
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import block_dual_loss, sdca_pass_gap
 from ..schedule.scheduler import row_order
 from .base import BlockLoopSolver, TrainBlock
@@ -39,6 +42,6 @@ class SDCASolver(BlockLoopSolver):
         for c in range(self.k):  # one-vs-rest: every class on the block already in memory
             yc = pb.sub_labels(blk.y, c)
             dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])  # before the update
-            psum[c] += sdca_pass_gap(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, alpha[c], order,
-                                     v[c], w[c], float(pb.penalty.l2), float(pb.penalty.l1), float(self.n),
-                                     float(pb.bias), w_state[c])[1]
+            psum[c] += sdca_pass_gap(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c],
+                                     order, v[c], w[c], Reg(float(pb.penalty.l2), float(pb.penalty.l1),
+                                                            float(self.n), float(pb.bias)), w_state[c])[1]

@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -248,6 +248,37 @@ def convert(
         whose process is provably gone, see :func:`ooc.store.writer.remove_stale_temporaries`).
     """
     store = os.fspath(store)
+    plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
+                 block_bytes, chunk_len, overwrite)
+    t0 = time.perf_counter()
+    _build_and_publish(plan, label_kind, progress)
+    if progress:
+        progress({"phase": "done", "seconds": time.perf_counter() - t0})
+    return open_store(store)
+
+
+class _Plan(NamedTuple):
+    """What :func:`convert` builds, from where, and with which sizes (from :func:`_plan`)."""
+
+    store: str
+    exists: bool
+    layout: str
+    layouts: tuple
+    backend_cls: type
+    dtype: str
+    settings: dict
+    make_chunks: Callable
+    total: int | None
+    source_desc: str
+    n_features: int | None
+    block_bytes: int
+    chunk_len: int
+    memory: int
+
+
+def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
+          chunk_len, overwrite) -> _Plan:
+    """Check :func:`convert`'s options, size its buffers and open the source (nothing written yet)."""
     if format not in BACKENDS:
         raise ValueError(f"unknown store format {format!r}; expected zarr or hdf5")
     if layout not in ("both", "rows", "cols"):
@@ -277,22 +308,30 @@ def convert(
     layouts = {"both": (L.ROWS, L.COLS), "rows": (L.ROWS,), "cols": (L.COLS,)}[layout]
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
-    t0 = time.perf_counter()
+    return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
+                 n_features, bb, cl, mem)
+
+
+def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
+    """Build the store under a temporary name (again from scratch when the input asks for other
+    settings), then put it in place; on any failure remove the temporary, naming a full disk."""
+    store = plan.store
     remove_stale_temporaries(store)  # what killed conversions to the same STORE left behind
     tmp = Temporary(store)
     try:
         while True:
             try:
-                _build(make_chunks, tmp.path, tmp.scratch, backend_cls, dtype, settings, bb, cl, mem, layouts,
-                       label_kind, n_features, total, progress, source_desc)
+                _build(plan.make_chunks, tmp.path, tmp.scratch, plan.backend_cls, plan.dtype, plan.settings,
+                       plan.block_bytes, plan.chunk_len, plan.memory, plan.layouts, label_kind, plan.n_features,
+                       plan.total, progress, plan.source_desc)
             except _Restart as r:
                 tmp.remove()
-                settings.update(r.changes)
+                plan.settings.update(r.changes)
                 continue
             break
-        if layout == "cols":
-            _drop_rows(tmp.path, backend_cls)
-        if exists:
+        if plan.layout == "cols":
+            _drop_rows(tmp.path, plan.backend_cls)
+        if plan.exists:
             remove_path(store)
         publish(tmp.path, store)
     except BaseException as exc:
@@ -306,9 +345,6 @@ def convert(
         raise
     finally:
         tmp.release()
-    if progress:
-        progress({"phase": "done", "seconds": time.perf_counter() - t0})
-    return open_store(store)
 
 
 def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, memory, layouts,

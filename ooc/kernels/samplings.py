@@ -1,0 +1,179 @@
+r"""The per-step coordinate samplings of randomized coordinate descent, one NamedTuple type each.
+
+A sampling recomputes every coordinate's score before each step
+(:func:`ooc.kernels.rcd.dual_adaptive_pass`, :func:`~ooc.kernels.rcd.primal_adaptive_pass`);
+the pass draws a coordinate with probability proportional to its score. Like the losses of
+:mod:`ooc.objectives.losses`, a sampling is a small NamedTuple and the generic functions
+below (``wants_gap``, ``step_score``, ``mix_scores``) are replaced at compile time by the
+implementation registered for its class (``numba.extending.overload``): Numba compiles one
+specialization of the pass per sampling type, with no branch on the sampling inside the
+loop. A new sampling is a class and one :func:`_register` call.
+
+=======================  ======================================================================
+``AdaGap()``             ``p_i ~ max(G_i, 0)``, the coordinate-wise duality gap
+``Adaptive()``           ``p_i ~ kappa_i ||a_i||``
+``SupportSetUniform()``  uniform on ``{i : kappa_i != 0}``
+``AdaUniform(sigma)``    ``sigma/m_t 1[kappa_i != 0] + (1 - sigma) kappa_i ||a_i|| / sum``
+=======================  ======================================================================
+
+(The names, formulas and references: :mod:`ooc.schedule.sampling`.)
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from numba.extending import overload
+
+__all__ = [
+    "AdaGap",
+    "Adaptive",
+    "SupportSetUniform",
+    "AdaUniform",
+    "AdaptiveDraws",
+    "wants_gap",
+    "step_score",
+    "mix_scores",
+]
+
+
+class AdaGap(NamedTuple):
+    """``p_i ~ G_i`` (clipped at 0), recomputed after every step."""
+
+
+class Adaptive(NamedTuple):
+    """``p_i ~ |kappa_i| ||a_i||``, recomputed after every step."""
+
+
+class SupportSetUniform(NamedTuple):
+    """Uniform on the support set ``{i : kappa_i != 0}``, recomputed after every step."""
+
+
+class AdaUniform(NamedTuple):
+    """``sigma`` times supportSet-uniform plus ``1 - sigma`` times adaptive (a float ``sigma``)."""
+
+    sigma: float = 0.5
+
+
+class AdaptiveDraws(NamedTuple):
+    r"""The draws of a per-step pass and its scratch (all float64).
+
+    ``uniforms`` (steps,) in [0, 1), one per step; ``tree`` (``2 cap``) the sum tree
+    (:mod:`ooc.kernels.sumtree`) of the ``m`` coordinates of the block; ``scores`` and
+    ``kappa_norm`` (m,) scratch.
+    """
+
+    uniforms: np.ndarray
+    tree: np.ndarray
+    scores: np.ndarray
+    kappa_norm: np.ndarray
+
+
+# Generic functions. In Numba code the overloads below replace them at compile time by the
+# implementation registered for the sampling class.
+
+
+def wants_gap(sampling):
+    """Whether the score reads the coordinate-wise gap ``G_i`` (a compile-time constant)."""
+    return _IMPLS[type(sampling)]["wants_gap"]
+
+
+def step_score(sampling, gap, kappa, norm):
+    """A coordinate's score from its gap (0 unless :func:`wants_gap`), ``kappa`` and ``||a_i||``."""
+    return _IMPLS[type(sampling)]["score"](sampling, gap, kappa, norm)
+
+
+def mix_scores(sampling, scores, kappa_norm, m):
+    """Rewrite the ``m`` scores in place once all are known (a no-op for most samplings)."""
+    _IMPLS[type(sampling)]["mix"](sampling, scores, kappa_norm, m)
+
+
+_IMPLS = {}  # sampling class -> {"wants_gap": bool, "score": njit fn, "mix": njit fn}
+
+
+def _register(cls, wants, score, mix):
+    _IMPLS[cls] = {"wants_gap": wants, "score": score, "mix": mix}
+
+
+def _impl(sampling_type, what):
+    impls = _IMPLS.get(getattr(sampling_type, "instance_class", None))
+    return None if impls is None else impls[what]
+
+
+@overload(wants_gap)
+def _ol_wants_gap(sampling):
+    impls = _IMPLS.get(getattr(sampling, "instance_class", None))
+    if impls is None:
+        return None
+    if impls["wants_gap"]:
+        return lambda sampling: True
+    return lambda sampling: False
+
+
+@overload(step_score)
+def _ol_step_score(sampling, gap, kappa, norm):
+    fn = _impl(sampling, "score")
+    if fn is None:
+        return None
+
+    def impl(sampling, gap, kappa, norm):
+        return fn(sampling, gap, kappa, norm)
+
+    return impl
+
+
+@overload(mix_scores)
+def _ol_mix_scores(sampling, scores, kappa_norm, m):
+    fn = _impl(sampling, "mix")
+    if fn is None:
+        return None
+
+    def impl(sampling, scores, kappa_norm, m):
+        fn(sampling, scores, kappa_norm, m)
+
+    return impl
+
+
+@njit(cache=True, nogil=True)
+def _gap_score(sampling, gap, kappa, norm):
+    return max(gap, 0.0)
+
+
+@njit(cache=True, nogil=True)
+def _kappa_score(sampling, gap, kappa, norm):
+    return kappa * norm
+
+
+@njit(cache=True, nogil=True)
+def _support_score(sampling, gap, kappa, norm):
+    return 1.0 if kappa > 0.0 else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _no_mix(sampling, scores, kappa_norm, m):
+    return
+
+
+@njit(cache=True, nogil=True)
+def _ada_uniform_mix(sampling, scores, kappa_norm, m):
+    """``sigma/m_t 1[kappa != 0] + (1 - sigma) kappa ||a|| / sum`` in place (``scores`` holds
+    the support indicator on entry)."""
+    sigma = sampling.sigma
+    support = 0.0
+    total = 0.0
+    for i in range(m):
+        support += scores[i]
+        total += kappa_norm[i]
+    for i in range(m):
+        s = 0.0
+        if scores[i] > 0.0:
+            s = sigma / support
+            if total > 0.0:
+                s += (1.0 - sigma) * kappa_norm[i] / total
+        scores[i] = s
+
+
+_register(AdaGap, True, _gap_score, _no_mix)
+_register(Adaptive, False, _kappa_score, _no_mix)
+_register(SupportSetUniform, False, _support_score, _no_mix)
+_register(AdaUniform, False, _support_score, _ada_uniform_mix)
