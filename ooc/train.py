@@ -7,18 +7,16 @@ import math
 import os
 import tempfile
 import warnings
-from typing import NamedTuple
 
 import numpy as np
 
 from . import __version__
 from .model import LinearModel
-from .objectives.losses import make_loss
-from .objectives.penalties import ElasticNet
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
 from .solvers.dgpd import DEFAULTS as DGPD_DEFAULTS
 from .solvers.dgpd import DUAL_STEPS
+from .solvers.problem import Problem, make_problem  # noqa: F401  (Problem: re-exported)
 from .store import layout as L
 from .store import open_store
 from .store.ingest import parse_bytes
@@ -28,47 +26,12 @@ SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc"
 AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
 #: solvers that accept --l2 0 with --l1 > 0 (auto picks rcd-primal; sdca/acc-sdca add a small L2)
 PURE_L1_SOLVERS = ("auto", "rcd-primal", "sdca", "acc-sdca")
+#: the name tests and scripts used before the move to :mod:`ooc.solvers.problem`
+_problem = make_problem
 
 
 class ConvergenceWarning(UserWarning):
     """The solver stopped at ``max_epochs`` before certifying ``tol``."""
-
-
-class Problem(NamedTuple):
-    """What the solvers need to know about the objective and the labels.
-
-    ``n_sub`` problems are solved side by side: 1 for binary and regression
-    stores, one per class for one-vs-rest (class ``c`` against the rest).
-    """
-
-    store: object
-    loss: object
-    loss_name: str
-    penalty: ElasticNet
-    bias: float
-    task: str
-    classes: tuple | None           # class values of a multiclass store (sorted)
-    class_weights: tuple | None     # weight per stored label value, in the order of ``weight_values``
-    weight_values: tuple | None
-
-    @property
-    def n_sub(self) -> int:
-        return len(self.classes) if self.task == L.MULTICLASS else 1
-
-    def block_labels(self, labels: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(labels, dtype=np.float64)
-
-    def sub_labels(self, y: np.ndarray, c: int) -> np.ndarray:
-        """Labels of problem ``c``: -1/+1 (class ``c`` against the rest), or ``y`` itself."""
-        if self.task == L.MULTICLASS:
-            return np.where(y == self.classes[c], 1.0, -1.0)
-        return y
-
-    def example_weights(self, y: np.ndarray) -> np.ndarray:
-        if self.class_weights is None:
-            return np.ones(len(y))
-        idx = np.searchsorted(np.asarray(self.weight_values), y)
-        return np.asarray(self.class_weights)[np.clip(idx, 0, len(self.class_weights) - 1)]
 
 
 DEFAULTS = {
@@ -195,7 +158,7 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
     if o["multiclass"] == "crammer-singer" or o["distributed"] or o["bias"] > 0:
         raise ValueError("pure L1 (--l2 0) with sdca/acc-sdca works for binary, regression and one-vs-rest "
                          "tasks without --bias and not distributed; use --solver rcd-primal, or a small --l2")
-    pb = _problem(store, dict(o, l2=0.0, l2_added=0.0))
+    pb = make_problem(store, dict(o, l2=0.0, l2_added=0.0))
     p0 = np.zeros(pb.n_sub)
     ptr = store.block_ptr(L.ROWS)
     for b in range(len(ptr) - 1):
@@ -234,25 +197,6 @@ def _validate_dgpd(o: dict, used: str) -> None:
     if changed and used != "dgpd":
         raise ValueError(", ".join(f"--dgpd-{k.replace('_', '-')}" for k in changed)
                          + f" set, but these are options of --solver dgpd (this run uses {used})")
-
-
-def _problem(store, o: dict) -> Problem:
-    loss = make_loss(o["loss"], gamma=o["gamma"])
-    kind = store.label_kind
-    task = kind if kind in (L.REGRESSION, L.MULTICLASS) else L.BINARY
-    classes = tuple(float(c) for c in store.classes) if task == L.MULTICLASS else None
-    weights = values = None
-    if o["class_weight"] == "balanced" and task != L.REGRESSION:
-        counts = store.attrs.get("label_counts") or {}
-        # scikit-learn's rule: n_samples / (n_classes * count(class)), the same weight in every OvR problem
-        vals = sorted((float(k), int(v)) for k, v in counts.items())
-        if task == L.BINARY:  # stored as -1/+1, counts are keyed by the original values in order
-            vals = list(zip((-1.0, 1.0), (c for _, c in vals)))
-        if vals and min(c for _, c in vals) > 0:
-            values = tuple(v for v, _ in vals)
-            weights = tuple(store.n_rows / (len(vals) * c) for _, c in vals)
-    penalty = ElasticNet(o["l2"] + o.get("l2_added", 0.0), o["l1"])
-    return Problem(store, loss, o["loss"], penalty, o["bias"], task, classes, weights, values)
 
 
 class Run:
@@ -394,7 +338,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
-    pb = _problem(st, o)
+    pb = make_problem(st, o)
     solver = _solver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,

@@ -45,7 +45,7 @@ _CONTEXTS: dict = {}
 
 def _context(store_path: str, fingerprint: str, opts: dict, memory: int):
     from ..store import open_store
-    from ..train import _problem
+    from .problem import make_problem
 
     key = (store_path, fingerprint, tuple(sorted((k, str(v)) for k, v in opts.items())))
     ctx = _CONTEXTS.get(key)
@@ -54,7 +54,7 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int):
         if st.fingerprint != fingerprint:
             raise RuntimeError(f"{store_path}: the store seen by this worker differs from the driver's "
                                f"(fingerprint {st.fingerprint} != {fingerprint})")
-        ctx = (st, _problem(st, opts), BlockCache(memory))
+        ctx = (st, make_problem(st, opts), BlockCache(memory))
         _CONTEXTS[key] = ctx
     return ctx
 
