@@ -31,6 +31,7 @@ import os
 import sys
 import time
 
+from .objectives.losses import REGRESSION_LOSSES
 from .train import DEFAULTS
 
 RESULT_COLUMNS = ["run", "store", "loss", "l2", "l1", "solver", "status", "primal", "gap", "epochs", "seconds",
@@ -260,7 +261,7 @@ def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
     """``OUT/summary.md`` (sorted by the validation metric when there is one) and ``comparison.png``."""
     ok = [r for r in rows if r["status"] == "ok"]
     if validation and ok:
-        regression = any(r["loss"] == "squared" for r in ok)
+        regression = any(r["loss"] in REGRESSION_LOSSES for r in ok)
         ok.sort(key=lambda r: (float(r["validation"]) if r["validation"] != "" else float("inf"))
                 * (1 if regression else -1))
     else:

@@ -17,6 +17,8 @@ import tempfile
 import click
 
 from . import __version__
+from .objectives.losses import LOSS_NAMES
+from .solvers.registry import SOLVER_NAMES
 from .progress import ConvertProgress, wanted
 
 
@@ -156,7 +158,7 @@ def info(store, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes."""
     from .store import open_store
 
-    from .solvers.rcd import explain_auto
+    from .solvers.registry import explain_auto
 
     with open_store(store) as st:
         i = st.info()
@@ -254,7 +256,7 @@ def _report(result: dict, as_json: bool) -> None:
 @main.command()
 @click.argument("store", type=click.Path())
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory to create.")
-@click.option("--loss", type=click.Choice(["logistic", "squared", "smooth-hinge", "hinge"]), default="logistic",
+@click.option("--loss", type=click.Choice(list(LOSS_NAMES)), default="logistic",
               show_default=True)
 @click.option("--gamma", type=float, default=1.0, show_default=True, help="Smoothing of the smooth hinge.")
 @click.option("--multiclass", type=click.Choice(["ovr", "crammer-singer"]), default=None)
@@ -262,7 +264,7 @@ def _report(result: dict, as_json: bool) -> None:
               help="L2 weight (LIBLINEAR C = 1/(l2 n)). 0 with --l1 > 0: pure L1 (rcd-primal, or sdca/acc-sdca with "
                    "an added L2 small enough to certify the L1 problem).")
 @click.option("--l1", type=float, default=0.0, show_default=True, help="L1 weight.")
-@click.option("--solver", type=click.Choice(["auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc"]),
+@click.option("--solver", type=click.Choice(list(SOLVER_NAMES)),
               default="auto", show_default=True)
 @click.option("--sampling", default="uniform", show_default=True,
               help="rcd-primal/rcd-dual: uniform, importance, supportSet-uniform, adaptive, ada-uniform, ada-gap, "
@@ -501,8 +503,7 @@ def demo(workdir, rows):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run = do_train(st, run_dir, overwrite=True, progress=bar, loss="logistic", l2=1e-4, bias=1.0,
-                           tol=1e-6)
+            run = do_train(st, run_dir, overwrite=True, progress=bar, l2=1e-4, bias=1.0, tol=1e-6)
     finally:
         bar.close()
     _report(run.result, False)

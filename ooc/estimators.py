@@ -37,6 +37,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
+from .objectives.losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, loss_spec
 from .train import ConvergenceWarning as _OocConvergenceWarning
 
 try:  # scikit-learn >= 1.6 (validate_data, tags); `import ooc` works without it
@@ -385,7 +386,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
     """
 
     _label_kind = "binary"
-    _losses = ("logistic", "hinge", "smooth-hinge")
+    _losses = CLASSIFICATION_LOSSES
 
     def __init__(self, loss="logistic", l2=None, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0,
                  class_weight=None, gamma=1.0, solver="auto", multiclass="ovr", memory="1GiB", seed=0,
@@ -464,7 +465,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         return self.classes_[(m > 0).astype(np.intp)]
 
     def _has_proba(self):
-        if self.loss != "logistic":
+        if self.loss not in self._losses or not loss_spec(self.loss).proba:
             raise AttributeError(f"predict_proba needs loss='logistic' (this estimator has loss={self.loss!r})")
         return True
 
@@ -510,9 +511,9 @@ class LinearRegressor(RegressorMixin, _OOCLinear):
     """
 
     _label_kind = "regression"
-    _losses = ("squared",)
+    _losses = REGRESSION_LOSSES
 
-    def __init__(self, loss="squared", l2=None, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0, solver="auto",
+    def __init__(self, loss=REGRESSION_LOSSES[0], l2=None, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0, solver="auto",
                  memory="1GiB", seed=0, run_dir=None):
         self.loss = loss
         self.l2 = l2

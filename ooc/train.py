@@ -12,20 +12,30 @@ import numpy as np
 
 from . import __version__
 from .model import LinearModel
+from .objectives.losses import LOSS_NAMES, loss_spec
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
 from .solvers.dgpd import DEFAULTS as DGPD_DEFAULTS
 from .solvers.dgpd import DUAL_STEPS
 from .solvers.problem import Problem, make_problem  # noqa: F401  (Problem: re-exported)
+from .solvers.registry import (
+    ADDED_L2,
+    AUTO,
+    CRAMMER_SINGER,
+    SOLVER_NAMES,
+    SOLVER_REGISTRY,
+    auto_solver,
+    driver_class,
+    solver_spec,
+)
 from .store import layout as L
 from .store import open_store
 from .store.ingest import parse_bytes
 
-LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
-SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
-AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
+LOSSES = LOSS_NAMES
+SOLVERS = AVAILABLE_SOLVERS = SOLVER_NAMES
 #: solvers that accept --l2 0 with --l1 > 0 (auto picks rcd-primal; sdca/acc-sdca add a small L2)
-PURE_L1_SOLVERS = ("auto", "rcd-primal", "sdca", "acc-sdca")
+PURE_L1_SOLVERS = (AUTO, *(n for n, s in SOLVER_REGISTRY.items() if s.pure_l1))
 #: the name tests and scripts used before the move to :mod:`ooc.solvers.problem`
 _problem = make_problem
 
@@ -44,18 +54,30 @@ DEFAULTS = {
 
 
 def _validate(opts: dict, store) -> dict:
+    """Training options with their defaults, checked and normalised against ``store``.
+
+    Raises ``ValueError`` with one line naming the option at the first bad value. Adds
+    ``solver_used`` (what ``auto`` chose, or the solver CoCoA+ distributes) and
+    ``memory_bytes``.
+    """
     o = dict(DEFAULTS)
     unknown = set(opts) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
     o.update({k: v for k, v in opts.items() if v is not None or k in ("class_weight", "multiclass", "distributed")})
-    if o["loss"] not in LOSSES:
-        raise ValueError(f"--loss {o['loss']!r}: expected one of {', '.join(LOSSES)}")
-    if o["solver"] not in SOLVERS:
-        raise ValueError(f"--solver {o['solver']!r}: expected one of {', '.join(SOLVERS)}")
-    if o["solver"] not in AVAILABLE_SOLVERS:
-        raise ValueError(f"--solver {o['solver']} is not implemented yet in this version; use sdca (or auto)")
-    from .schedule.sampling import PER_STEP, normalize_sampling
+    loss = loss_spec(o["loss"])
+    if o["solver"] != AUTO:
+        solver_spec(o["solver"])
+    _check_values(o, loss)
+    _check_requested_solver(o, loss)
+    _check_task(o, loss, store)
+    _choose_solver(o, loss, store)
+    return o
+
+
+def _check_values(o: dict, loss) -> None:
+    """Option values on their own (no store, no solver): normalised in place."""
+    from .schedule.sampling import normalize_sampling
 
     o["sampling"] = normalize_sampling(o["sampling"])
     if o["paging"] not in ("shuffled", "gap"):
@@ -65,30 +87,11 @@ def _validate(opts: dict, store) -> dict:
         if not np.isfinite(x) or x < 0:
             raise ValueError(f"--{key} must be a finite number >= 0 (got {o[key]!r})")
         o[key] = x
-    if o["solver"] == "dgpd" and not (store.has_layout(L.ROWS) and store.has_layout(L.COLS)):
-        raise ValueError(f"{store.path}: --solver dgpd needs both layouts; convert with --layout both")
-    if o["smoothing"] is not None:
-        if not (o["solver"] == "acc-sdca" and o["loss"] == "hinge"):
-            raise ValueError("--smoothing is the hinge smoothing of acc-sdca: use it with --solver acc-sdca "
-                             "--loss hinge (the smooth hinge's own parameter is --gamma)")
-        o["smoothing"] = float(o["smoothing"])
-        if not (np.isfinite(o["smoothing"]) and o["smoothing"] > 0):
-            raise ValueError(f"--smoothing must be a finite number > 0 (got {o['smoothing']!r})")
-    elif o["solver"] == "acc-sdca" and o["loss"] == "hinge":
-        o["smoothing"] = o["tol"]  # the smoothed optimum is then within tol/2 of the hinge one
-    if o["solver"] == "dspdc" and o["loss"] == "hinge":
-        raise ValueError("--solver dspdc needs a smooth loss (squared, logistic, smooth-hinge); for an SVM use "
-                         "--loss smooth-hinge with a small --gamma")
-    if int(o["inner_passes"]) < 1:
-        raise ValueError("--inner-passes must be >= 1")
-    o["inner_passes"] = int(o["inner_passes"])
-    if int(o["mix_blocks"]) < 1:
-        raise ValueError("--mix-blocks must be >= 1")
-    o["mix_blocks"] = int(o["mix_blocks"])
-    if o["l2"] <= 0 and not (o["l1"] > 0 and o["solver"] in PURE_L1_SOLVERS):
-        raise ValueError("--l2 must be > 0 for the dual solvers; pure L1 (--l2 0 --l1 > 0) trains with "
-                         "rcd-primal (--solver rcd-primal or auto), or sdca / acc-sdca with an added small L2")
-    if o["loss"] == "smooth-hinge" and o["gamma"] <= 0:
+    for key in ("inner_passes", "mix_blocks"):
+        if int(o[key]) < 1:
+            raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
+        o[key] = int(o[key])
+    if "gamma" in loss.params and o["gamma"] <= 0:
         raise ValueError("--gamma must be > 0 for the smooth hinge")
     if int(o["max_epochs"]) < 0:
         raise ValueError("--max-epochs must be >= 0")
@@ -98,50 +101,90 @@ def _validate(opts: dict, store) -> dict:
     o["memory_bytes"] = parse_bytes(o["memory"])
     if o["class_weight"] not in (None, "none", "balanced"):
         raise ValueError("--class-weight: expected 'balanced' (or nothing)")
+
+
+def _check_requested_solver(o: dict, loss) -> None:
+    """What the solver asked for (``auto`` included) allows: --smoothing, pure L1."""
+    spec = solver_spec(o["solver"]) if o["solver"] != AUTO else None
+    hinge_smoothing = spec is not None and "smoothing" in spec.options and not loss.smooth
+    if o["smoothing"] is not None:
+        if not hinge_smoothing:
+            raise ValueError("--smoothing is the hinge smoothing of acc-sdca: use it with --solver acc-sdca "
+                             "--loss hinge (the smooth hinge's own parameter is --gamma)")
+        o["smoothing"] = float(o["smoothing"])
+        if not (np.isfinite(o["smoothing"]) and o["smoothing"] > 0):
+            raise ValueError(f"--smoothing must be a finite number > 0 (got {o['smoothing']!r})")
+    elif hinge_smoothing:
+        o["smoothing"] = o["tol"]  # the smoothed optimum is then within tol/2 of the hinge one
+    if o["l2"] <= 0 and not (o["l1"] > 0 and (spec is None or spec.pure_l1)):
+        raise ValueError("--l2 must be > 0 for the dual solvers; pure L1 (--l2 0 --l1 > 0) trains with "
+                         "rcd-primal (--solver rcd-primal or auto), or sdca / acc-sdca with an added small L2")
+
+
+def _check_task(o: dict, loss, store) -> None:
+    """The loss and the multiclass mode against the store's labels."""
     kind = store.label_kind
-    if o["multiclass"] == "crammer-singer":
+    if o["multiclass"] == CRAMMER_SINGER:
         if kind != L.MULTICLASS:
             raise ValueError(f"{store.path}: --multiclass crammer-singer needs multiclass labels "
                              f"(this store is {kind})")
-        if o["loss"] not in ("hinge", "smooth-hinge"):
+        if not loss.multiclass_hinge:
             raise ValueError("--multiclass crammer-singer uses the max-of-hinge loss: --loss hinge or smooth-hinge")
-        if o["solver"] not in ("auto", "sdca"):
-            raise ValueError(f"--multiclass crammer-singer trains with sdca (not {o['solver']})")
-    if kind == L.MULTICLASS and o["loss"] == "squared":
+        if o["solver"] != AUTO and CRAMMER_SINGER not in solver_spec(o["solver"]).multiclass:
+            able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if CRAMMER_SINGER in s.multiclass)
+            raise ValueError(f"--multiclass crammer-singer trains with {able} (not {o['solver']})")
+    if kind == L.MULTICLASS and not loss.classification:
         raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
     if kind == L.MULTICLASS and o["distributed"]:
         raise ValueError("--distributed trains binary and regression tasks in this version (not multiclass)")
-    if kind == L.REGRESSION and o["loss"] != "squared":
+    if kind == L.REGRESSION and loss.classification:
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
-    if o["solver"] == "auto":
-        from .solvers.rcd import auto_solver
 
+
+def _choose_solver(o: dict, loss, store) -> None:
+    """``solver_used`` (``auto``'s choice) and what it needs: layouts, smooth loss, samplings, options."""
+    from .schedule.sampling import PER_STEP
+
+    if o["solver"] == AUTO:
         o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
                                        store.has_layout(L.COLS), o["sampling"], o["gamma"])
     else:
         o["solver_used"] = o["solver"]
     used = o["solver_used"]
-    if used == "rcd-primal":
-        if not (store.has_layout(L.ROWS) and store.has_layout(L.COLS)):
-            raise ValueError(f"{store.path}: rcd-primal needs both layouts; convert with --layout both")
-        if o["loss"] == "hinge":
-            raise ValueError("rcd-primal needs a smooth loss (squared, logistic, smooth-hinge); "
-                             "the hinge trains with sdca or rcd-dual")
-    elif not store.has_layout(L.ROWS):
-        raise ValueError(f"{store.path}: {used} needs the row layout; convert with --layout rows or both")
-    if used not in ("rcd-primal", "rcd-dual") and (o["sampling"] != "uniform" or o["paging"] != "shuffled"):
+    spec = solver_spec(used)
+    named = f"--solver {used}" if o["solver"] != AUTO else used
+    if not all(store.has_layout(x) for x in spec.layouts):
+        need = "both layouts; convert with --layout both" if len(spec.layouts) > 1 else \
+            "the row layout; convert with --layout rows or both"
+        raise ValueError(f"{store.path}: {named} needs {need}")
+    if spec.smooth_loss and not loss.smooth:
+        smooth = ", ".join(n for n in LOSS_NAMES if loss_spec(n).smooth)
+        takes_hinge = " or ".join(n for n, s in SOLVER_REGISTRY.items() if not s.smooth_loss and not s.options)
+        raise ValueError(f"{named} needs a smooth loss ({smooth}); the hinge trains with {takes_hinge} (for an SVM "
+                         "with this solver use --loss smooth-hinge with a small --gamma)")
+    if not spec.samplings and (o["sampling"] != "uniform" or o["paging"] != "shuffled"):
+        able = " or ".join(n for n, s in SOLVER_REGISTRY.items() if s.samplings)
         raise ValueError(f"--sampling {o['sampling']} / --paging {o['paging']}: {used} visits rows in shuffled "
-                         "passes only; use --solver rcd-dual or rcd-primal")
-    if o["sampling"] in PER_STEP and kind == L.MULTICLASS:
+                         f"passes only; use --solver {able}")
+    if o["sampling"] in PER_STEP and store.label_kind == L.MULTICLASS:
         raise ValueError(f"--sampling {o['sampling']} is for binary or regression tasks (not one-vs-rest)")
-    if o["l2"] <= 0 and used in ("sdca", "acc-sdca"):
+    if o["l2"] <= 0 and spec.pure_l1 == ADDED_L2:
         _add_l2_for_pure_l1(store, o)
-    _validate_dgpd(o, used)
+    _validate_dgpd(o)
+    _check_own_options(o, used)
     if o["distributed"]:
-        if o["solver"] not in ("auto", "sdca"):
-            raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {o['solver']} is not distributed")
-        o["solver_used"] = "sdca"  # what CoCoA+ distributes
-    return o
+        if o["solver"] != AUTO and not solver_spec(o["solver"]).distributed:
+            driver_class(o["solver"], o["distributed"])  # raises: not distributed
+        o["solver_used"] = next(n for n, s in SOLVER_REGISTRY.items() if s.distributed)  # what CoCoA+ distributes
+
+
+def _check_own_options(o: dict, used: str) -> None:
+    """Options of one solver (``SolverSpec.options``) set away from their defaults for another."""
+    for name, spec in SOLVER_REGISTRY.items():
+        changed = [k for k in spec.options if name != used and o[k] != DEFAULTS[k]]
+        if changed:
+            raise ValueError(", ".join(f"--{k.replace('_', '-')}" for k in changed)
+                             + f" set, but these are options of --solver {name} (this run uses {used})")
 
 
 def _add_l2_for_pure_l1(store, o: dict) -> None:
@@ -173,7 +216,7 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
     o["l2_added"] = float(o["tol"] / radius.max() ** 2)
 
 
-def _validate_dgpd(o: dict, used: str) -> None:
+def _validate_dgpd(o: dict) -> None:
     """Check and normalise the ``dgpd_*`` options in place (they are for ``--solver dgpd`` only)."""
     for key in ("dgpd_rounds", "dgpd_batch"):
         flag = "--" + key.replace("_", "-")
@@ -193,10 +236,6 @@ def _validate_dgpd(o: dict, used: str) -> None:
     o["dgpd_growth"] = growth
     if o["dgpd_dual_step"] not in DUAL_STEPS:
         raise ValueError(f"--dgpd-dual-step {o['dgpd_dual_step']!r}: expected one of {', '.join(DUAL_STEPS)}")
-    changed = [k for k, v in DGPD_DEFAULTS.items() if o[f"dgpd_{k}"] != v]
-    if changed and used != "dgpd":
-        raise ValueError(", ".join(f"--dgpd-{k.replace('_', '-')}" for k in changed)
-                         + f" set, but these are options of --solver dgpd (this run uses {used})")
 
 
 class Run:
@@ -218,34 +257,6 @@ class Run:
         r = self.result
         return (f"<ooc.Run {self.path!r} epochs={r.get('epochs')} gap={r.get('gap'):.3g} "
                 f"converged={r.get('converged')}>")
-
-
-def _solver_class(name: str, distributed: str | None, multiclass: str | None = None):
-    if multiclass == "crammer-singer":
-        from .solvers.crammer_singer import CrammerSingerSolver
-
-        return CrammerSingerSolver
-    if distributed:
-        if name != "sdca":
-            raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {name} is not distributed")
-        from .solvers.cocoa import CoCoASolver
-
-        return CoCoASolver
-    if name == "dgpd":
-        from .solvers.dgpd import DGPDSolver
-
-        return DGPDSolver
-    if name == "dspdc":
-        from .solvers.dspdc import DSPDCSolver
-
-        return DSPDCSolver
-    from .solvers.acc_sdca import AccSDCASolver
-    from .solvers.sdca import SDCASolver
-
-    from .solvers.rcd import RCDDualSolver, RCDPrimalSolver
-
-    return {"sdca": SDCASolver, "acc-sdca": AccSDCASolver, "rcd-dual": RCDDualSolver,
-            "rcd-primal": RCDPrimalSolver}[name]
 
 
 def _warm_source(path: str, st, o: dict):
@@ -339,7 +350,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
     pb = make_problem(st, o)
-    solver = _solver_class(o["solver_used"], o["distributed"], o["multiclass"])(
+    solver = driver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
