@@ -31,13 +31,14 @@ import os
 import sys
 import time
 
+from .config import defaults, option_names
 from .objectives.losses import REGRESSION_LOSSES
-from .train import DEFAULTS
 
 RESULT_COLUMNS = ["run", "store", "loss", "l2", "l1", "solver", "status", "primal", "gap", "epochs", "seconds",
                   "converged", "validation", "error"]
-#: Options a spec may set per run (``ooc train``'s, with ``store``).
-SPEC_KEYS = set(DEFAULTS) | {"store"}
+#: Options a spec may set per run (:class:`ooc.config.TrainConfig`'s fields, with ``store``).
+SPEC_KEYS = set(option_names()) | {"store"}
+DEFAULTS = defaults()
 
 
 class SpecError(ValueError):

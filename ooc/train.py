@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 import warnings
@@ -11,12 +10,11 @@ import warnings
 import numpy as np
 
 from . import __version__
+from .config import TrainConfig, defaults
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, loss_spec
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
-from .solvers.dgpd import DEFAULTS as DGPD_DEFAULTS
-from .solvers.dgpd import DUAL_STEPS
 from .solvers.problem import Problem, make_problem  # noqa: F401  (Problem: re-exported)
 from .solvers.registry import (
     ADDED_L2,
@@ -30,7 +28,6 @@ from .solvers.registry import (
 )
 from .store import layout as L
 from .store import open_store
-from .store.ingest import parse_bytes
 
 LOSSES = LOSS_NAMES
 SOLVERS = AVAILABLE_SOLVERS = SOLVER_NAMES
@@ -44,81 +41,24 @@ class ConvergenceWarning(UserWarning):
     """The solver stopped at ``max_epochs`` before certifying ``tol``."""
 
 
-DEFAULTS = {
-    "loss": "logistic", "gamma": 1.0, "multiclass": None, "l2": 1e-6, "l1": 0.0, "solver": "auto",
-    "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
-    "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None, "inner_passes": 1,
-    "mix_blocks": 4, "paging": "shuffled", "smoothing": None,
-    **{f"dgpd_{k}": v for k, v in DGPD_DEFAULTS.items()},
-}
+#: Every training option's default (from :class:`ooc.config.TrainConfig`, their one place); the
+#: keys of ``run.json``'s ``config``.
+DEFAULTS = defaults()
 
 
 def _validate(opts: dict, store) -> dict:
     """Training options with their defaults, checked and normalised against ``store``.
 
-    Raises ``ValueError`` with one line naming the option at the first bad value. Adds
-    ``solver_used`` (what ``auto`` chose, or the solver CoCoA+ distributes) and
-    ``memory_bytes``.
+    :class:`ooc.config.TrainConfig` checks the values on their own; here the labels, the
+    layouts and the solver ``auto`` chooses. Raises ``ValueError`` with one line naming the
+    option at the first bad value. The dict has the config's fields plus ``solver_used`` (what
+    ``auto`` chose, or the solver CoCoA+ distributes) and ``memory_bytes``.
     """
-    o = dict(DEFAULTS)
-    unknown = set(opts) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
-    o.update({k: v for k, v in opts.items() if v is not None or k in ("class_weight", "multiclass", "distributed")})
-    loss = loss_spec(o["loss"])
-    if o["solver"] != AUTO:
-        solver_spec(o["solver"])
-    _check_values(o, loss)
-    _check_requested_solver(o, loss)
-    _check_task(o, loss, store)
-    _choose_solver(o, loss, store)
+    cfg = TrainConfig.from_options(opts)
+    o = dict(cfg.options(), memory_bytes=cfg.memory_bytes)
+    _check_task(o, cfg.loss_spec, store)
+    _choose_solver(o, cfg.loss_spec, store)
     return o
-
-
-def _check_values(o: dict, loss) -> None:
-    """Option values on their own (no store, no solver): normalised in place."""
-    from .schedule.sampling import normalize_sampling
-
-    o["sampling"] = normalize_sampling(o["sampling"])
-    if o["paging"] not in ("shuffled", "gap"):
-        raise ValueError(f"--paging {o['paging']!r}: expected shuffled or gap")
-    for key in ("l2", "l1", "tol", "bias", "gamma"):
-        x = float(o[key])
-        if not np.isfinite(x) or x < 0:
-            raise ValueError(f"--{key} must be a finite number >= 0 (got {o[key]!r})")
-        o[key] = x
-    for key in ("inner_passes", "mix_blocks"):
-        if int(o[key]) < 1:
-            raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
-        o[key] = int(o[key])
-    if "gamma" in loss.params and o["gamma"] <= 0:
-        raise ValueError("--gamma must be > 0 for the smooth hinge")
-    if int(o["max_epochs"]) < 0:
-        raise ValueError("--max-epochs must be >= 0")
-    o["max_epochs"] = int(o["max_epochs"])
-    o["seed"] = int(o["seed"])
-    o["checkpoint_every"] = float(o["checkpoint_every"])
-    o["memory_bytes"] = parse_bytes(o["memory"])
-    if o["class_weight"] not in (None, "none", "balanced"):
-        raise ValueError("--class-weight: expected 'balanced' (or nothing)")
-
-
-def _check_requested_solver(o: dict, loss) -> None:
-    """What the solver asked for (``auto`` included) allows: --smoothing, pure L1."""
-    spec = solver_spec(o["solver"]) if o["solver"] != AUTO else None
-    hinge_smoothing = spec is not None and "smoothing" in spec.options and not loss.smooth
-    if o["smoothing"] is not None:
-        if not hinge_smoothing:
-            raise ValueError("--smoothing is the hinge smoothing of acc-sdca: use it with --solver acc-sdca "
-                             "--loss hinge (the smooth hinge's own parameter is --gamma)")
-        o["smoothing"] = float(o["smoothing"])
-        if not (np.isfinite(o["smoothing"]) and o["smoothing"] > 0):
-            raise ValueError(f"--smoothing must be a finite number > 0 (got {o['smoothing']!r})")
-    elif hinge_smoothing:
-        o["smoothing"] = o["tol"]  # the smoothed optimum is then within tol/2 of the hinge one
-    if o["l2"] <= 0 and not (o["l1"] > 0 and (spec is None or spec.pure_l1)):
-        raise ValueError("--l2 must be > 0 for the dual solvers; pure L1 (--l2 0 --l1 > 0) trains with "
-                         "rcd-primal (--solver rcd-primal or auto), or sdca / acc-sdca with an added small L2")
 
 
 def _check_task(o: dict, loss, store) -> None:
@@ -170,7 +110,6 @@ def _choose_solver(o: dict, loss, store) -> None:
         raise ValueError(f"--sampling {o['sampling']} is for binary or regression tasks (not one-vs-rest)")
     if o["l2"] <= 0 and spec.pure_l1 == ADDED_L2:
         _add_l2_for_pure_l1(store, o)
-    _validate_dgpd(o)
     _check_own_options(o, used)
     if o["distributed"]:
         if o["solver"] != AUTO and not solver_spec(o["solver"]).distributed:
@@ -214,28 +153,6 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
         radius = np.maximum(radius, 1.0)
     o["l1_radius"] = [float(r) for r in radius]
     o["l2_added"] = float(o["tol"] / radius.max() ** 2)
-
-
-def _validate_dgpd(o: dict) -> None:
-    """Check and normalise the ``dgpd_*`` options in place (they are for ``--solver dgpd`` only)."""
-    for key in ("dgpd_rounds", "dgpd_batch"):
-        flag = "--" + key.replace("_", "-")
-        try:
-            value = int(o[key])
-        except (TypeError, ValueError):
-            raise ValueError(f"{flag} must be an integer >= 1 (got {o[key]!r})") from None
-        if value != o[key] or value < 1:
-            raise ValueError(f"{flag} must be an integer >= 1 (got {o[key]!r})")
-        o[key] = value
-    try:
-        growth = float(o["dgpd_growth"])
-    except (TypeError, ValueError):
-        growth = math.nan
-    if not math.isfinite(growth) or growth < 0:
-        raise ValueError(f"--dgpd-growth must be a finite number >= 0 (got {o['dgpd_growth']!r})")
-    o["dgpd_growth"] = growth
-    if o["dgpd_dual_step"] not in DUAL_STEPS:
-        raise ValueError(f"--dgpd-dual-step {o['dgpd_dual_step']!r}: expected one of {', '.join(DUAL_STEPS)}")
 
 
 class Run:
@@ -334,7 +251,7 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
         raise RunError(f"{run}: the store {cfg['store']} changed since training started (fingerprint "
                        f"{st.fingerprint} != {cfg['store_fingerprint']}); resume refused")
     # options added after the run was made take their defaults (the state format is the same)
-    opts = {k: cfg.get(k, v) for k, v in DEFAULTS.items()}
+    opts = TrainConfig.from_run_config(cfg).options()
     if max_epochs is not None:
         opts["max_epochs"] = max_epochs
     o = _validate(opts, st)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..objectives.losses import make_loss
 from ..objectives.penalties import ElasticNet
-from ..store import layout as L
+from ..store.layout import BINARY, MULTICLASS, REGRESSION
 
 
 class Problem(NamedTuple):
@@ -35,7 +35,7 @@ class Problem(NamedTuple):
     @property
     def n_sub(self) -> int:
         """Problems solved side by side: one per class for one-vs-rest, else 1."""
-        return len(self.classes) if self.task == L.MULTICLASS else 1
+        return len(self.classes) if self.task == MULTICLASS else 1
 
     def block_labels(self, labels: np.ndarray) -> np.ndarray:
         """A block's stored labels as contiguous float64."""
@@ -43,7 +43,7 @@ class Problem(NamedTuple):
 
     def sub_labels(self, y: np.ndarray, c: int) -> np.ndarray:
         """Labels of problem ``c``: -1/+1 (class ``c`` against the rest), or ``y`` itself."""
-        if self.task == L.MULTICLASS:
+        if self.task == MULTICLASS:
             return np.where(y == self.classes[c], 1.0, -1.0)
         return y
 
@@ -72,14 +72,14 @@ def make_problem(store, o: dict) -> Problem:
     """
     loss = make_loss(o["loss"], gamma=o["gamma"])
     kind = store.label_kind
-    task = kind if kind in (L.REGRESSION, L.MULTICLASS) else L.BINARY
-    classes = tuple(float(c) for c in store.classes) if task == L.MULTICLASS else None
+    task = kind if kind in (REGRESSION, MULTICLASS) else BINARY
+    classes = tuple(float(c) for c in store.classes) if task == MULTICLASS else None
     weights = values = None
-    if o["class_weight"] == "balanced" and task != L.REGRESSION:
+    if o["class_weight"] == "balanced" and task != REGRESSION:
         counts = store.attrs.get("label_counts") or {}
         # scikit-learn's rule: n_samples / (n_classes * count(class)), the same weight in every OvR problem
         vals = sorted((float(k), int(v)) for k, v in counts.items())
-        if task == L.BINARY:  # stored as -1/+1, counts are keyed by the original values in order
+        if task == BINARY:  # stored as -1/+1, counts are keyed by the original values in order
             vals = list(zip((-1.0, 1.0), (c for _, c in vals)))
         if vals and min(c for _, c in vals) > 0:
             values = tuple(v for v, _ in vals)

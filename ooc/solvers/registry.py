@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from ..objectives.losses import LOSS_NAMES, loss_spec, make_loss
 from ..schedule.sampling import normalize_sampling
-from ..store import layout as L
+from ..store.layout import COLS, ROWS
 
 #: ``--solver`` value that lets :func:`auto_solver` choose.
 AUTO = "auto"
@@ -72,23 +72,23 @@ class SolverSpec(NamedTuple):
 
 
 _DGPD_OPTIONS = ("dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step")
-_BOTH = (L.ROWS, L.COLS)
+_BOTH = (ROWS, COLS)
 
 SOLVER_REGISTRY = {spec.name: spec for spec in (
     SolverSpec("sdca", {"": "ooc.solvers.sdca:SDCASolver",
                         CRAMMER_SINGER: "ooc.solvers.crammer_singer:CrammerSingerSolver",
                         "distributed": "ooc.solvers.cocoa:CoCoASolver"},
-               (L.ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False),
+               (ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False),
     SolverSpec("acc-sdca", {"": "ooc.solvers.acc_sdca:AccSDCASolver"},
-               (L.ROWS,), False, True, ADDED_L2, (OVR,), True, False, False, ("smoothing",)),
+               (ROWS,), False, True, ADDED_L2, (OVR,), True, False, False, ("smoothing",)),
     SolverSpec("dgpd", {"": "ooc.solvers.dgpd:DGPDSolver"},
                _BOTH, False, True, "", (OVR,), False, False, False, _DGPD_OPTIONS),
     SolverSpec("rcd-primal", {"": "ooc.solvers.rcd:RCDPrimalSolver"},
                _BOTH, True, False, NATIVE, (OVR,), False, False, True),
     SolverSpec("rcd-dual", {"": "ooc.solvers.rcd:RCDDualSolver"},
-               (L.ROWS,), False, True, "", (OVR,), True, False, True),
+               (ROWS,), False, True, "", (OVR,), True, False, True),
     SolverSpec("dspdc", {"": "ooc.solvers.dspdc:DSPDCSolver"},
-               (L.ROWS,), True, True, "", (OVR,), False, False, False),
+               (ROWS,), True, True, "", (OVR,), False, False, False),
 )}
 #: ``--solver`` choices, ``auto`` first.
 SOLVER_NAMES = (AUTO, *SOLVER_REGISTRY)
