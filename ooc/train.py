@@ -233,6 +233,9 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         config.update(l2_added=o["l2_added"], l1_radius=o["l1_radius"])
     if warm_start and o["distributed"]:
         raise ValueError("warm starts are for single-machine runs (not --distributed)")
+    if warm_start and not solver_spec(o["solver_used"]).warm_start:
+        able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
+        raise ValueError(f"{o['solver_used']} does not take warm starts (a finished run's duals start {able} only)")
     warm = _warm_source(warm_start, st, o) if warm_start else None
     rd = RunDir.create(out, config, overwrite=overwrite)
     with rd.lock():

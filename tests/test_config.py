@@ -130,3 +130,16 @@ def test_registries_cover_the_choices():
         assert driver_class(name).name == name
         for option in spec.options:
             assert option in defaults()
+
+
+def test_a_warm_start_is_refused_before_the_run_directory_for_a_solver_without_one(tmp_path):
+    import uuid
+
+    import ooc
+    from ooc.synth import SynthSource
+
+    st = ooc.convert(SynthSource(300, 30, 5, seed=1), f"memory://cfg-{uuid.uuid4().hex}")
+    first = ooc.train(st, str(tmp_path / "first"), solver="sdca", l2=1e-2, tol=1e-4)
+    with pytest.raises(ValueError, match="dgpd does not take warm starts"):
+        ooc.train(st, str(tmp_path / "second"), solver="dgpd", l2=1e-2, tol=1e-4, warm_start=first.path)
+    assert not (tmp_path / "second").exists()
