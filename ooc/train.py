@@ -100,10 +100,10 @@ def _choose_solver(o: dict, loss, store) -> None:
     if spec.smooth_loss and not loss.smooth:
         smooth = ", ".join(n for n in LOSS_NAMES if loss_spec(n).smooth)
         takes_hinge = " or ".join(n for n, s in SOLVER_REGISTRY.items() if not s.smooth_loss and not s.options)
-        raise ValueError(f"{named} needs a smooth loss ({smooth}); the hinge trains with {takes_hinge} (for an SVM "
-                         "with this solver use --loss smooth-hinge with a small --gamma)")
+        raise ValueError(f"{named} needs a smooth loss ({smooth}); the hinge trains with {takes_hinge}, or use "
+                         "--loss smooth-hinge with a small --gamma for an SVM")
     if not spec.samplings and (o["sampling"] != "uniform" or o["paging"] != "shuffled"):
-        able = " or ".join(n for n, s in SOLVER_REGISTRY.items() if s.samplings)
+        able = " or ".join(sorted(n for n, s in SOLVER_REGISTRY.items() if s.samplings))
         raise ValueError(f"--sampling {o['sampling']} / --paging {o['paging']}: {used} visits rows in shuffled "
                          f"passes only; use --solver {able}")
     if o["sampling"] in PER_STEP and store.label_kind == L.MULTICLASS:
