@@ -99,7 +99,7 @@ def _choose_solver(o: dict, loss, store) -> None:
         raise ValueError(f"{store.path}: {named} needs {need}")
     if spec.smooth_loss and not loss.smooth:
         smooth = ", ".join(n for n in LOSS_NAMES if loss_spec(n).smooth)
-        takes_hinge = " or ".join(n for n, s in SOLVER_REGISTRY.items() if not s.smooth_loss and not s.options)
+        takes_hinge = ", ".join(n for n, s in SOLVER_REGISTRY.items() if not s.smooth_loss)
         raise ValueError(f"{named} needs a smooth loss ({smooth}); the hinge trains with {takes_hinge}, or use "
                          "--loss smooth-hinge with a small --gamma for an SVM")
     if not spec.samplings and (o["sampling"] != "uniform" or o["paging"] != "shuffled"):
@@ -137,7 +137,7 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
     The slack ``l2'/2 r_c^2 <= tol/2`` leaves half the requested gap to the optimisation.
     ``l2_added`` and ``l1_radius`` go in the run config.
     """
-    if o["multiclass"] == "crammer-singer" or o["distributed"] or o["bias"] > 0:
+    if o["multiclass"] == CRAMMER_SINGER or o["distributed"] or o["bias"] > 0:
         raise ValueError("pure L1 (--l2 0) with sdca/acc-sdca works for binary, regression and one-vs-rest "
                          "tasks without --bias and not distributed; use --solver rcd-primal, or a small --l2")
     pb = make_problem(store, dict(o, l2=0.0, l2_added=0.0))
