@@ -6,6 +6,7 @@ from .store import Store, StoreCorruptError, StoreError, open_store  # noqa: E40
 from .store.ingest import convert  # noqa: E402
 from .synth import synth  # noqa: E402
 from .model import LinearModel, load_model  # noqa: E402
+from .config import TrainConfig  # noqa: E402
 from .train import ConvergenceWarning, Run, resume, train  # noqa: E402
 from .solvers.base import MemoryBudgetWarning  # noqa: E402
 
@@ -20,5 +21,5 @@ def __getattr__(name):
 
 
 __all__ = ["ConvergenceWarning", "LinearClassifier", "LinearModel", "LinearRegressor", "MemoryBudgetWarning", "Run",
-           "Store", "StoreCorruptError", "StoreError", "convert", "load_model", "open_store", "resume", "synth",
-           "train", "__version__"]
+           "Store", "StoreCorruptError", "StoreError", "TrainConfig", "convert", "load_model", "open_store", "resume",
+           "synth", "train", "__version__"]

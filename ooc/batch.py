@@ -31,13 +31,15 @@ import os
 import sys
 import time
 
+from .config import defaults, option_names
 from .dask_client import dask_client
-from .train import DEFAULTS
+from .objectives.losses import REGRESSION_LOSSES
 
 RESULT_COLUMNS = ["run", "store", "loss", "l2", "l1", "solver", "status", "primal", "gap", "epochs", "seconds",
                   "converged", "validation", "error"]
-#: Options a spec may set per run (``ooc train``'s, with ``store``).
-SPEC_KEYS = set(DEFAULTS) | {"store"}
+#: Options a spec may set per run (:class:`ooc.config.TrainConfig`'s fields, with ``store``).
+SPEC_KEYS = set(option_names()) | {"store"}
+DEFAULTS = defaults()
 
 
 class SpecError(ValueError):
@@ -251,7 +253,7 @@ def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
     """``OUT/summary.md`` (sorted by the validation metric when there is one) and ``comparison.png``."""
     ok = [r for r in rows if r["status"] == "ok"]
     if validation and ok:
-        regression = any(r["loss"] == "squared" for r in ok)
+        regression = any(r["loss"] in REGRESSION_LOSSES for r in ok)
         ok.sort(key=lambda r: (float(r["validation"]) if r["validation"] != "" else float("inf"))
                 * (1 if regression else -1))
     else:

@@ -163,7 +163,7 @@ def info(store, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes."""
     from .store import open_store
 
-    from .solvers.rcd import explain_auto
+    from .solvers.registry import explain_auto
 
     with open_store(store) as st:
         i = _store_info(st)
@@ -258,70 +258,58 @@ def _report(result: dict, as_json: bool) -> None:
     click.echo(f"run directory: {result['run']}")
 
 
+#: ``ooc train``'s options in the order ``--help`` lists them (their defaults, types, choices and
+#: help come from :class:`ooc.config.TrainConfig`).
+TRAIN_OPTION_ORDER = (
+    "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "mix_blocks", "inner_passes",
+    "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "memory", "bias",
+    "class_weight", "seed", "checkpoint_every", "distributed",
+)
+
+
+def train_options(fn):
+    """Add one click option per :class:`ooc.config.TrainConfig` field to the command ``fn``.
+
+    An option's type is its field's (float, int, or text), or a choice when the field lists
+    choices; a default of None is not shown (it means "not set").
+    """
+    import dataclasses
+
+    from .config import TrainConfig
+
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig) if f.init}
+    if set(fields) != set(TRAIN_OPTION_ORDER):  # a new field must be placed in the help's order
+        raise RuntimeError("TRAIN_OPTION_ORDER differs from TrainConfig's fields: "
+                           f"{sorted(set(fields) ^ set(TRAIN_OPTION_ORDER))}")
+    for name in reversed(TRAIN_OPTION_ORDER):  # click lists options in decorator order, outermost first
+        f = fields[name]
+        kind = str(f.type).split("|")[0].strip()
+        choices = f.metadata.get("choices")
+        ptype = click.Choice(list(choices)) if choices else {"float": float, "int": int}.get(kind)
+        extra = {"help": f.metadata["help"]} if f.metadata.get("help") else {}
+        if ptype is not None:
+            extra["type"] = ptype
+        fn = click.option("--" + name.replace("_", "-"), default=f.default, show_default=f.default is not None,
+                          **extra)(fn)
+    return fn
+
+
 @main.command()
 @click.argument("store", type=click.Path())
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory to create.")
-@click.option("--loss", type=click.Choice(["logistic", "squared", "smooth-hinge", "hinge"]), default="logistic",
-              show_default=True)
-@click.option("--gamma", type=float, default=1.0, show_default=True, help="Smoothing of the smooth hinge.")
-@click.option("--multiclass", type=click.Choice(["ovr", "crammer-singer"]), default=None)
-@click.option("--l2", type=float, default=1e-6, show_default=True,
-              help="L2 weight (LIBLINEAR C = 1/(l2 n)). 0 with --l1 > 0: pure L1 (rcd-primal, or sdca/acc-sdca with "
-                   "an added L2 small enough to certify the L1 problem).")
-@click.option("--l1", type=float, default=0.0, show_default=True, help="L1 weight.")
-@click.option("--solver", type=click.Choice(["auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc"]),
-              default="auto", show_default=True)
-@click.option("--sampling", default="uniform", show_default=True,
-              help="rcd-primal/rcd-dual: uniform, importance, supportSet-uniform, adaptive, ada-uniform, ada-gap, "
-                   "gap-per-epoch.")
-@click.option("--paging", type=click.Choice(["shuffled", "gap"]), default="shuffled", show_default=True,
-              help="rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.")
-@click.option("--mix-blocks", type=int, default=4, show_default=True,
-              help="Row blocks whose rows are visited in one random permutation (memory: about twice that "
-                   "many blocks are resident).")
-@click.option("--inner-passes", type=int, default=1, show_default=True,
-              help="acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
-@click.option("--smoothing", type=float, default=None,
-              help="acc-sdca with --loss hinge: gamma of the paper's Sec. 3.3 smoothing (default: --tol); the gap "
-                   "reported is the hinge problem's.")
-@click.option("--dgpd-rounds", type=int, default=5, show_default=True,
-              help="dgpd: rounds of updates on the active submatrix between two searches (>= 1).")
-@click.option("--dgpd-batch", type=int, default=64, show_default=True,
-              help="dgpd: coordinates a search adds at least, per side (>= 1).")
-@click.option("--dgpd-growth", type=float, default=1.0, show_default=True,
-              help="dgpd: a search adds up to max(batch, growth x active-set size) coordinates (>= 0).")
-@click.option("--dgpd-dual-step", type=click.Choice(["safe", "theorem"]), default="safe", show_default=True,
-              help="dgpd: dual step size, the largest safe one (Prox-SDCA's on the submatrix) or the paper's "
-                   "Theorem 4.2 (shorter).")
-@click.option("--tol", type=float, default=1e-6, show_default=True, help="Relative duality gap to certify.")
-@click.option("--max-epochs", type=int, default=100, show_default=True)
-@click.option("--memory", default="1GiB", show_default=True,
-              help="Memory for blocks in hand, read ahead and cached, and the duals when they fit in a quarter.")
-@click.option("--bias", type=float, default=0.0, show_default=True, help="Intercept feature value B (0: none).")
-@click.option("--class-weight", type=click.Choice(["balanced"]), default=None)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--checkpoint-every", type=float, default=300.0, show_default=True, help="Seconds between checkpoints.")
-@click.option("--distributed", default=None, help="local:N or a Dask scheduler address.")
+@train_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-v", "--verbose", is_flag=True)
 @_user_errors
-def train(store, out, loss, gamma, multiclass, l2, l1, solver, sampling, paging, mix_blocks, inner_passes, smoothing,
-          dgpd_rounds, dgpd_batch, dgpd_growth, dgpd_dual_step, tol, max_epochs, memory, bias, class_weight, seed,
-          checkpoint_every, distributed, overwrite, as_json, verbose):
+def train(store, out, overwrite, as_json, verbose, **options):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
     from .train import train as do_train
 
-    bar = EpochProgress(wanted(verbose), max_epochs)
+    bar = EpochProgress(wanted(verbose), options["max_epochs"])
     try:
         with _training_warnings():
-            run = do_train(store, out, overwrite=overwrite, progress=bar, loss=loss, gamma=gamma,
-                           multiclass=multiclass, l2=l2, l1=l1, solver=solver, sampling=sampling, tol=tol,
-                           max_epochs=max_epochs, memory=memory, bias=bias, class_weight=class_weight,
-                           seed=seed, checkpoint_every=checkpoint_every, distributed=distributed,
-                           inner_passes=inner_passes, mix_blocks=mix_blocks, paging=paging, smoothing=smoothing,
-                           dgpd_rounds=dgpd_rounds, dgpd_batch=dgpd_batch, dgpd_growth=dgpd_growth,
-                           dgpd_dual_step=dgpd_dual_step)
+            run = do_train(store, out, overwrite=overwrite, progress=bar, **options)
     finally:
         bar.close()
     _report(run.result, as_json)
@@ -508,8 +496,7 @@ def demo(workdir, rows):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run = do_train(st, run_dir, overwrite=True, progress=bar, loss="logistic", l2=1e-4, bias=1.0,
-                           tol=1e-6)
+            run = do_train(st, run_dir, overwrite=True, progress=bar, l2=1e-4, bias=1.0, tol=1e-6)
     finally:
         bar.close()
     _report(run.result, False)

@@ -37,7 +37,9 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
+from .config import TrainConfig
 from .model import proba_from_margins
+from .objectives.losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, loss_spec
 from .train import ConvergenceWarning as _OocConvergenceWarning
 
 try:  # scikit-learn >= 1.6 (validate_data, tags); `import ooc` works without it
@@ -57,6 +59,12 @@ except ImportError as _exc:  # pragma: no cover - exercised only without scikit-
         return lambda fn: fn
 
 __all__ = ["ConvergenceWarning", "LinearClassifier", "LinearRegressor"]
+
+#: The defaults the estimators share with ``ooc train`` (``tests/test_config.py`` checks every
+#: parameter against :class:`ooc.config.TrainConfig`). They differ on purpose in ``l2`` (None:
+#: ``1/n``, scikit-learn's ``C = 1``), ``bias`` (1: an intercept, as scikit-learn fits one),
+#: ``multiclass`` ('ovr' names what ``ooc train``'s None does) and LinearRegressor's ``loss``.
+_D = TrainConfig()
 
 
 class ConvergenceWarning(_OocConvergenceWarning, _SkConvergenceWarning):
@@ -376,11 +384,11 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
     """
 
     _label_kind = "binary"
-    _losses = ("logistic", "hinge", "smooth-hinge")
+    _losses = CLASSIFICATION_LOSSES
 
-    def __init__(self, loss="logistic", l2=None, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0,
-                 class_weight=None, gamma=1.0, solver="auto", multiclass="ovr", memory="1GiB", seed=0,
-                 run_dir=None):
+    def __init__(self, loss=_D.loss, l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs, bias=1.0,
+                 class_weight=_D.class_weight, gamma=_D.gamma, solver=_D.solver, multiclass="ovr", memory=_D.memory,
+                 seed=_D.seed, run_dir=None):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1
@@ -455,7 +463,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         return self.classes_[(m > 0).astype(np.intp)]
 
     def _has_proba(self):
-        if self.loss != "logistic":
+        if self.loss not in self._losses or not loss_spec(self.loss).proba:
             raise AttributeError(f"predict_proba needs loss='logistic' (this estimator has loss={self.loss!r})")
         return True
 
@@ -496,10 +504,10 @@ class LinearRegressor(RegressorMixin, _OOCLinear):
     """
 
     _label_kind = "regression"
-    _losses = ("squared",)
+    _losses = REGRESSION_LOSSES
 
-    def __init__(self, loss="squared", l2=None, l1=0.0, tol=1e-6, max_epochs=100, bias=1.0, solver="auto",
-                 memory="1GiB", seed=0, run_dir=None):
+    def __init__(self, loss=REGRESSION_LOSSES[0], l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs, bias=1.0,
+                 solver=_D.solver, memory=_D.memory, seed=_D.seed, run_dir=None):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1

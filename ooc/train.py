@@ -3,183 +3,128 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 import warnings
-from typing import NamedTuple
 
 import numpy as np
 
 from . import __version__
+from .config import TrainConfig, defaults
 from .engine import run as run_solver
 from .model import LinearModel
-from .objectives.losses import make_loss
-from .objectives.penalties import ElasticNet
+from .objectives.losses import LOSS_NAMES, loss_spec
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
-from .solvers.dgpd import DEFAULTS as DGPD_DEFAULTS
-from .solvers.dgpd import DUAL_STEPS
+from .solvers.problem import Problem, make_problem  # noqa: F401  (Problem: re-exported)
+from .solvers.registry import (
+    ADDED_L2,
+    AUTO,
+    CRAMMER_SINGER,
+    SOLVER_NAMES,
+    SOLVER_REGISTRY,
+    auto_solver,
+    driver_class,
+    solver_spec,
+)
 from .store import layout as L
 from .store import open_store
-from .store.ingest import parse_bytes
 
-LOSSES = ("logistic", "squared", "smooth-hinge", "hinge")
-SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
-AVAILABLE_SOLVERS = ("auto", "sdca", "acc-sdca", "dgpd", "rcd-primal", "rcd-dual", "dspdc")
+LOSSES = LOSS_NAMES
+SOLVERS = AVAILABLE_SOLVERS = SOLVER_NAMES
 #: solvers that accept --l2 0 with --l1 > 0 (auto picks rcd-primal; sdca/acc-sdca add a small L2)
-PURE_L1_SOLVERS = ("auto", "rcd-primal", "sdca", "acc-sdca")
+PURE_L1_SOLVERS = (AUTO, *(n for n, s in SOLVER_REGISTRY.items() if s.pure_l1))
+#: the name tests and scripts used before the move to :mod:`ooc.solvers.problem`
+_problem = make_problem
 
 
 class ConvergenceWarning(UserWarning):
     """The solver stopped at ``max_epochs`` before certifying ``tol``."""
 
 
-class Problem(NamedTuple):
-    """What the solvers need to know about the objective and the labels.
-
-    ``n_sub`` problems are solved side by side: 1 for binary and regression
-    stores, one per class for one-vs-rest (class ``c`` against the rest).
-    """
-
-    store: object
-    loss: object
-    loss_name: str
-    penalty: ElasticNet
-    bias: float
-    task: str
-    classes: tuple | None           # class values of a multiclass store (sorted)
-    class_weights: tuple | None     # weight per stored label value, in the order of ``weight_values``
-    weight_values: tuple | None
-
-    @property
-    def n_sub(self) -> int:
-        return len(self.classes) if self.task == L.MULTICLASS else 1
-
-    def block_labels(self, labels: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(labels, dtype=np.float64)
-
-    def sub_labels(self, y: np.ndarray, c: int) -> np.ndarray:
-        """Labels of problem ``c``: -1/+1 (class ``c`` against the rest), or ``y`` itself."""
-        if self.task == L.MULTICLASS:
-            return np.where(y == self.classes[c], 1.0, -1.0)
-        return y
-
-    def example_weights(self, y: np.ndarray) -> np.ndarray:
-        if self.class_weights is None:
-            return np.ones(len(y))
-        idx = np.searchsorted(np.asarray(self.weight_values), y)
-        return np.asarray(self.class_weights)[np.clip(idx, 0, len(self.class_weights) - 1)]
-
-
-DEFAULTS = {
-    "loss": "logistic", "gamma": 1.0, "multiclass": None, "l2": 1e-6, "l1": 0.0, "solver": "auto",
-    "sampling": "uniform", "tol": 1e-6, "max_epochs": 100, "memory": "1GiB", "bias": 0.0,
-    "class_weight": None, "seed": 0, "checkpoint_every": 300.0, "distributed": None, "inner_passes": 1,
-    "mix_blocks": 4, "paging": "shuffled", "smoothing": None,
-    **{f"dgpd_{k}": v for k, v in DGPD_DEFAULTS.items()},
-}
+#: Every training option's default (from :class:`ooc.config.TrainConfig`, their one place); the
+#: keys of ``run.json``'s ``config``.
+DEFAULTS = defaults()
 
 
 def _validate(opts: dict, store) -> dict:
-    o = dict(DEFAULTS)
-    unknown = set(opts) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
-    o.update({k: v for k, v in opts.items() if v is not None or k in ("class_weight", "multiclass", "distributed")})
-    if o["loss"] not in LOSSES:
-        raise ValueError(f"--loss {o['loss']!r}: expected one of {', '.join(LOSSES)}")
-    if o["solver"] not in SOLVERS:
-        raise ValueError(f"--solver {o['solver']!r}: expected one of {', '.join(SOLVERS)}")
-    if o["solver"] not in AVAILABLE_SOLVERS:
-        raise ValueError(f"--solver {o['solver']} is not implemented yet in this version; use sdca (or auto)")
-    from .schedule.sampling import PER_STEP, normalize_sampling
+    """Training options with their defaults, checked and normalised against ``store``.
 
-    o["sampling"] = normalize_sampling(o["sampling"])
-    if o["paging"] not in ("shuffled", "gap"):
-        raise ValueError(f"--paging {o['paging']!r}: expected shuffled or gap")
-    for key in ("l2", "l1", "tol", "bias", "gamma"):
-        x = float(o[key])
-        if not np.isfinite(x) or x < 0:
-            raise ValueError(f"--{key} must be a finite number >= 0 (got {o[key]!r})")
-        o[key] = x
-    if o["solver"] == "dgpd" and not (store.has_layout(L.ROWS) and store.has_layout(L.COLS)):
-        raise ValueError(f"{store.path}: --solver dgpd needs both layouts; convert with --layout both")
-    if o["smoothing"] is not None:
-        if not (o["solver"] == "acc-sdca" and o["loss"] == "hinge"):
-            raise ValueError("--smoothing is the hinge smoothing of acc-sdca: use it with --solver acc-sdca "
-                             "--loss hinge (the smooth hinge's own parameter is --gamma)")
-        o["smoothing"] = float(o["smoothing"])
-        if not (np.isfinite(o["smoothing"]) and o["smoothing"] > 0):
-            raise ValueError(f"--smoothing must be a finite number > 0 (got {o['smoothing']!r})")
-    elif o["solver"] == "acc-sdca" and o["loss"] == "hinge":
-        o["smoothing"] = o["tol"]  # the smoothed optimum is then within tol/2 of the hinge one
-    if o["solver"] == "dspdc" and o["loss"] == "hinge":
-        raise ValueError("--solver dspdc needs a smooth loss (squared, logistic, smooth-hinge); for an SVM use "
-                         "--loss smooth-hinge with a small --gamma")
-    if int(o["inner_passes"]) < 1:
-        raise ValueError("--inner-passes must be >= 1")
-    o["inner_passes"] = int(o["inner_passes"])
-    if int(o["mix_blocks"]) < 1:
-        raise ValueError("--mix-blocks must be >= 1")
-    o["mix_blocks"] = int(o["mix_blocks"])
-    if o["l2"] <= 0 and not (o["l1"] > 0 and o["solver"] in PURE_L1_SOLVERS):
-        raise ValueError("--l2 must be > 0 for the dual solvers; pure L1 (--l2 0 --l1 > 0) trains with "
-                         "rcd-primal (--solver rcd-primal or auto), or sdca / acc-sdca with an added small L2")
-    if o["loss"] == "smooth-hinge" and o["gamma"] <= 0:
-        raise ValueError("--gamma must be > 0 for the smooth hinge")
-    if int(o["max_epochs"]) < 0:
-        raise ValueError("--max-epochs must be >= 0")
-    o["max_epochs"] = int(o["max_epochs"])
-    o["seed"] = int(o["seed"])
-    o["checkpoint_every"] = float(o["checkpoint_every"])
-    o["memory_bytes"] = parse_bytes(o["memory"])
-    if o["class_weight"] not in (None, "none", "balanced"):
-        raise ValueError("--class-weight: expected 'balanced' (or nothing)")
+    :class:`ooc.config.TrainConfig` checks the values on their own; here the labels, the
+    layouts and the solver ``auto`` chooses. Raises ``ValueError`` with one line naming the
+    option at the first bad value. The dict has the config's fields plus ``solver_used`` (what
+    ``auto`` chose, or the solver CoCoA+ distributes) and ``memory_bytes``.
+    """
+    cfg = TrainConfig.from_options(opts)
+    o = dict(cfg.options(), memory_bytes=cfg.memory_bytes)
+    _check_task(o, cfg.loss_spec, store)
+    _choose_solver(o, cfg.loss_spec, store)
+    return o
+
+
+def _check_task(o: dict, loss, store) -> None:
+    """The loss and the multiclass mode against the store's labels."""
     kind = store.label_kind
-    if o["multiclass"] == "crammer-singer":
+    if o["multiclass"] == CRAMMER_SINGER:
         if kind != L.MULTICLASS:
             raise ValueError(f"{store.path}: --multiclass crammer-singer needs multiclass labels "
                              f"(this store is {kind})")
-        if o["loss"] not in ("hinge", "smooth-hinge"):
+        if not loss.multiclass_hinge:
             raise ValueError("--multiclass crammer-singer uses the max-of-hinge loss: --loss hinge or smooth-hinge")
-        if o["solver"] not in ("auto", "sdca"):
-            raise ValueError(f"--multiclass crammer-singer trains with sdca (not {o['solver']})")
-    if kind == L.MULTICLASS and o["loss"] == "squared":
+        if o["solver"] != AUTO and CRAMMER_SINGER not in solver_spec(o["solver"]).multiclass:
+            able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if CRAMMER_SINGER in s.multiclass)
+            raise ValueError(f"--multiclass crammer-singer trains with {able} (not {o['solver']})")
+    if kind == L.MULTICLASS and not loss.classification:
         raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
     if kind == L.MULTICLASS and o["distributed"]:
         raise ValueError("--distributed trains binary and regression tasks in this version (not multiclass)")
-    if kind == L.REGRESSION and o["loss"] != "squared":
+    if kind == L.REGRESSION and loss.classification:
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
-    if o["solver"] == "auto":
-        from .solvers.rcd import auto_solver
 
+
+def _choose_solver(o: dict, loss, store) -> None:
+    """``solver_used`` (``auto``'s choice) and what it needs: layouts, smooth loss, samplings, options."""
+    from .schedule.sampling import PER_STEP
+
+    if o["solver"] == AUTO:
         o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
                                        store.has_layout(L.COLS), o["sampling"], o["gamma"])
     else:
         o["solver_used"] = o["solver"]
     used = o["solver_used"]
-    if used == "rcd-primal":
-        if not (store.has_layout(L.ROWS) and store.has_layout(L.COLS)):
-            raise ValueError(f"{store.path}: rcd-primal needs both layouts; convert with --layout both")
-        if o["loss"] == "hinge":
-            raise ValueError("rcd-primal needs a smooth loss (squared, logistic, smooth-hinge); "
-                             "the hinge trains with sdca or rcd-dual")
-    elif not store.has_layout(L.ROWS):
-        raise ValueError(f"{store.path}: {used} needs the row layout; convert with --layout rows or both")
-    if used not in ("rcd-primal", "rcd-dual") and (o["sampling"] != "uniform" or o["paging"] != "shuffled"):
+    spec = solver_spec(used)
+    named = f"--solver {used}" if o["solver"] != AUTO else used
+    if not all(store.has_layout(x) for x in spec.layouts):
+        need = "both layouts; convert with --layout both" if len(spec.layouts) > 1 else \
+            "the row layout; convert with --layout rows or both"
+        raise ValueError(f"{store.path}: {named} needs {need}")
+    if spec.smooth_loss and not loss.smooth:
+        smooth = ", ".join(n for n in LOSS_NAMES if loss_spec(n).smooth)
+        takes_hinge = ", ".join(n for n, s in SOLVER_REGISTRY.items() if not s.smooth_loss)
+        raise ValueError(f"{named} needs a smooth loss ({smooth}); the hinge trains with {takes_hinge}, or use "
+                         "--loss smooth-hinge with a small --gamma for an SVM")
+    if not spec.samplings and (o["sampling"] != "uniform" or o["paging"] != "shuffled"):
+        able = " or ".join(sorted(n for n, s in SOLVER_REGISTRY.items() if s.samplings))
         raise ValueError(f"--sampling {o['sampling']} / --paging {o['paging']}: {used} visits rows in shuffled "
-                         "passes only; use --solver rcd-dual or rcd-primal")
-    if o["sampling"] in PER_STEP and kind == L.MULTICLASS:
+                         f"passes only; use --solver {able}")
+    if o["sampling"] in PER_STEP and store.label_kind == L.MULTICLASS:
         raise ValueError(f"--sampling {o['sampling']} is for binary or regression tasks (not one-vs-rest)")
-    if o["l2"] <= 0 and used in ("sdca", "acc-sdca"):
+    if o["l2"] <= 0 and spec.pure_l1 == ADDED_L2:
         _add_l2_for_pure_l1(store, o)
-    _validate_dgpd(o, used)
+    _check_own_options(o, used)
     if o["distributed"]:
-        if o["solver"] not in ("auto", "sdca"):
-            raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {o['solver']} is not distributed")
-        o["solver_used"] = "sdca"  # what CoCoA+ distributes
-    return o
+        if o["solver"] != AUTO and not solver_spec(o["solver"]).distributed:
+            driver_class(o["solver"], o["distributed"])  # raises: not distributed
+        o["solver_used"] = next(n for n, s in SOLVER_REGISTRY.items() if s.distributed)  # what CoCoA+ distributes
+
+
+def _check_own_options(o: dict, used: str) -> None:
+    """Options of one solver (``SolverSpec.options``) set away from their defaults for another."""
+    for name, spec in SOLVER_REGISTRY.items():
+        changed = [k for k in spec.options if name != used and o[k] != DEFAULTS[k]]
+        if changed:
+            raise ValueError(", ".join(f"--{k.replace('_', '-')}" for k in changed)
+                             + f" set, but these are options of --solver {name} (this run uses {used})")
 
 
 def _add_l2_for_pure_l1(store, o: dict) -> None:
@@ -193,10 +138,10 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
     The slack ``l2'/2 r_c^2 <= tol/2`` leaves half the requested gap to the optimisation.
     ``l2_added`` and ``l1_radius`` go in the run config.
     """
-    if o["multiclass"] == "crammer-singer" or o["distributed"] or o["bias"] > 0:
+    if o["multiclass"] == CRAMMER_SINGER or o["distributed"] or o["bias"] > 0:
         raise ValueError("pure L1 (--l2 0) with sdca/acc-sdca works for binary, regression and one-vs-rest "
                          "tasks without --bias and not distributed; use --solver rcd-primal, or a small --l2")
-    pb = _problem(store, dict(o, l2=0.0, l2_added=0.0))
+    pb = make_problem(store, dict(o, l2=0.0, l2_added=0.0))
     p0 = np.zeros(pb.n_sub)
     ptr = store.block_ptr(L.ROWS)
     for b in range(len(ptr) - 1):
@@ -209,51 +154,6 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
         radius = np.maximum(radius, 1.0)
     o["l1_radius"] = [float(r) for r in radius]
     o["l2_added"] = float(o["tol"] / radius.max() ** 2)
-
-
-def _validate_dgpd(o: dict, used: str) -> None:
-    """Check and normalise the ``dgpd_*`` options in place (they are for ``--solver dgpd`` only)."""
-    for key in ("dgpd_rounds", "dgpd_batch"):
-        flag = "--" + key.replace("_", "-")
-        try:
-            value = int(o[key])
-        except (TypeError, ValueError):
-            raise ValueError(f"{flag} must be an integer >= 1 (got {o[key]!r})") from None
-        if value != o[key] or value < 1:
-            raise ValueError(f"{flag} must be an integer >= 1 (got {o[key]!r})")
-        o[key] = value
-    try:
-        growth = float(o["dgpd_growth"])
-    except (TypeError, ValueError):
-        growth = math.nan
-    if not math.isfinite(growth) or growth < 0:
-        raise ValueError(f"--dgpd-growth must be a finite number >= 0 (got {o['dgpd_growth']!r})")
-    o["dgpd_growth"] = growth
-    if o["dgpd_dual_step"] not in DUAL_STEPS:
-        raise ValueError(f"--dgpd-dual-step {o['dgpd_dual_step']!r}: expected one of {', '.join(DUAL_STEPS)}")
-    changed = [k for k, v in DGPD_DEFAULTS.items() if o[f"dgpd_{k}"] != v]
-    if changed and used != "dgpd":
-        raise ValueError(", ".join(f"--dgpd-{k.replace('_', '-')}" for k in changed)
-                         + f" set, but these are options of --solver dgpd (this run uses {used})")
-
-
-def _problem(store, o: dict) -> Problem:
-    loss = make_loss(o["loss"], gamma=o["gamma"])
-    kind = store.label_kind
-    task = kind if kind in (L.REGRESSION, L.MULTICLASS) else L.BINARY
-    classes = tuple(float(c) for c in store.classes) if task == L.MULTICLASS else None
-    weights = values = None
-    if o["class_weight"] == "balanced" and task != L.REGRESSION:
-        counts = store.attrs.get("label_counts") or {}
-        # scikit-learn's rule: n_samples / (n_classes * count(class)), the same weight in every OvR problem
-        vals = sorted((float(k), int(v)) for k, v in counts.items())
-        if task == L.BINARY:  # stored as -1/+1, counts are keyed by the original values in order
-            vals = list(zip((-1.0, 1.0), (c for _, c in vals)))
-        if vals and min(c for _, c in vals) > 0:
-            values = tuple(v for v, _ in vals)
-            weights = tuple(store.n_rows / (len(vals) * c) for _, c in vals)
-    penalty = ElasticNet(o["l2"] + o.get("l2_added", 0.0), o["l1"])
-    return Problem(store, loss, o["loss"], penalty, o["bias"], task, classes, weights, values)
 
 
 class Run:
@@ -275,34 +175,6 @@ class Run:
         r = self.result
         return (f"<ooc.Run {self.path!r} epochs={r.get('epochs')} gap={r.get('gap'):.3g} "
                 f"converged={r.get('converged')}>")
-
-
-def _solver_class(name: str, distributed: str | None, multiclass: str | None = None):
-    if multiclass == "crammer-singer":
-        from .solvers.crammer_singer import CrammerSingerSolver
-
-        return CrammerSingerSolver
-    if distributed:
-        if name != "sdca":
-            raise ValueError(f"--distributed trains with sdca (CoCoA+); --solver {name} is not distributed")
-        from .solvers.cocoa import CoCoASolver
-
-        return CoCoASolver
-    if name == "dgpd":
-        from .solvers.dgpd import DGPDSolver
-
-        return DGPDSolver
-    if name == "dspdc":
-        from .solvers.dspdc import DSPDCSolver
-
-        return DSPDCSolver
-    from .solvers.acc_sdca import AccSDCASolver
-    from .solvers.sdca import SDCASolver
-
-    from .solvers.rcd import RCDDualSolver, RCDPrimalSolver
-
-    return {"sdca": SDCASolver, "acc-sdca": AccSDCASolver, "rcd-dual": RCDDualSolver,
-            "rcd-primal": RCDPrimalSolver}[name]
 
 
 def _warm_source(path: str, st, o: dict):
@@ -362,6 +234,9 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         config.update(l2_added=o["l2_added"], l1_radius=o["l1_radius"])
     if warm_start and o["distributed"]:
         raise ValueError("warm starts are for single-machine runs (not --distributed)")
+    if warm_start and not solver_spec(o["solver_used"]).warm_start:
+        able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
+        raise ValueError(f"{o['solver_used']} does not take warm starts (a finished run's duals start {able} only)")
     warm = _warm_source(warm_start, st, o) if warm_start else None
     rd = RunDir.create(out, config, overwrite=overwrite)
     with rd.lock():
@@ -380,7 +255,7 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
         raise RunError(f"{run}: the store {cfg['store']} changed since training started (fingerprint "
                        f"{st.fingerprint} != {cfg['store_fingerprint']}); resume refused")
     # options added after the run was made take their defaults (the state format is the same)
-    opts = {k: cfg.get(k, v) for k, v in DEFAULTS.items()}
+    opts = TrainConfig.from_run_config(cfg).options()
     if max_epochs is not None:
         opts["max_epochs"] = max_epochs
     o = _validate(opts, st)
@@ -395,8 +270,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
-    pb = _problem(st, o)
-    solver = _solver_class(o["solver_used"], o["distributed"], o["multiclass"])(
+    pb = make_problem(st, o)
+    solver = driver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],

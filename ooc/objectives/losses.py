@@ -574,7 +574,58 @@ _register(
 )
 _register(Hinge, _hinge_value, _hinge_deriv, _hinge_conj_neg, _hinge_step)
 
-LOSSES = {"squared": Squared, "logistic": Logistic, "smooth-hinge": SmoothHinge, "hinge": Hinge}
+class LossSpec(NamedTuple):
+    """A loss as the options know it: its command-line name, class and what it offers.
+
+    Attributes
+    ----------
+    name : str
+        The ``--loss`` value.
+    cls : type
+        The loss class (a NamedTuple of its parameters, see above).
+    params : tuple of str
+        Training options that are parameters of the loss (``("gamma",)`` for the smooth hinge).
+    smooth : bool
+        Whether the derivative is Lipschitz (primal coordinate descent and dspdc need it).
+    classification : bool
+        Labels in {-1, +1} (or classes); False for regression labels.
+    proba : bool
+        Margins map to class probabilities (the sigmoid of the logistic loss).
+    multiclass_hinge : bool
+        Has a Crammer-Singer (max-of-hinge) multiclass form.
+    """
+
+    name: str
+    cls: type
+    params: tuple
+    smooth: bool
+    classification: bool
+    proba: bool
+    multiclass_hinge: bool
+
+
+#: Every loss, in the order the command line lists them: the only place their names are spelled
+#: (besides the classes' own ``name``).
+LOSS_REGISTRY = {spec.name: spec for spec in (
+    LossSpec(Logistic.name, Logistic, (), True, True, True, False),
+    LossSpec(Squared.name, Squared, (), True, False, False, False),
+    LossSpec(SmoothHinge.name, SmoothHinge, ("gamma",), True, True, False, True),
+    LossSpec(Hinge.name, Hinge, (), False, True, False, True),
+)}
+#: ``--loss`` choices.
+LOSS_NAMES = tuple(LOSS_REGISTRY)
+#: The losses of classification and of regression labels (the estimators' choices).
+CLASSIFICATION_LOSSES = tuple(n for n, s in LOSS_REGISTRY.items() if s.classification)
+REGRESSION_LOSSES = tuple(n for n, s in LOSS_REGISTRY.items() if not s.classification)
+LOSSES = {name: spec.cls for name, spec in LOSS_REGISTRY.items()}
+
+
+def loss_spec(name: str) -> LossSpec:
+    """The :class:`LossSpec` of a ``--loss`` name (``ValueError`` naming the choices if unknown)."""
+    spec = LOSS_REGISTRY.get(name)
+    if spec is None:
+        raise ValueError(f"--loss {name!r}: expected one of {', '.join(LOSS_NAMES)}")
+    return spec
 
 
 def make_loss(name, gamma=1.0):
@@ -596,10 +647,10 @@ def make_loss(name, gamma=1.0):
     key = str(name).strip().lower().replace("_", "-")
     if key not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; expected one of {sorted(LOSSES)}")
-    if key == "smooth-hinge":
+    if "gamma" in LOSS_REGISTRY[key].params:
         gamma = float(gamma)
         if not (gamma > 0.0 and math.isfinite(gamma)):
-            raise ValueError(f"smooth-hinge needs a finite gamma > 0, got {gamma!r}")
-        return SmoothHinge(gamma)
+            raise ValueError(f"{key} needs a finite gamma > 0, got {gamma!r}")
+        return LOSSES[key](gamma)
     return LOSSES[key]()
 

@@ -48,7 +48,7 @@ _CONTEXTS: dict = {}
 def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_workers: int = 1):
     """This worker's (store, problem, cache); the cache gets its share of ``memory`` (the planner)."""
     from ..store import open_store
-    from ..train import _problem
+    from .problem import make_problem
 
     key = (store_path, fingerprint, tuple(sorted((k, str(v)) for k, v in opts.items())))
     ctx = _CONTEXTS.get(key)
@@ -58,7 +58,7 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_worke
             raise RuntimeError(f"{store_path}: the store seen by this worker differs from the driver's "
                                f"(fingerprint {st.fingerprint} != {fingerprint})")
         plan = plan_memory(COCOA_WORKER, st, memory, workers=n_workers, vectors="paged")
-        ctx = (st, _problem(st, opts), BlockCache(plan.cache_bytes))
+        ctx = (st, make_problem(st, opts), BlockCache(plan.cache_bytes))
         _CONTEXTS[key] = ctx
     return ctx
 

@@ -69,7 +69,7 @@ Gap-guided paging (``paging='gap'``)
     the blocks' shares under the fixed sampling: no block starves), and inside a block the
     fixed sampling; the marginal is still ``P(b) P(i | b)``.
 
-The ``auto`` rule (:func:`auto_solver`; ``ooc info`` reports ``C_P``, ``C_D``)
+The ``auto`` rule (:func:`ooc.solvers.registry.auto_solver`; ``ooc info`` reports ``C_P``, ``C_D``)
     1. Crammer-Singer multiclass -> ``sdca``.
     2. ``l1 > 0`` and ``l2 = 0`` (Lasso, L1-logistic) -> ``rcd-primal`` (the dual is not
        defined; needs a smooth loss).
@@ -112,7 +112,6 @@ from ..kernels.rcd import (col_curvature, dual_adaptive_pass, dual_block_gaps, p
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.samplings import AdaptiveDraws
 from ..kernels.sdca import sdca_pass
-from ..objectives.losses import make_loss
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir, atomic_save_npy
 from ..schedule.cache import BlockCache
@@ -123,57 +122,9 @@ from ..schedule.sampling import (GAP_BASED, PER_STEP, block_counts, block_probs,
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock
+from .registry import acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
 
 PAGINGS = ("shuffled", "gap")
-
-
-def acc_sdca_l2_threshold(info: dict, loss_name: str, gamma: float = 1.0) -> float | None:
-    """``R^2 / (10 gamma n)``: below this ``l2``, ``auto`` picks ``acc-sdca`` (None for the hinge).
-
-    ``gamma`` is the paper's: 1 / the loss's smoothness (4 logistic, 1 squared, the smooth
-    hinge's own ``gamma``), read from the loss itself.
-    """
-    loss = make_loss(loss_name, gamma=gamma)
-    n = int(info.get("n_rows") or 0)
-    if not loss.is_smooth or n <= 0:
-        return None
-    return float(info.get("R") or 0.0) ** 2 * float(loss.smoothness) / (10.0 * n)
-
-
-def auto_solver(info: dict, l1: float, l2: float, loss_name: str, multiclass: str | None = None,
-                has_cols: bool = True, sampling: str = "uniform", gamma: float = 1.0) -> str:
-    """The solver ``--solver auto`` runs (the rule in the module docstring).
-
-    ``info`` is ``store.info()`` (its ``C_P``, ``C_D``, ``R``, ``n_rows``); a non-uniform
-    ``sampling`` on the dual side selects ``rcd-dual`` (``sdca`` samples by shuffled passes only).
-    """
-    smooth = loss_name != "hinge"
-    if multiclass == "crammer-singer":
-        return "sdca"
-    if l1 > 0 and l2 <= 0:
-        return "rcd-primal"
-    if smooth and has_cols and float(info["C_P"]) < float(info["C_D"]):
-        return "rcd-primal"
-    if normalize_sampling(sampling) != "uniform":
-        return "rcd-dual"
-    threshold = acc_sdca_l2_threshold(info, loss_name, gamma)
-    return "acc-sdca" if threshold is not None and l2 < threshold else "sdca"
-
-
-def explain_auto(info: dict, has_cols: bool) -> list[str]:
-    """What ``--solver auto`` would run on this store, as lines for ``ooc info``."""
-    side = "primal" if float(info["C_P"]) < float(info["C_D"]) else "dual"
-    lines = []
-    if side == "primal" and has_cols:
-        lines.append("smooth losses -> rcd-primal (C_P < C_D); hinge -> sdca")
-    else:
-        why = "C_P >= C_D" if side == "dual" else "C_P < C_D but no column layout"
-        lines.append(f"dual side ({why}): sdca, or acc-sdca for a smooth loss when l2 < R^2/(10 gamma n)")
-        thr = {name: acc_sdca_l2_threshold(info, name) for name in ("logistic", "squared", "smooth-hinge")}
-        lines.append("acc-sdca below l2 = " + ", ".join(f"{k} {v:.3g}" for k, v in thr.items())
-                     + " (smooth-hinge with gamma 1)")
-    lines.append("pure L1 (--l2 0) -> rcd-primal; crammer-singer -> sdca; non-uniform --sampling -> rcd-dual")
-    return lines
 
 
 def _sampling_options(options: dict, k: int) -> tuple[str, str, float]:

@@ -1,0 +1,195 @@
+"""The training configuration: one frozen, typed object that holds every option's default.
+
+:class:`TrainConfig` is the only place a training option's default is written. ``ooc train``'s
+options are generated from its fields (:func:`ooc.cli.train_options`), the estimators' and the
+batch spec's are checked against it (``tests/test_config.py``), and ``run.json`` stores its
+fields. Building one checks and normalises every value that does not need the store (numbers,
+names, what the requested solver allows); the checks against the store's labels and layouts,
+and ``auto``'s choice, are in :func:`ooc.train._validate`.
+
+Errors are one line naming the option as the command line spells it (``--l2 ...``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .objectives.losses import LOSS_NAMES, Logistic, loss_spec
+from .solvers.dgpd import DEFAULTS as _DGPD
+from .solvers.dgpd import DUAL_STEPS
+from .solvers.registry import AUTO, CRAMMER_SINGER, OVR, SOLVER_NAMES, solver_spec
+from .store.ingest import parse_bytes
+
+#: Options whose ``None`` is a value (not "use the default").
+NONE_IS_A_VALUE = ("class_weight", "multiclass", "distributed")
+PAGINGS = ("shuffled", "gap")
+
+
+def _opt(default, help: str | None = None, choices: tuple | None = None):
+    """A field with its default and what the command line shows (help text, choices)."""
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training options, checked and normalised (see the module docstring).
+
+    The fields are ``ooc train``'s options (``--max-epochs`` is ``max_epochs``); their order is
+    ``run.json``'s. ``memory_bytes`` is ``memory`` parsed.
+    """
+
+    loss: str = _opt(Logistic.name, choices=LOSS_NAMES)
+    gamma: float = _opt(1.0, "Smoothing of the smooth hinge.")
+    multiclass: str | None = _opt(None, choices=(OVR, CRAMMER_SINGER))
+    l2: float = _opt(1e-6, "L2 weight (LIBLINEAR C = 1/(l2 n)). 0 with --l1 > 0: pure L1 (rcd-primal, or sdca/acc-sdca "
+                           "with an added L2 small enough to certify the L1 problem).")
+    l1: float = _opt(0.0, "L1 weight.")
+    solver: str = _opt(AUTO, choices=SOLVER_NAMES)
+    sampling: str = _opt("uniform", "rcd-primal/rcd-dual: uniform, importance, supportSet-uniform, adaptive, "
+                                    "ada-uniform, ada-gap, gap-per-epoch.")
+    tol: float = _opt(1e-6, "Relative duality gap to certify.")
+    max_epochs: int = _opt(100)
+    memory: str = _opt("1GiB", "Memory for blocks in hand, read ahead and cached, and the duals when they fit in "
+                               "a quarter.")
+    bias: float = _opt(0.0, "Intercept feature value B (0: none).")
+    class_weight: str | None = _opt(None, choices=("balanced",))
+    seed: int = _opt(0)
+    checkpoint_every: float = _opt(300.0, "Seconds between checkpoints.")
+    distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
+    inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
+    mix_blocks: int = _opt(4, "Row blocks whose rows are visited in one random permutation (memory: about twice "
+                              "that many blocks are resident).")
+    paging: str = _opt("shuffled", "rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.",
+                       PAGINGS)
+    smoothing: float | None = _opt(None, "acc-sdca with --loss hinge: gamma of the paper's Sec. 3.3 smoothing "
+                                         "(default: --tol); the gap reported is the hinge problem's.")
+    # dgpd's own options: their defaults are the solver's (ooc.solvers.dgpd.DEFAULTS)
+    dgpd_rounds: int = _opt(_DGPD["rounds"], "dgpd: rounds of updates on the active submatrix between two "
+                                             "searches (>= 1).")
+    dgpd_batch: int = _opt(_DGPD["batch"], "dgpd: coordinates a search adds at least, per side (>= 1).")
+    dgpd_growth: float = _opt(_DGPD["growth"], "dgpd: a search adds up to max(batch, growth x active-set size) "
+                                               "coordinates (>= 0).")
+    dgpd_dual_step: str = _opt(_DGPD["dual_step"], "dgpd: dual step size, the largest safe one (Prox-SDCA's on the "
+                                                   "submatrix) or the paper's Theorem 4.2 (shorter).", DUAL_STEPS)
+    #: ``memory`` in bytes, parsed once when the configuration is built (not an option)
+    memory_bytes: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self):
+        loss = loss_spec(self.loss)
+        if self.solver != AUTO:
+            solver_spec(self.solver)
+        _check_values(self, loss)
+        _check_dgpd(self)
+        _check_requested_solver(self, loss)
+        _set(self, "memory_bytes", parse_bytes(self.memory))
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_options(cls, options: dict) -> TrainConfig:
+        """Build from keyword options (``ooc.train``'s): unknown names are refused, ``None``
+        means the default (but for :data:`NONE_IS_A_VALUE`)."""
+        unknown = set(options) - set(option_names())
+        if unknown:
+            raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
+        return cls(**{k: v for k, v in options.items() if v is not None or k in NONE_IS_A_VALUE})
+
+    @classmethod
+    def from_run_config(cls, config: dict, **override) -> TrainConfig:
+        """The configuration a ``run.json`` was written with; options added since take their defaults."""
+        return cls.from_options({**{k: config[k] for k in option_names() if k in config}, **override})
+
+    def options(self) -> dict:
+        """The fields as a dict (``run.json``'s ``config`` keys, in order)."""
+        return {name: getattr(self, name) for name in option_names()}
+
+    @property
+    def loss_spec(self):
+        """The loss's :class:`ooc.objectives.losses.LossSpec`."""
+        return loss_spec(self.loss)
+
+
+def option_names() -> tuple:
+    """Names of the training options, in ``run.json``'s order."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.init)
+
+
+def defaults() -> dict:
+    """Every training option's default (a new dict)."""
+    return {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.init}
+
+
+def _set(cfg: TrainConfig, name: str, value) -> None:
+    # normalising in __post_init__ (int(), float()) is the one place a frozen config is written
+    object.__setattr__(cfg, name, value)
+
+
+def _check_values(cfg: TrainConfig, loss) -> None:
+    """Option values on their own (no store, no solver), normalised in place."""
+    from .schedule.sampling import normalize_sampling
+
+    _set(cfg, "sampling", normalize_sampling(cfg.sampling))
+    if cfg.paging not in PAGINGS:
+        raise ValueError(f"--paging {cfg.paging!r}: expected shuffled or gap")
+    for key in ("l2", "l1", "tol", "bias", "gamma"):
+        x = float(getattr(cfg, key))
+        if not np.isfinite(x) or x < 0:
+            raise ValueError(f"--{key} must be a finite number >= 0 (got {getattr(cfg, key)!r})")
+        _set(cfg, key, x)
+    for key in ("inner_passes", "mix_blocks"):
+        if int(getattr(cfg, key)) < 1:
+            raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
+        _set(cfg, key, int(getattr(cfg, key)))
+    if "gamma" in loss.params and cfg.gamma <= 0:
+        raise ValueError("--gamma must be > 0 for the smooth hinge")
+    if int(cfg.max_epochs) < 0:
+        raise ValueError("--max-epochs must be >= 0")
+    _set(cfg, "max_epochs", int(cfg.max_epochs))
+    _set(cfg, "seed", int(cfg.seed))
+    _set(cfg, "checkpoint_every", float(cfg.checkpoint_every))
+    if cfg.class_weight not in (None, "none", "balanced"):
+        raise ValueError("--class-weight: expected 'balanced' (or nothing)")
+
+
+def _check_dgpd(cfg: TrainConfig) -> None:
+    """The ``dgpd_*`` values (whether they may be set at all depends on the solver used)."""
+    for key in ("dgpd_rounds", "dgpd_batch"):
+        flag = "--" + key.replace("_", "-")
+        raw = getattr(cfg, key)
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{flag} must be an integer >= 1 (got {raw!r})") from None
+        if value != raw or value < 1:
+            raise ValueError(f"{flag} must be an integer >= 1 (got {raw!r})")
+        _set(cfg, key, value)
+    try:
+        growth = float(cfg.dgpd_growth)
+    except (TypeError, ValueError):
+        growth = math.nan
+    if not math.isfinite(growth) or growth < 0:
+        raise ValueError(f"--dgpd-growth must be a finite number >= 0 (got {cfg.dgpd_growth!r})")
+    _set(cfg, "dgpd_growth", growth)
+    if cfg.dgpd_dual_step not in DUAL_STEPS:
+        raise ValueError(f"--dgpd-dual-step {cfg.dgpd_dual_step!r}: expected one of {', '.join(DUAL_STEPS)}")
+
+
+def _check_requested_solver(cfg: TrainConfig, loss) -> None:
+    """What the solver asked for (``auto`` included) allows: --smoothing, pure L1."""
+    spec = solver_spec(cfg.solver) if cfg.solver != AUTO else None
+    hinge_smoothing = spec is not None and "smoothing" in spec.options and not loss.smooth
+    if cfg.smoothing is not None:
+        if not hinge_smoothing:
+            raise ValueError("--smoothing is the hinge smoothing of acc-sdca: use it with --solver acc-sdca "
+                             "--loss hinge (the smooth hinge's own parameter is --gamma)")
+        _set(cfg, "smoothing", float(cfg.smoothing))
+        if not (np.isfinite(cfg.smoothing) and cfg.smoothing > 0):
+            raise ValueError(f"--smoothing must be a finite number > 0 (got {cfg.smoothing!r})")
+    elif hinge_smoothing:
+        _set(cfg, "smoothing", cfg.tol)  # the smoothed optimum is then within tol/2 of the hinge one
+    if cfg.l2 <= 0 and not (cfg.l1 > 0 and (spec is None or spec.pure_l1)):
+        raise ValueError("--l2 must be > 0 for the dual solvers; pure L1 (--l2 0 --l1 > 0) trains with "
+                         "rcd-primal (--solver rcd-primal or auto), or sdca / acc-sdca with an added small L2")

@@ -1,0 +1,168 @@
+"""The solvers: what each needs, which class runs it, and the ``auto`` rule.
+
+Every solver name is spelled here (and in its own module); validation in :mod:`ooc.train`,
+the ``--solver`` choices of the command line and ``ooc info``'s text read this table, so a
+new solver is one entry here plus its module. The driver classes are imported only when a
+run starts: reading the table must not compile every solver's kernels.
+
+The ``auto`` rule (:func:`auto_solver`; ``ooc info`` reports ``C_P``, ``C_D``) is explained in
+:mod:`ooc.solvers.rcd`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import NamedTuple
+
+from ..objectives.losses import LOSS_NAMES, loss_spec, make_loss
+from ..schedule.sampling import normalize_sampling
+from ..store.layout import COLS, ROWS
+
+#: ``--solver`` value that lets :func:`auto_solver` choose.
+AUTO = "auto"
+#: ``--multiclass`` modes.
+OVR, CRAMMER_SINGER = "ovr", "crammer-singer"
+#: ``pure_l1`` values: how a solver trains ``--l2 0 --l1 > 0``.
+NATIVE, ADDED_L2 = "native", "added-l2"
+
+
+class SolverSpec(NamedTuple):
+    """One solver and its needs.
+
+    Attributes
+    ----------
+    name : str
+        The ``--solver`` value.
+    drivers : dict
+        ``"module:Class"`` of the driver per mode: ``""`` (default), ``"crammer-singer"``,
+        ``"distributed"``; imported lazily by :func:`driver_class`.
+    layouts : tuple of str
+        Store layouts it reads.
+    smooth_loss : bool
+        Needs a smooth loss (a Lipschitz derivative).
+    needs_l2 : bool
+        Its algorithm needs ``l2 > 0`` (a strongly convex primal).
+    pure_l1 : str
+        How it trains ``--l2 0 --l1 > 0``: ``"native"``, ``"added-l2"`` (a small L2 that still
+        certifies the L1 problem) or ``""`` (refused).
+    multiclass : tuple of str
+        ``--multiclass`` modes it trains.
+    warm_start : bool
+        Starts from a finished run's duals.
+    distributed : bool
+        Runs on Dask (``--distributed``).
+    samplings : bool
+        Takes non-uniform ``--sampling`` and ``--paging gap`` (else shuffled passes only).
+    options : tuple of str
+        Training options that are its own: set away from their defaults, they are refused
+        for another solver.
+    """
+
+    name: str
+    drivers: dict
+    layouts: tuple
+    smooth_loss: bool
+    needs_l2: bool
+    pure_l1: str
+    multiclass: tuple
+    warm_start: bool
+    distributed: bool
+    samplings: bool
+    options: tuple = ()
+
+
+_DGPD_OPTIONS = ("dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step")
+_BOTH = (ROWS, COLS)
+
+SOLVER_REGISTRY = {spec.name: spec for spec in (
+    SolverSpec("sdca", {"": "ooc.solvers.sdca:SDCASolver",
+                        CRAMMER_SINGER: "ooc.solvers.crammer_singer:CrammerSingerSolver",
+                        "distributed": "ooc.solvers.cocoa:CoCoASolver"},
+               (ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False),
+    SolverSpec("acc-sdca", {"": "ooc.solvers.acc_sdca:AccSDCASolver"},
+               (ROWS,), False, True, ADDED_L2, (OVR,), True, False, False, ("smoothing",)),
+    SolverSpec("dgpd", {"": "ooc.solvers.dgpd:DGPDSolver"},
+               _BOTH, False, True, "", (OVR,), False, False, False, _DGPD_OPTIONS),
+    SolverSpec("rcd-primal", {"": "ooc.solvers.rcd:RCDPrimalSolver"},
+               _BOTH, True, False, NATIVE, (OVR,), False, False, True),
+    SolverSpec("rcd-dual", {"": "ooc.solvers.rcd:RCDDualSolver"},
+               (ROWS,), False, True, "", (OVR,), True, False, True),
+    SolverSpec("dspdc", {"": "ooc.solvers.dspdc:DSPDCSolver"},
+               (ROWS,), True, True, "", (OVR,), False, False, False),
+)}
+#: ``--solver`` choices, ``auto`` first.
+SOLVER_NAMES = (AUTO, *SOLVER_REGISTRY)
+
+
+def solver_spec(name: str) -> SolverSpec:
+    """The :class:`SolverSpec` of a solver name (``ValueError`` naming the choices if unknown)."""
+    spec = SOLVER_REGISTRY.get(name)
+    if spec is None:
+        raise ValueError(f"--solver {name!r}: expected one of {', '.join(SOLVER_NAMES)}")
+    return spec
+
+
+def driver_class(name: str, distributed: str | None = None, multiclass: str | None = None) -> type:
+    """Import and return the class that runs solver ``name`` in the given mode."""
+    spec = solver_spec(name)
+    mode = CRAMMER_SINGER if multiclass == CRAMMER_SINGER else "distributed" if distributed else ""
+    if mode == "distributed" and not spec.distributed:
+        raise ValueError(f"--distributed trains with {_distributed_solver()} (CoCoA+); --solver {name} is not "
+                         "distributed")
+    if mode not in spec.drivers:  # a mode validation let through: run the solver's own driver
+        mode = ""
+    module, cls = spec.drivers[mode].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def _distributed_solver() -> str:
+    return next(n for n, s in SOLVER_REGISTRY.items() if s.distributed)
+
+
+def acc_sdca_l2_threshold(info: dict, loss_name: str, gamma: float = 1.0) -> float | None:
+    """``R^2 / (10 gamma n)``: below this ``l2``, ``auto`` picks ``acc-sdca`` (None for the hinge).
+
+    ``gamma`` is the paper's: 1 / the loss's smoothness (4 logistic, 1 squared, the smooth
+    hinge's own ``gamma``), read from the loss itself.
+    """
+    loss = make_loss(loss_name, gamma=gamma)
+    n = int(info.get("n_rows") or 0)
+    if not loss.is_smooth or n <= 0:
+        return None
+    return float(info.get("R") or 0.0) ** 2 * float(loss.smoothness) / (10.0 * n)
+
+
+def auto_solver(info: dict, l1: float, l2: float, loss_name: str, multiclass: str | None = None,
+                has_cols: bool = True, sampling: str = "uniform", gamma: float = 1.0) -> str:
+    """The solver ``--solver auto`` runs (the rule in :mod:`ooc.solvers.rcd`'s docstring).
+
+    ``info`` is ``store.info()`` (its ``C_P``, ``C_D``, ``R``, ``n_rows``); a non-uniform
+    ``sampling`` on the dual side selects ``rcd-dual`` (``sdca`` samples by shuffled passes only).
+    """
+    smooth = loss_spec(loss_name).smooth
+    if multiclass == CRAMMER_SINGER:
+        return "sdca"
+    if l1 > 0 and l2 <= 0:
+        return "rcd-primal"
+    if smooth and has_cols and float(info["C_P"]) < float(info["C_D"]):
+        return "rcd-primal"
+    if normalize_sampling(sampling) != "uniform":
+        return "rcd-dual"
+    threshold = acc_sdca_l2_threshold(info, loss_name, gamma)
+    return "acc-sdca" if threshold is not None and l2 < threshold else "sdca"
+
+
+def explain_auto(info: dict, has_cols: bool) -> list[str]:
+    """What ``--solver auto`` would run on this store, as lines for ``ooc info``."""
+    side = "primal" if float(info["C_P"]) < float(info["C_D"]) else "dual"
+    lines = []
+    if side == "primal" and has_cols:
+        lines.append("smooth losses -> rcd-primal (C_P < C_D); hinge -> sdca")
+    else:
+        why = "C_P >= C_D" if side == "dual" else "C_P < C_D but no column layout"
+        lines.append(f"dual side ({why}): sdca, or acc-sdca for a smooth loss when l2 < R^2/(10 gamma n)")
+        thr = {name: acc_sdca_l2_threshold(info, name) for name in LOSS_NAMES if loss_spec(name).smooth}
+        lines.append("acc-sdca below l2 = " + ", ".join(f"{k} {v:.3g}" for k, v in thr.items())
+                     + " (smooth-hinge with gamma 1)")
+    lines.append("pure L1 (--l2 0) -> rcd-primal; crammer-singer -> sdca; non-uniform --sampling -> rcd-dual")
+    return lines
