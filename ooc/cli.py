@@ -150,7 +150,7 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, 
 # -- info ----------------------------------------------------------------------------------------
 def _store_info(st) -> dict:
     """``st.info()`` and the memory each solver family holds for it (``resident_*``, from the planner)."""
-    from .schedule.planner import resident_memory
+    from .solvers.registry import resident_memory
 
     return {**st.info(), **resident_memory(st)}
 

@@ -13,7 +13,7 @@ from . import __version__
 from .config import TrainConfig, defaults
 from .engine import run as run_solver
 from .model import LinearModel
-from .objectives.losses import LOSS_NAMES, loss_spec
+from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
 from .solvers.problem import Problem, make_problem  # noqa: F401  (Problem: re-exported)
@@ -99,7 +99,7 @@ def _choose_solver(o: dict, loss, store) -> None:
             "the row layout; convert with --layout rows or both"
         raise ValueError(f"{store.path}: {named} needs {need}")
     if spec.smooth_loss and not loss.smooth:
-        smooth = ", ".join(n for n in LOSS_NAMES if loss_spec(n).smooth)
+        smooth = ", ".join(n for n, spec in LOSS_REGISTRY.items() if spec.smooth)
         takes_hinge = ", ".join(n for n, s in SOLVER_REGISTRY.items() if not s.smooth_loss)
         raise ValueError(f"{named} needs a smooth loss ({smooth}); the hinge trains with {takes_hinge}, or use "
                          "--loss smooth-hinge with a small --gamma for an SVM")

@@ -234,7 +234,7 @@ def test_resident_bytes_in_info_bound_a_measured_run(runs, tmp_path):
     ``resident_vector_bytes`` says (tracemalloc sees numpy's allocations)."""
     import tracemalloc
 
-    from ooc.schedule.planner import resident_memory
+    from ooc.solvers.registry import resident_memory
     from ooc.solvers import base, dgpd, rcd
 
     n, d = 40000, 30

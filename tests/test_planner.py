@@ -24,6 +24,7 @@ from ooc.runs.rundir import RunDir
 from ooc.schedule import planner
 from ooc.solvers.dgpd import DGPDSolver
 from ooc.solvers.rcd import RCDPrimalSolver
+from ooc.solvers.registry import resident_memory
 from ooc.solvers.sdca import SDCASolver
 
 T = importlib.import_module("ooc.train")
@@ -66,7 +67,7 @@ def test_row_groups_plan_is_the_recorded_split(stores, name):
     for mem in BUDGETS:
         for mix in (1, 2, 4):
             kind, depth, ahead, cache, warns = RECORDED["plans"][f"blocks/{name}/{mem}/{mix}"]
-            p = planner.plan("sdca", st, mem, k=pb.n_sub, mix=mix, warn=False)
+            p = planner.plan(planner.ROW_GROUPS, st, mem, k=pb.n_sub, mix=mix, warn=False)
             got = ["memory" if p.vectors_in_memory else "paged", p.read_depth, p.ahead_blocks, p.cache_bytes,
                    [p.warning] if p.warning else []]
             assert got == [kind, depth, ahead, cache, warns], (name, mem, mix)
@@ -76,10 +77,10 @@ def test_row_groups_plan_is_the_recorded_split(stores, name):
 def test_rcd_primal_and_dgpd_plans_are_the_recorded_split(stores, name):
     st, pb = stores[name]
     for mem in BUDGETS:
-        p = planner.plan("rcd-primal", st, mem, k=pb.n_sub)
+        p = planner.plan(planner.RCD_PRIMAL, st, mem, k=pb.n_sub)
         assert [p.vectors_in_memory, p.cache_bytes] == RECORDED["plans"][f"rcd/{name}/{mem}"], (name, mem)
         if name == "bin":
-            p = planner.plan("dgpd", st, mem, k=pb.n_sub)
+            p = planner.plan(planner.DGPD, st, mem, k=pb.n_sub)
             got = ["memory" if p.vectors_in_memory else "streamed", p.cache_bytes, p.line_bytes]
             assert got == RECORDED["plans"][f"dgpd/{name}/{mem}"], (name, mem)
 
@@ -103,19 +104,19 @@ def test_solvers_take_the_recorded_split(stores, mem, mix):
 
 def test_forced_vectors_override_the_budget(stores):
     st = stores["bin"][0]
-    assert planner.plan("sdca", st, 0, vectors="memory", warn=False).vectors_in_memory
-    assert not planner.plan("sdca", st, 1 << 30, vectors="paged").vectors_in_memory
-    assert not planner.plan("rcd-primal", st, 1 << 30, vectors="mapped").vectors_in_memory
+    assert planner.plan(planner.ROW_GROUPS, st, 0, vectors="memory", warn=False).vectors_in_memory
+    assert not planner.plan(planner.ROW_GROUPS, st, 1 << 30, vectors="paged").vectors_in_memory
+    assert not planner.plan(planner.RCD_PRIMAL, st, 1 << 30, vectors="mapped").vectors_in_memory
 
 
 def test_each_worker_gets_its_share(stores):
     """CoCoA: each of K workers plans with floor(M / K) (only cache sizes change, never iterates)."""
     st = stores["bin"][0]
     assert planner.worker_memory(1000, 3) == 333
-    p = planner.plan("sdca-cocoa", st, 1 << 20, workers=4, vectors="paged")
+    p = planner.plan(planner.COCOA_WORKER, st, 1 << 20, workers=4, vectors="paged")
     assert p.memory == p.cache_bytes == (1 << 20) // 4 and not p.vectors_in_memory
 
 
 @pytest.mark.parametrize("name", list(STORES))
 def test_resident_memory_is_the_recorded_figures(stores, name):
-    assert planner.resident_memory(stores[name][0]) == RECORDED["resident"][name]
+    assert resident_memory(stores[name][0]) == RECORDED["resident"][name]

@@ -26,7 +26,8 @@ its dual must be 0.
 
 Adding a loss: a NamedTuple class decorated with ``_attach`` (the Python methods), four
 ``@njit`` functions ``(loss, ...)`` for value, derivative, ``phi*(-a)`` and the dual step,
-and one ``_register`` call; every kernel then accepts it.
+and one :func:`register_loss` call with its :class:`LossSpec`; every kernel, the option checks
+and ``auto`` then accept it (``tests/huber_loss.py`` is a complete example).
 """
 
 import math
@@ -42,6 +43,9 @@ __all__ = [
     "SmoothHinge",
     "Hinge",
     "LOSSES",
+    "LOSS_REGISTRY",
+    "LossSpec",
+    "register_loss",
     "make_loss",
     "loss_value",
     "loss_deriv",
@@ -563,17 +567,6 @@ class Hinge(NamedTuple):
     smoothness = math.inf
 
 
-_register(Squared, _squared_value, _squared_deriv, _squared_conj_neg, _squared_step)
-_register(Logistic, _logistic_value, _logistic_deriv, _logistic_conj_neg, _logistic_step)
-_register(
-    SmoothHinge,
-    _smooth_hinge_value,
-    _smooth_hinge_deriv,
-    _smooth_hinge_conj_neg,
-    _smooth_hinge_step,
-)
-_register(Hinge, _hinge_value, _hinge_deriv, _hinge_conj_neg, _hinge_step)
-
 class LossSpec(NamedTuple):
     """A loss as the options know it: its command-line name, class and what it offers.
 
@@ -605,26 +598,52 @@ class LossSpec(NamedTuple):
 
 
 #: Every loss, in the order the command line lists them: the only place their names are spelled
-#: (besides the classes' own ``name``).
-LOSS_REGISTRY = {spec.name: spec for spec in (
-    LossSpec(Logistic.name, Logistic, (), True, True, True, False),
-    LossSpec(Squared.name, Squared, (), True, False, False, False),
-    LossSpec(SmoothHinge.name, SmoothHinge, ("gamma",), True, True, False, True),
-    LossSpec(Hinge.name, Hinge, (), False, True, False, True),
-)}
-#: ``--loss`` choices.
+#: (besides the classes' own ``name``). :func:`register_loss` adds to it.
+LOSS_REGISTRY: dict = {}
+#: The loss classes by name (what :func:`make_loss` builds), kept by :func:`register_loss`.
+LOSSES: dict = {}
+
+
+def register_loss(spec: LossSpec, value, deriv, conj_neg, step) -> LossSpec:
+    """Make a loss known to every kernel and every option check.
+
+    Parameters
+    ----------
+    spec : LossSpec
+        Its name, class (a NamedTuple of its parameters, decorated with ``_attach`` for the
+        Python methods) and what it offers.
+    value, deriv, conj_neg, step : njit functions
+        ``(loss, z, y) -> phi(z, y)``, ``(loss, z, y) -> phi'(z, y)``,
+        ``(loss, a, y) -> phi*(-a, y)`` and the dual step ``(loss, a, z, y, q, c) -> delta``
+        (see :func:`dual_step`); the kernels reach them through the generic functions,
+        resolved on the loss class at compile time.
+    """
+    _register(spec.cls, value, deriv, conj_neg, step)
+    LOSS_REGISTRY[spec.name] = spec
+    LOSSES[spec.name] = spec.cls
+    return spec
+
+
+register_loss(LossSpec(Logistic.name, Logistic, (), True, True, True, False),
+              _logistic_value, _logistic_deriv, _logistic_conj_neg, _logistic_step)
+register_loss(LossSpec(Squared.name, Squared, (), True, False, False, False),
+              _squared_value, _squared_deriv, _squared_conj_neg, _squared_step)
+register_loss(LossSpec(SmoothHinge.name, SmoothHinge, ("gamma",), True, True, False, True),
+              _smooth_hinge_value, _smooth_hinge_deriv, _smooth_hinge_conj_neg, _smooth_hinge_step)
+register_loss(LossSpec(Hinge.name, Hinge, (), False, True, False, True),
+              _hinge_value, _hinge_deriv, _hinge_conj_neg, _hinge_step)
+#: ``--loss`` choices of the command line (the built-in losses).
 LOSS_NAMES = tuple(LOSS_REGISTRY)
 #: The losses of classification and of regression labels (the estimators' choices).
 CLASSIFICATION_LOSSES = tuple(n for n, s in LOSS_REGISTRY.items() if s.classification)
 REGRESSION_LOSSES = tuple(n for n, s in LOSS_REGISTRY.items() if not s.classification)
-LOSSES = {name: spec.cls for name, spec in LOSS_REGISTRY.items()}
 
 
 def loss_spec(name: str) -> LossSpec:
     """The :class:`LossSpec` of a ``--loss`` name (``ValueError`` naming the choices if unknown)."""
     spec = LOSS_REGISTRY.get(name)
     if spec is None:
-        raise ValueError(f"--loss {name!r}: expected one of {', '.join(LOSS_NAMES)}")
+        raise ValueError(f"--loss {name!r}: expected one of {', '.join(LOSS_REGISTRY)}")
     return spec
 
 

@@ -96,11 +96,6 @@ RCD_PRIMAL = Footprint("cache", per_dim=40, per_k_dim=24, per_block_col=48, per_
 #: (``32 dim``) and one block's duals (``8 rows``); its duals are always paged (run directory).
 COCOA_WORKER = Footprint("cache", per_dim=32, per_block_row=8, per_example=8)
 
-#: Footprint of each solver (by its ``name``).
-FOOTPRINTS = {"sdca": ROW_GROUPS, "acc-sdca": ROW_GROUPS, "rcd-dual": ROW_GROUPS, "dspdc": ROW_GROUPS,
-              "sdca-crammer-singer": ROW_GROUPS, "sdca-cocoa": COCOA_WORKER, "base": ROW_GROUPS,
-              "dgpd": DGPD, "rcd-primal": RCD_PRIMAL}
-
 #: The O(n) vectors stay in memory when they fit in this fraction of the budget.
 VECTOR_SHARE = 4
 
@@ -139,7 +134,8 @@ def plan(footprint: Footprint | str, store, memory: int, k: int = 1, mix: int = 
     Parameters
     ----------
     footprint : Footprint or str
-        The family's footprint, or a solver name of :data:`FOOTPRINTS`.
+        The family's footprint (a solver's is in its registry entry,
+        :data:`ooc.solvers.registry.SOLVER_REGISTRY`).
     store : ooc.store.Store
         The store as the solver reads it (its row blocks and ``block_bytes``).
     memory : int
@@ -154,7 +150,7 @@ def plan(footprint: Footprint | str, store, memory: int, k: int = 1, mix: int = 
     warn : bool
         Emit the :class:`MemoryBudgetWarning` (row-groups) when the plan has one.
     """
-    fp = FOOTPRINTS[footprint] if isinstance(footprint, str) else footprint
+    fp = footprint
     mem = worker_memory(memory, workers)
     need = fp.vectors(int(store.n_rows), int(k))
     in_mem = vectors == "memory" or (vectors is None and need <= mem // VECTOR_SHARE)
@@ -218,25 +214,19 @@ def _row_groups_warning(store, mix: int, memory: int, free: int, vec: int) -> st
                if mix > 1 else ""))
 
 
-def resident_memory(store) -> dict:
-    """Bytes each solver family holds in memory for ``store`` (what ``ooc info`` prints).
+def store_resident(footprint: Footprint, store) -> dict:
+    """``{"beyond_memory", "vectors"}`` of ``footprint`` on ``store`` (what ``ooc info`` prints).
 
-    ``resident_bytes[s]``: held whatever ``--memory`` is (``O(d)`` vectors and one block's
-    ``O(rows)`` ones), so a run keeps at most ``--memory`` plus this; ``resident_vector_bytes[s]``:
-    the ``O(n)`` vectors, kept in memory and charged to ``--memory`` when they fit in a quarter
-    of it, otherwise paged, streamed or memory-mapped. Computed for ``k`` one-vs-rest problems
-    (the classes of a multiclass store, else 1), with a bias feature and ``mix = 4``.
+    ``beyond_memory``: held whatever ``--memory`` is (``O(d)`` vectors and one block's ``O(rows)``
+    ones), so a run keeps at most ``--memory`` plus this; ``vectors``: the ``O(n)`` vectors, kept
+    in memory and charged to ``--memory`` when they fit in a quarter of it, otherwise paged,
+    streamed or memory-mapped. Computed for ``k`` one-vs-rest problems (the classes of a
+    multiclass store, else 1), with a bias feature and ``mix = 4``.
     """
     n, d = store.shape
     k = len(store.classes) if store.label_kind == L.MULTICLASS and store.classes else 1
-    dim = d + 1
 
     def widest(layout):
         return int(np.max(np.diff(store.block_ptr(layout)))) if store.has_layout(layout) and n and d else 0
 
-    rows, cols = widest(L.ROWS), widest(L.COLS)
-    est = {"sdca": ROW_GROUPS.resident(n, dim, k, rows=rows), "dgpd": DGPD.resident(n, dim, k, rows=rows),
-           "rcd-primal": RCD_PRIMAL.resident(n, dim, k, cols=cols)}
-    return {"resident_k": k,
-            "resident_bytes": {s: e["beyond_memory"] for s, e in est.items()},
-            "resident_vector_bytes": {s: e["vectors"] for s, e in est.items()}}
+    return footprint.resident(n, d + 1, k, rows=widest(L.ROWS), cols=widest(L.COLS))

@@ -161,7 +161,7 @@ class CoCoASolver(StoreSolver):
         client, workers, parts, opt, pb = self._client[0], self._workers, self._parts, self.opt, self.pb
         K, v, rnd = len(workers), self.v, ctx.epoch
         t_round = time.perf_counter()
-        topts = dict(opt["train_options"])
+        topts = dict(opt["train_options"], loss_object=pb.loss)
         futures = [client.submit(local_round, self.store.path, self.store.fingerprint, topts, int(opt["memory"]),
                                  self.rd.path, parts[k], v, rnd, k, K, ctx.update, int(opt.get("local_passes", 1)),
                                  workers=[workers[k]], allow_other_workers=True, pure=False)

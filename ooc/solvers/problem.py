@@ -64,13 +64,17 @@ def make_problem(store, o: dict) -> Problem:
         The training store.
     o : dict
         Options with at least ``loss``, ``gamma``, ``class_weight``, ``l2``, ``l1``, ``bias``
-        (and ``l2_added`` when pure L1 is trained by a dual solver).
+        (and ``l2_added`` when pure L1 is trained by a dual solver). ``loss_object``, when
+        given, is the loss itself (a Dask worker gets the driver's: unpickling it imports the
+        module that registered it, so a loss added outside the package trains there too).
 
     Returns
     -------
     Problem
     """
-    loss = make_loss(o["loss"], gamma=o["gamma"])
+    loss = o.get("loss_object")
+    if loss is None:
+        loss = make_loss(o["loss"], gamma=o["gamma"])
     kind = store.label_kind
     task = kind if kind in (REGRESSION, MULTICLASS) else BINARY
     classes = tuple(float(c) for c in store.classes) if task == MULTICLASS else None

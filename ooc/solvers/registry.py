@@ -15,8 +15,9 @@ import importlib
 from typing import NamedTuple
 
 from ..objectives.losses import LOSS_NAMES, loss_spec, make_loss
+from ..schedule.planner import DGPD, RCD_PRIMAL, ROW_GROUPS, Footprint, store_resident
 from ..schedule.sampling import normalize_sampling
-from ..store.layout import COLS, ROWS
+from ..store.layout import COLS, MULTICLASS, ROWS
 
 #: ``--solver`` value that lets :func:`auto_solver` choose.
 AUTO = "auto"
@@ -53,6 +54,9 @@ class SolverSpec(NamedTuple):
         Runs on Dask (``--distributed``).
     samplings : bool
         Takes non-uniform ``--sampling`` and ``--paging gap`` (else shuffled passes only).
+    footprint : ooc.schedule.planner.Footprint
+        What it holds in memory (:mod:`ooc.schedule.planner` splits ``--memory`` by it; ``ooc
+        info`` prints it).
     options : tuple of str
         Training options that are its own: set away from their defaults, they are refused
         for another solver.
@@ -68,6 +72,7 @@ class SolverSpec(NamedTuple):
     warm_start: bool
     distributed: bool
     samplings: bool
+    footprint: Footprint
     options: tuple = ()
 
 
@@ -78,17 +83,17 @@ SOLVER_REGISTRY = {spec.name: spec for spec in (
     SolverSpec("sdca", {"": "ooc.solvers.sdca:SDCASolver",
                         CRAMMER_SINGER: "ooc.solvers.crammer_singer:CrammerSingerSolver",
                         "distributed": "ooc.solvers.cocoa:CoCoASolver"},
-               (ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False),
+               (ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False, ROW_GROUPS),
     SolverSpec("acc-sdca", {"": "ooc.solvers.acc_sdca:AccSDCASolver"},
-               (ROWS,), False, True, ADDED_L2, (OVR,), True, False, False, ("smoothing",)),
+               (ROWS,), False, True, ADDED_L2, (OVR,), True, False, False, ROW_GROUPS, ("smoothing",)),
     SolverSpec("dgpd", {"": "ooc.solvers.dgpd:DGPDSolver"},
-               _BOTH, False, True, "", (OVR,), False, False, False, _DGPD_OPTIONS),
+               _BOTH, False, True, "", (OVR,), False, False, False, DGPD, _DGPD_OPTIONS),
     SolverSpec("rcd-primal", {"": "ooc.solvers.rcd:RCDPrimalSolver"},
-               _BOTH, True, False, NATIVE, (OVR,), False, False, True),
+               _BOTH, True, False, NATIVE, (OVR,), False, False, True, RCD_PRIMAL),
     SolverSpec("rcd-dual", {"": "ooc.solvers.rcd:RCDDualSolver"},
-               (ROWS,), False, True, "", (OVR,), True, False, True),
+               (ROWS,), False, True, "", (OVR,), True, False, True, ROW_GROUPS),
     SolverSpec("dspdc", {"": "ooc.solvers.dspdc:DSPDCSolver"},
-               (ROWS,), True, True, "", (OVR,), False, False, False),
+               (ROWS,), True, True, "", (OVR,), False, False, False, ROW_GROUPS),
 )}
 #: ``--solver`` choices, ``auto`` first.
 SOLVER_NAMES = (AUTO, *SOLVER_REGISTRY)
@@ -100,6 +105,23 @@ def solver_spec(name: str) -> SolverSpec:
     if spec is None:
         raise ValueError(f"--solver {name!r}: expected one of {', '.join(SOLVER_NAMES)}")
     return spec
+
+
+def resident_memory(store) -> dict:
+    """Bytes each solver family holds for ``store`` (``ooc info``'s ``resident_*`` figures).
+
+    One entry per footprint, under the name of the first solver that has it (``sdca`` for the
+    row-block dual solvers); see :func:`ooc.schedule.planner.store_resident`.
+    """
+    est = {}
+    for name, spec in SOLVER_REGISTRY.items():
+        if all(spec.footprint is not other for other in est.values()):
+            est[name] = spec.footprint
+    figures = {name: store_resident(fp, store) for name, fp in est.items()}
+    k = len(store.classes) if store.label_kind == MULTICLASS and store.classes else 1
+    return {"resident_k": k,
+            "resident_bytes": {s: e["beyond_memory"] for s, e in figures.items()},
+            "resident_vector_bytes": {s: e["vectors"] for s, e in figures.items()}}
 
 
 def driver_class(name: str, distributed: str | None = None, multiclass: str | None = None) -> type:

@@ -331,7 +331,7 @@ class Store:
         """The store's facts ``ooc info`` prints (also in its ``--json`` object).
 
         The memory each solver would hold for this store is not a fact of the store: ``ooc info``
-        adds it from :func:`ooc.schedule.planner.resident_memory`.
+        adds it from :func:`ooc.solvers.registry.resident_memory`.
         """
         a = self.attrs
         n, d = self.shape
