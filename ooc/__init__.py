@@ -1,6 +1,6 @@
 """ooc: out-of-core, duality-gap-certified training of regularized linear models."""
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 from .store import Store, StoreCorruptError, StoreError, open_store  # noqa: E402
 from .store.ingest import convert  # noqa: E402

@@ -16,7 +16,7 @@ import tempfile
 
 import click
 
-from . import __version__
+from ._version import __version__
 from .progress import ConvertProgress, wanted
 
 

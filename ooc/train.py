@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import run as run_solver
 from .model import LinearModel

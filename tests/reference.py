@@ -29,6 +29,9 @@ def phi(loss, z, y):
     y = np.asarray(y, dtype=float)
     if name == "squared":
         return 0.5 * (z - y) ** 2
+    if name == "huber":  # tests/huber_loss.py
+        r = np.abs(z - y)
+        return np.where(r <= loss.delta, 0.5 * r**2, loss.delta * (r - 0.5 * loss.delta))
     m = y * z
     if name == "logistic":
         return np.logaddexp(0.0, -m)
@@ -50,6 +53,8 @@ def phi_conj(loss, u, y):
     y = np.asarray(y, dtype=float)
     if name == "squared":
         return 0.5 * u**2 + y * u
+    if name == "huber":
+        return np.where(np.abs(u) <= loss.delta, 0.5 * u**2 + y * u, np.inf)
     b = -u * y  # in [0, 1] on the domain
     inside = (b >= 0.0) & (b <= 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
