@@ -161,9 +161,8 @@ def _store_info(st) -> dict:
 @_user_errors
 def info(store, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes."""
-    from .store import open_store
-
     from .solvers.registry import explain_auto
+    from .store import open_store
 
     with open_store(store) as st:
         i = _store_info(st)

@@ -46,7 +46,7 @@ try:  # scikit-learn >= 1.6 (validate_data, tags); `import ooc` works without it
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
     from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
     from sklearn.utils._available_if import available_if
-    from sklearn.utils.multiclass import check_classification_targets, type_of_target
+    from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted, validate_data
 
     _SKLEARN_MISSING = None

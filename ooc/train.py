@@ -13,7 +13,7 @@ from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import run as run_solver
 from .model import LinearModel
-from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
+from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
 from .solvers.problem import Problem, make_problem  # noqa: F401  (Problem: re-exported)

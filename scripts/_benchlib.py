@@ -9,8 +9,8 @@ import tempfile
 import time
 import uuid
 
-from ooc.engine import run as run_solver
 import ooc
+from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver
 

@@ -32,9 +32,9 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ooc.engine import run as run_solver
 import ooc
 import ooc.store.ingest
+from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dgpd import DGPDSolver
 from ooc.solvers.sdca import SDCASolver

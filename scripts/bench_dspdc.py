@@ -29,8 +29,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ooc.engine import run as run_solver
 import ooc
+from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dspdc import DSPDCSolver
 from ooc.solvers.rcd import RCDPrimalSolver

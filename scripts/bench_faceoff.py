@@ -18,9 +18,7 @@ import json
 
 import numpy as np
 import scipy.sparse as sp
-
-
-from _benchlib import SOLVERS, first, run, store  # noqa: E402  (scripts/ is on sys.path)
+from _benchlib import first, run, store  # noqa: E402  (scripts/ is on sys.path)
 
 
 def labels(X, rng):

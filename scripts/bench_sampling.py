@@ -25,12 +25,9 @@ import json
 
 import numpy as np
 import scipy.sparse as sp
+from _benchlib import run, store  # noqa: E402  (scripts/ is on sys.path)
 
-import ooc
 from ooc.schedule.sampling import SAMPLINGS
-
-from _benchlib import SOLVERS, first, run, store  # noqa: E402  (scripts/ is on sys.path)
-
 
 
 def lasso_data(n, d, rng):

@@ -168,8 +168,6 @@ class Chaos:
 
     # -- references ----------------------------------------------------------------------------
     def setup(self):
-        import ooc
-        from ooc.synth import SynthSource, write_svmlight
 
         while True:  # references made with one version of the sources, start to end
             src = source_hash()
@@ -266,12 +264,10 @@ class Chaos:
         try:
             p = popen(["convert", self.svm, store, *CONVERT])
             if self.rng.random() < 0.5:
-                mode = "start"
                 deadline = time.monotonic() + self.rng.uniform(0, self.t_convert * 1.05)
                 while p.poll() is None and time.monotonic() < deadline:
                     time.sleep(0.002)
             else:
-                mode = "writing"
                 while p.poll() is None and not any(".partial-" in f for f in os.listdir(d)):
                     time.sleep(0.002)
                 deadline = time.monotonic() + self.rng.uniform(0, max(self.t_convert - 1.8, 0.3))

@@ -18,7 +18,6 @@ method would stall on them; for the logistic loss it is infinite at 0. The proxi
 """
 
 import numpy as np
-
 import reference as ref
 
 

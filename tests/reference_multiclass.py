@@ -12,9 +12,8 @@ bias feature), class indices ``y``, weights ``c``, duals ``alpha`` (n, k) with
 """
 
 import numpy as np
-from scipy.optimize import minimize
-
 from reference import augment
+from scipy.optimize import minimize
 
 # ---------------------------------------------------------------------------- projections
 

@@ -6,7 +6,6 @@ import uuid
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from scipy.optimize import minimize
 
 import ooc

@@ -10,21 +10,8 @@ import math
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from scipy.optimize import minimize
-
 import reference as ref
-from ooc.kernels.accel import momentum_into, recenter_v, shift_v
-from ooc.kernels.multiclass import (
-    cs_block_accumulate_v,
-    cs_block_dual_loss,
-    cs_block_primal_loss,
-    cs_sdca_pass,
-)
-from ooc.kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss, sdca_pass
-from ooc.kernels.args import Labels, Reg, Rows
-from ooc.objectives import ElasticNet, Hinge, Logistic, SmoothHinge
-from ooc.objectives.accel import accel_params
+import scipy.sparse as sp
 from reference_gap import (
     duality_gap,
     enter_shifted,
@@ -38,6 +25,19 @@ from reference_gap import (
     xi_at,
     xi_initial,
 )
+from scipy.optimize import minimize
+
+from ooc.kernels.accel import momentum_into, recenter_v, shift_v
+from ooc.kernels.args import Labels, Reg, Rows
+from ooc.kernels.multiclass import (
+    cs_block_accumulate_v,
+    cs_block_dual_loss,
+    cs_block_primal_loss,
+    cs_sdca_pass,
+)
+from ooc.kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss, sdca_pass
+from ooc.objectives import ElasticNet, Hinge, Logistic, SmoothHinge
+from ooc.objectives.accel import accel_params
 from ooc.objectives.multiclass import make_multiclass_loss
 from ooc.objectives.penalties import grad_conj
 

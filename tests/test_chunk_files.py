@@ -25,7 +25,6 @@ from ooc.store.backend import StoreCorruptError
 from ooc.store.chunk_files import DirectArray, direct_reader
 from ooc.store.zarr_backend import ZarrBackend
 
-
 #: a sample that does not compress: the backend stores the array uncompressed (Blosc level 0)
 _NOISE = np.random.default_rng(0).random(1 << 14)
 

@@ -22,20 +22,19 @@ import uuid
 import warnings
 
 import numpy as np
-
-from ooc.engine import run as run_solver
 import pytest
+import reference_dgpd as R
 import scipy.sparse as sp
+from test_train_optimality import primal, ref_scipy_primal
 
 import ooc
-import reference_dgpd as R
+from ooc.engine import run as run_solver
 from ooc.kernels import dgpd as K
 from ooc.objectives.losses import Logistic, SmoothHinge, Squared
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dgpd import DGPDSolver, Selection, top_k
 from ooc.solvers.sdca import SDCASolver
 from ooc.train import _problem, _validate
-from test_train_optimality import primal, ref_scipy_primal
 
 N, D = 240, 40
 L2, L1 = 2e-2, 2e-2
@@ -234,8 +233,8 @@ def test_resident_bytes_in_info_bound_a_measured_run(runs, tmp_path):
     ``resident_vector_bytes`` says (tracemalloc sees numpy's allocations)."""
     import tracemalloc
 
-    from ooc.solvers.registry import resident_memory
     from ooc.solvers import base, dgpd, rcd
+    from ooc.solvers.registry import resident_memory
 
     n, d = 40000, 30
     rng = np.random.default_rng(0)
@@ -332,7 +331,7 @@ def test_theorem_step_converges_and_is_above_the_safeguard(data, runs):
     assert R.theorem_q(N, L2, r2, 1.0, 1) >= r2 / (L2 * N)
 
 
-@pytest.mark.parametrize("loss", [SmoothHinge(1.0), Squared(), Logistic()], ids=lambda l: l.name)
+@pytest.mark.parametrize("loss", [SmoothHinge(1.0), Squared(), Logistic()], ids=lambda loss: loss.name)
 def test_algorithm1_reference_reaches_the_dgpd_optimum(runs, loss):
     n, d = 40, 12
     X, yb, yr = make_data(7, n, d, density=0.5)

@@ -25,12 +25,11 @@ import tempfile
 import uuid
 
 import numpy as np
-
-from ooc.engine import run as run_solver
 import pytest
 import scipy.sparse as sp
 
 import ooc
+from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dspdc import DSPDCSolver, dspdc_params
 from ooc.solvers.sdca import SDCASolver

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from huber_loss import Huber
 from scipy.optimize import minimize
 
 import ooc
-from huber_loss import Huber
 from ooc.objectives.losses import make_loss
 from ooc.solvers.registry import SOLVER_REGISTRY
 

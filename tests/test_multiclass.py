@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
-from sklearn.svm import LinearSVC
 from sklearn.multiclass import OneVsRestClassifier
+from sklearn.svm import LinearSVC
 
 import ooc
 from ooc.evaluate import evaluate
@@ -67,7 +67,6 @@ def test_ovr_hinge_with_bias_matches_liblinear(problem, tmp_path):
     m = run.model
     W = np.hstack([m.coef_, (m.intercept_ / B)[:, None]])
     # compare objectives (the hinge solution need not be unique): each class's primal at both points
-    n = X.shape[0]
     classes = [5.0, 15.0, 25.0]
 
     def obj(Wc):

@@ -10,11 +10,13 @@
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from scipy.optimize import minimize
-
 import reference as ref
 import reference_multiclass as rmc
+import scipy.sparse as sp
+from reference_gap import cs_duality_gap
+from scipy.optimize import minimize
+
+from ooc.kernels.args import Labels, Reg, Rows
 from ooc.kernels.multiclass import (
     cs_block_accumulate_v,
     cs_block_dual_loss,
@@ -31,9 +33,7 @@ from ooc.objectives.multiclass import (
     make_multiclass_loss,
     ovr_labels,
 )
-from ooc.kernels.args import Labels, Reg, Rows
 from ooc.objectives.penalties import ElasticNet
-from reference_gap import cs_duality_gap
 
 GAMMAS = [0.0, 0.5]
 

@@ -13,6 +13,7 @@ import ooc
 from ooc.runs.rundir import RunDir
 from ooc.synth import SynthSource
 
+
 @pytest.fixture(scope="module")
 def stores():
     def make(task, seed):

@@ -23,12 +23,11 @@ import tempfile
 import uuid
 
 import numpy as np
-
-from ooc.engine import run as run_solver
 import pytest
 import scipy.sparse as sp
 
 import ooc
+from ooc.engine import run as run_solver
 from ooc.kernels.rcd import dual_block_gaps
 from ooc.runs.rundir import RunDir
 from ooc.schedule.sampling import SAMPLINGS
@@ -100,7 +99,6 @@ def objective(loss, X, y, w, l2, l1=0.0):
 
 def reference(loss, X, y, l2, l1=0.0):
     from sklearn.linear_model import ElasticNet, Lasso, LogisticRegression, Ridge
-    from sklearn.svm import LinearSVC
 
     n = len(y)
     if loss == "squared" and l1 == 0:

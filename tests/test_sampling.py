@@ -13,8 +13,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ooc.schedule.sampling import (SumTree, block_counts, block_probs, block_uniforms, draw_in_block,
-                                   normalize_sampling, tree_capacity, SAMPLINGS)
+from ooc.schedule.sampling import (
+    SAMPLINGS,
+    SumTree,
+    block_counts,
+    block_probs,
+    block_uniforms,
+    draw_in_block,
+    normalize_sampling,
+    tree_capacity,
+)
 
 
 def linear_scan(weights, u):

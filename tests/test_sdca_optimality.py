@@ -10,13 +10,14 @@ import warnings
 
 import numpy as np
 import pytest
+import reference as ref
 import scipy.sparse as sp
+from reference_gap import dual, duality_gap, gap_from_sums, primal
 from scipy.optimize import minimize
 from sklearn.linear_model import ElasticNet as SkElasticNet
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.svm import LinearSVC
 
-import reference as ref
 from ooc.kernels.args import Labels, Reg, Rows
 from ooc.kernels.sdca import block_dual_loss, sdca_pass, sdca_pass_gap
 from ooc.objectives import (
@@ -26,7 +27,6 @@ from ooc.objectives import (
     SmoothHinge,
     Squared,
 )
-from reference_gap import dual, duality_gap, gap_from_sums, primal
 
 N, D = 200, 30
 L2 = 1e-2  # LIBLINEAR/scikit-learn C = 1 / (l2 n) = 0.5

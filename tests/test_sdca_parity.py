@@ -7,9 +7,9 @@ int32/int64 column indices, with the rows split into blocks (local indptr, views
 
 import numpy as np
 import pytest
+import reference as ref
 import scipy.sparse as sp
 
-import reference as ref
 from ooc.kernels.args import Labels, Reg, Rows
 from ooc.kernels.sdca import (
     block_accumulate_v,

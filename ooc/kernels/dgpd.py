@@ -32,8 +32,8 @@ soft-thresholded). ``loss`` is a loss NamedTuple (one specialization per loss cl
 import numpy as np
 from numba import njit
 
-from ooc.objectives.losses import dual_step, loss_value
 from ooc.kernels.sdca import dual_apply
+from ooc.objectives.losses import dual_step, loss_value
 from ooc.objectives.penalties import soft_threshold_scalar
 
 __all__ = [

@@ -24,6 +24,7 @@ scalars as floats; ``l2 > 0`` (not checked here). The duals of a row always keep
 import numpy as np
 from numba import njit
 
+from ooc.kernels.prefetch import prefetch_rows
 from ooc.objectives.multiclass import (
     mc_dual_step,
     mc_dual_term,
@@ -31,7 +32,6 @@ from ooc.objectives.multiclass import (
     simplex_threshold,
 )
 from ooc.objectives.penalties import soft_threshold_scalar
-from ooc.kernels.prefetch import prefetch_rows
 
 __all__ = [
     "cs_sdca_pass",

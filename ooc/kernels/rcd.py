@@ -28,12 +28,12 @@ All loops accumulate in float64; arrays follow :mod:`ooc.kernels.sdca`'s convent
 import numpy as np
 from numba import njit
 
-from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_value, weighted_conj_neg
-from ooc.objectives.penalties import soft_threshold_scalar
-from ooc.kernels.sdca import dual_apply
 from ooc.kernels.prefetch import prefetch_rows
 from ooc.kernels.samplings import mix_scores, step_score, wants_gap
+from ooc.kernels.sdca import dual_apply
 from ooc.kernels.sumtree import tree_build, tree_draw
+from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_value, weighted_conj_neg
+from ooc.objectives.penalties import soft_threshold_scalar
 
 _KAPPA_EPS = 1e-12
 
@@ -127,7 +127,6 @@ def dual_adaptive_pass(loss, rows, labels, alpha, v, w, rownorm, reg, sampling, 
     inv_l2n = 1.0 / (l2 * n_total)
     k = l1 / l2
     m = alpha.shape[0]
-    bias_sq = bias * bias if bias > 0.0 else 0.0
     steps = 0
     for t in range(uniforms.shape[0]):
         for i in range(m):

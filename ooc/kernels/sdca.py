@@ -34,9 +34,9 @@ Conventions shared by the kernels (the passes take them bundled in the NamedTupl
 import numpy as np
 from numba import njit
 
+from ooc.kernels.prefetch import NNZ_AHEAD, prefetch_gather, prefetch_rows
 from ooc.objectives.losses import dual_step, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
-from ooc.kernels.prefetch import NNZ_AHEAD, prefetch_gather, prefetch_rows
 
 __all__ = [
     "dual_apply",

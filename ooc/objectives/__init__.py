@@ -1,5 +1,6 @@
 """Losses, penalties and the constants of accelerated Prox-SDCA: the math every solver shares."""
 
+from ooc.objectives.accel import AccelParams, accel_params
 from ooc.objectives.losses import (
     LOSSES,
     Hinge,
@@ -13,6 +14,12 @@ from ooc.objectives.losses import (
     make_loss,
     weighted_conj_neg,
 )
+from ooc.objectives.multiclass import (
+    MulticlassHinge,
+    class_indices,
+    make_multiclass_loss,
+    ovr_labels,
+)
 from ooc.objectives.penalties import (
     ElasticNet,
     conj_value,
@@ -21,13 +28,6 @@ from ooc.objectives.penalties import (
     require_l2,
     soft_threshold,
 )
-from ooc.objectives.multiclass import (
-    MulticlassHinge,
-    class_indices,
-    make_multiclass_loss,
-    ovr_labels,
-)
-from ooc.objectives.accel import AccelParams, accel_params
 
 __all__ = [
     "LOSSES",

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ooc.kernels.samplings import AdaGap, Adaptive, AdaUniform, SupportSetUniform
-from ooc.kernels.sumtree import tree_build, tree_draw, tree_draw_many, tree_total, tree_update
+from ooc.kernels.sumtree import tree_build, tree_draw, tree_draw_many, tree_update
 
 SAMPLINGS = ("uniform", "importance", "supportSet-uniform", "adaptive", "ada-uniform", "ada-gap", "gap-per-epoch")
 #: samplings whose distribution is recomputed after every coordinate step

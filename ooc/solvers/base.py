@@ -25,7 +25,6 @@ solver.
 
 from __future__ import annotations
 
-import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -33,10 +32,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..objectives.penalties import primal_value
 from .._cpu import gather_prefetch_pays
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
-from ..objectives.penalties import grad_conj
+from ..objectives.penalties import grad_conj, primal_value
 from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
 from ..schedule.buffers import BufferPool

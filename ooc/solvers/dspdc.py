@@ -66,9 +66,9 @@ import time
 
 import numpy as np
 
+from .._cpu import gather_prefetch_pays
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.dspdc import DspdcState, DspdcStep, dspdc_block, v_times, vbar_from, vt_times
-from .._cpu import gather_prefetch_pays
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
 from ..objectives.penalties import conj_value, require_l2
 from ..store import layout as L

@@ -107,9 +107,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..kernels.rcd import (col_curvature, dual_adaptive_pass, dual_block_gaps, primal_adaptive_pass,
-                           primal_bias_steps, primal_cd_pass, primal_gap_rows, quartz_pass)
 from ..kernels.args import Labels, Reg, Rows
+from ..kernels.rcd import (
+    col_curvature,
+    dual_adaptive_pass,
+    dual_block_gaps,
+    primal_adaptive_pass,
+    primal_bias_steps,
+    primal_cd_pass,
+    primal_gap_rows,
+    quartz_pass,
+)
 from ..kernels.samplings import AdaptiveDraws
 from ..kernels.sdca import sdca_pass
 from ..objectives.penalties import primal_value, require_l2
@@ -117,8 +125,18 @@ from ..runs.rundir import RunDir, atomic_save_npy
 from ..schedule.cache import BlockCache
 from ..schedule.planner import RCD_PRIMAL
 from ..schedule.planner import plan as plan_memory
-from ..schedule.sampling import (GAP_BASED, PER_STEP, block_counts, block_probs, block_uniforms, draw_in_block,
-                                 normalize_sampling, step_sampling, tree_capacity, visit_order)
+from ..schedule.sampling import (
+    GAP_BASED,
+    PER_STEP,
+    block_counts,
+    block_probs,
+    block_uniforms,
+    draw_in_block,
+    normalize_sampling,
+    step_sampling,
+    tree_capacity,
+    visit_order,
+)
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock

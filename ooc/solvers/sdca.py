@@ -16,8 +16,6 @@ permutation that depends on ``(seed, epoch, block)`` only.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import block_dual_loss, sdca_pass_gap
 from ..schedule.scheduler import row_order

@@ -32,8 +32,8 @@ import numpy as np
 from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
 from . import layout as L
-from .readers import InputError, RowChunk, csv_layout, detect_format, iter_csv, iter_svmlight
 from .backend import MemoryBackend, StoreError
+from .readers import InputError, RowChunk, csv_layout, detect_format, iter_csv, iter_svmlight
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
 from .writer import Appender, StoreWriter, Temporary, publish, remove_path, remove_stale_temporaries

@@ -31,8 +31,8 @@ import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
 from .backend import Backend, StoreError
-from .layout import inner_chunk_len, worth_compressing
 from .chunk_files import ChunkReader, direct_io_default, direct_reader
+from .layout import inner_chunk_len, worth_compressing
 
 _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
 #: for arrays that do not compress (layout.worth_compressing): Blosc level 0 stores the bytes

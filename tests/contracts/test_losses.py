@@ -11,11 +11,11 @@ import pickle
 
 import numpy as np
 import pytest
+import reference as ref
+from huber_loss import Huber
 from numba import njit
 from scipy.optimize import minimize_scalar
 
-import reference as ref
-from huber_loss import Huber
 from ooc.objectives import (
     ElasticNet,
     Hinge,
