@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from .model import LinearModel, proba_from_margins
-from .objectives.losses import make_loss
+from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
 from .store.ingest import parse_bytes
@@ -57,7 +57,7 @@ def _iter_rows(model: LinearModel, source: str, memory) -> Iterator[tuple[np.nda
 def iter_predictions(run: str, source: str, proba: bool = False, memory="256MiB") -> Iterator[np.ndarray]:
     """Predicted labels (or positive-class probabilities) of ``source``, piece by piece."""
     model = LinearModel.load(run)
-    if proba and model.loss != "logistic":
+    if proba and not loss_spec(model.loss).proba:
         raise ValueError(f"--proba needs a logistic model (this one: {model.loss})")
     for indptr, indices, data, _ in _iter_rows(model, source, memory):
         m = model.decision_csr(indptr, indices, data)
@@ -78,10 +78,11 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
     meta = model.meta
     cs = meta.get("multiclass") == "crammer-singer"
     loss = make_loss(model.loss, gamma=meta.get("gamma", 1.0))
+    has_proba = loss_spec(model.loss).proba  # logloss: the losses whose margins are probabilities
     if cs:
         from .objectives.multiclass import make_multiclass_loss
 
-        cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if model.loss == "smooth-hinge" else 0.0)
+        cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if "gamma" in loss_spec(model.loss).params else 0.0)
     n = 0
     correct = 0
     loss_sum = 0.0
@@ -95,7 +96,7 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
             ys = np.where(y == pos, 1.0, -1.0)
             correct += int(np.sum(model.predict_from_margins(m) == y))
             loss_sum += float(np.sum(loss.value(m, ys)))
-            if model.loss == "logistic":
+            if has_proba:
                 logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
         elif model.task == L.MULTICLASS and meta.get("multiclass") == "crammer-singer":
             correct += int(np.sum(model.predict_from_margins(m) == y))
@@ -107,7 +108,7 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
             correct += int(np.sum(pred == y))
             for c, cls in enumerate(model.classes_):
                 loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
-            if model.loss == "logistic":
+            if has_proba:
                 p = proba_from_margins(m)  # what predict_proba gives
                 idx = np.searchsorted(model.classes_, y)
                 ok = (idx < len(model.classes_)) & (model.classes_[np.minimum(idx, len(model.classes_) - 1)] == y)
@@ -126,7 +127,7 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
     out = {"n_rows": n, "primal": loss_sum / n + sum(primal_value(pen, w, bias) for w in W)}
     if model.task in (L.BINARY, L.MULTICLASS):
         out["accuracy"] = correct / n
-        if model.loss == "logistic" and not cs:
+        if has_proba and not cs:
             out["logloss"] = logloss / n
     else:
         out["rmse"] = float(np.sqrt(sq / n))

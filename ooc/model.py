@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from .objectives.losses import loss_spec
 from .runs.rundir import atomic_save_npy, atomic_write_bytes
 
 MODEL_FORMAT = 1
@@ -87,7 +88,7 @@ class LinearModel:
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities (logistic loss only): :func:`proba_from_margins` of the margins."""
-        if self.loss != "logistic":
+        if not loss_spec(self.loss).proba:
             raise ValueError(f"predict_proba needs the logistic loss (this model: {self.loss})")
         return proba_from_margins(self.decision_function(X))
 

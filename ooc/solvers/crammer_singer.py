@@ -19,6 +19,7 @@ import numpy as np
 
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.multiclass import cs_block_accumulate_v, cs_block_dual_loss, cs_block_primal_loss, cs_sdca_pass
+from ..objectives.losses import loss_spec
 from ..objectives.multiclass import class_indices, cs_grad_conj, cs_penalty_value, make_multiclass_loss
 from ..schedule.scheduler import row_order
 from ..store import layout as L
@@ -32,7 +33,7 @@ class CrammerSingerSolver(BlockLoopSolver):
 
     def __init__(self, problem, rundir, options, progress=None):
         super().__init__(problem, rundir, options, progress)
-        gamma = float(options.get("gamma", 0.0)) if problem.loss_name == "smooth-hinge" else 0.0
+        gamma = float(options.get("gamma", 0.0)) if "gamma" in loss_spec(problem.loss_name).params else 0.0
         self.mc_loss = make_multiclass_loss(gamma)
         self.classes = np.asarray(problem.classes, dtype=np.float64)
 

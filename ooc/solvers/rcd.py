@@ -120,6 +120,7 @@ from ..kernels.rcd import (
 )
 from ..kernels.samplings import AdaptiveDraws
 from ..kernels.sdca import sdca_pass
+from ..objectives.losses import Logistic
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir, atomic_save_npy
 from ..schedule.cache import BlockCache
@@ -172,7 +173,7 @@ class RCDDualSolver(BlockLoopSolver):
         self.l2, self.l1 = float(problem.penalty.l2), float(problem.penalty.l1)
         fixed = self.sampling in ("uniform", "importance") and self.paging == "shuffled"
         self.step_rule = options.get("rcd_step") or (
-            "quartz" if problem.loss_name == "logistic" and fixed else "exact")
+            "quartz" if problem.loss_name == Logistic.name and fixed else "exact")
         if self.step_rule not in ("exact", "quartz"):
             raise ValueError(f"rcd_step {self.step_rule!r}: expected 'exact' or 'quartz'")
         if self.step_rule == "quartz" and not (math.isfinite(self.beta) and fixed):
