@@ -116,7 +116,10 @@ def test_smoothing_defaults_to_tol_for_the_accelerated_hinge():
 
 
 def test_registries_cover_the_choices():
-    assert set(LOSS_NAMES) == set(LOSS_REGISTRY)
+    # the command line's choices are the built-in losses; a loss registered later (tests/huber_loss.py)
+    # is in the registry too, for ooc.train
+    built_in = {n for n, spec in LOSS_REGISTRY.items() if spec.cls.__module__.startswith("ooc.")}
+    assert set(LOSS_NAMES) == built_in
     for name, spec in LOSS_REGISTRY.items():
         assert make_loss(name).name == name
         assert make_loss(name).is_smooth == spec.smooth
