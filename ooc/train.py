@@ -281,6 +281,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
                  "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
         progress=progress)
     res = run_solver(solver, o["max_epochs"], resume=resume)
+    # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
+    del solver
     w = np.atleast_2d(res.pop("w"))
     d = st.n_cols
     coef = w[:, :d]

@@ -360,25 +360,26 @@ class BlockLoopSolver(StoreSolver):
 
     def fresh(self) -> None:
         self.init_duals()
-        self._arrays = self.fresh_state()
+        arrays = self.fresh_state()
         self._pos = 0
         self._psum = np.zeros(self.n_terms)
         self._dsum = np.zeros(self.n_terms)
-        self._prepare()
+        self._prepare(arrays)
         self.restore_extra({"epoch": 0, "position": 0})
 
     def restore(self, arrays: dict, meta: dict) -> None:
         self.duals.restore(arrays)
-        self._arrays = arrays
         self._pos = int(meta["position"])
         self._psum = np.asarray(meta["primal_sum"], dtype=np.float64)
         self._dsum = np.asarray(meta["dual_sum"], dtype=np.float64)
-        self._prepare()
+        self._prepare(arrays)
         self.restore_extra(meta)
 
-    def _prepare(self) -> None:
-        """``w``, ``v``, the snapshot and ``extra`` from the state arrays; the run's reader threads."""
-        arrays = self._arrays
+    def _prepare(self, arrays: dict) -> None:
+        """``w``, ``v``, the snapshot and ``extra`` from the state arrays; the run's reader threads.
+
+        ``arrays`` is not kept: with ``v = w`` its ``v`` would be a second O(d) array held for nothing.
+        """
         self.w, self.v, self.w_prev = arrays["w"], arrays["v"], arrays["w_prev"]
         if self.v_is_w():
             # one array for both: the kernels write v_j and w_j = v_j to the same place, which
