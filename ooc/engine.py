@@ -10,7 +10,8 @@ The contract (:class:`ooc.solvers.base.StoreSolver` documents the methods):
 
 * Epoch ``e`` starts from the state ``S_e`` reached after ``e`` epochs. The solver's
   :meth:`epoch` step certifies ``S_e`` by calling :meth:`EpochContext.record` with
-  ``P(S_e)`` and ``D(S_e)`` exactly once, and, when the run goes on, updates the state
+  ``P(S_e)`` and ``D(S_e)`` once (not again when it resumes inside an epoch whose state a
+  split solver certified before the checkpoint), and, when the run goes on, updates the state
   towards ``S_(e+1)``. A *split* solver (rcd-primal, dgpd) certifies first and updates
   only when :meth:`~EpochContext.record` says the run goes on; a *fused* solver (the
   row-block dual solvers, CoCoA+) sums the certificate of ``S_e`` during the same pass
@@ -108,7 +109,7 @@ class EpochContext:
 
     def stops(self, primal: float, dual: float) -> bool:
         """Whether :meth:`record` of these objectives will end the run (to decide before recording)."""
-        return Certificate(float(primal), float(dual)).rel_gap <= self._engine.tol or not self.update
+        return self._engine.converged(Certificate(float(primal), float(dual))) or not self.update
 
     def bytes_read(self) -> int:
         """Decoded bytes the run has read so far, all sessions (the history's ``bytes_read``)."""
@@ -171,10 +172,14 @@ class _Engine:
             self.checkpoint()
 
     # -- certificates --------------------------------------------------------------------------------
+    def converged(self, cert: Certificate) -> bool:
+        """DESIGN.md's "converged": the relative duality gap is at most ``tol``."""
+        return cert.rel_gap <= self.tol
+
     def record(self, ctx: EpochContext, cert: Certificate, fields: dict) -> bool:
         solver = self.solver
         rel = cert.rel_gap
-        if ctx._predicted and self.epoch < self.max_epochs and rel > self.tol:
+        if ctx._predicted and self.epoch < self.max_epochs and not self.converged(cert):
             # the prediction failed: S_e was not good enough; the epoch runs again with its update
             # (and recomputes the same gap, so the history keeps one line per state)
             ctx.retry = True
@@ -187,7 +192,7 @@ class _Engine:
         self.history_len += 1
         if solver.progress:
             solver.progress(entry)
-        converged = rel <= self.tol
+        converged = self.converged(cert)
         if converged or not ctx.update:
             ctx.stopped = True
             self.result = dict(entry, converged=bool(converged), epochs=self.epoch)
