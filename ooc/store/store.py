@@ -7,9 +7,25 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import layout as L
 from .backend import Backend, MemoryBackend, StoreError
 from .hdf5_backend import HDF5Backend
+from .layout import (
+    BLOCK_PTR,
+    COL_NNZ,
+    COL_SQNORM,
+    COLS,
+    DATA,
+    FORMAT,
+    FORMAT_VERSION,
+    INDICES,
+    INDPTR,
+    LABELS,
+    ROW_NNZ,
+    ROW_SQNORM,
+    ROWS,
+    array_name,
+    entry_bytes,
+)
 from .zarr_backend import ZarrBackend
 
 BACKENDS: dict[str, type[Backend]] = {
@@ -74,14 +90,14 @@ class Store:
         self.backend = backend
         self.path = backend.path
         attrs = backend.attrs
-        if attrs.get("format") != L.FORMAT:
-            raise StoreError(f"{self.path}: not an ooc store (no '{L.FORMAT}' format attribute)")
+        if attrs.get("format") != FORMAT:
+            raise StoreError(f"{self.path}: not an ooc store (no '{FORMAT}' format attribute)")
         if not attrs.get("complete"):
             raise StoreError(f"{self.path}: incomplete store (a convert did not finish); convert again")
-        if attrs.get("format_version") != L.FORMAT_VERSION:
+        if attrs.get("format_version") != FORMAT_VERSION:
             raise StoreError(
                 f"{self.path}: store format version {attrs.get('format_version')} is not supported "
-                f"by this ooc (expects {L.FORMAT_VERSION}); convert the input again"
+                f"by this ooc (expects {FORMAT_VERSION}); convert the input again"
             )
         self.attrs = attrs
         self.n_rows, self.n_cols = (int(x) for x in attrs["shape"])
@@ -93,7 +109,7 @@ class Store:
         self.classes = attrs["classes"]
         self.layouts = tuple(attrs["layouts"])
         self.fingerprint = attrs["fingerprint"]
-        self._block_ptr = {lay: backend.read(L.array_name(lay, L.BLOCK_PTR)) for lay in self.layouts}
+        self._block_ptr = {lay: backend.read(array_name(lay, BLOCK_PTR)) for lay in self.layouts}
         self._cached: dict[str, np.ndarray] = {}
         self._label_window: tuple | None = None  # (start, stop, labels) of the label chunks read last
         # (layout, first line, end line) -> (first entry, end entry) of line ranges read before:
@@ -126,7 +142,7 @@ class Store:
     @property
     def labels(self) -> np.ndarray:
         """All labels (n floats; binary stores hold -1/+1)."""
-        return self._vector(L.LABELS)
+        return self._vector(LABELS)
 
     def read_labels(self, start: int, stop: int) -> np.ndarray:
         """Labels of rows ``start..stop-1`` without loading all of them.
@@ -138,37 +154,37 @@ class Store:
         decodes only the part of a chunk asked for (:meth:`Backend.decodes_whole_chunks`)
         reads just the range: the window would only pay off for blocks visited in row order.
         """
-        if L.LABELS in self._cached:
-            return self._cached[L.LABELS][start:stop]
-        if not self.backend.decodes_whole_chunks(L.LABELS):
-            return self.backend.read(L.LABELS, start, stop)
+        if LABELS in self._cached:
+            return self._cached[LABELS][start:stop]
+        if not self.backend.decodes_whole_chunks(LABELS):
+            return self.backend.read(LABELS, start, stop)
         win = self._label_window
         if win is not None and win[0] <= start and stop <= win[1]:
             return win[2][start - win[0]:stop - win[0]].copy()
-        cl = int(self.backend.chunk_len(L.LABELS) or 0)
+        cl = int(self.backend.chunk_len(LABELS) or 0)
         if cl <= 0 or stop - start >= cl:
-            return self.backend.read(L.LABELS, start, stop)
+            return self.backend.read(LABELS, start, stop)
         lo = start // cl * cl
         hi = min(-(-stop // cl) * cl, self.n_rows)
-        arr = self.backend.read(L.LABELS, lo, hi)
+        arr = self.backend.read(LABELS, lo, hi)
         self._label_window = (lo, hi, arr)  # one tuple: a reader in another thread sees old or new
         return arr[start - lo:stop - lo].copy()
 
     @property
     def row_nnz(self) -> np.ndarray:
-        return self._vector(L.ROW_NNZ)
+        return self._vector(ROW_NNZ)
 
     @property
     def row_sqnorm(self) -> np.ndarray:
-        return self._vector(L.ROW_SQNORM)
+        return self._vector(ROW_SQNORM)
 
     @property
     def col_nnz(self) -> np.ndarray:
-        return self._vector(L.COL_NNZ)
+        return self._vector(COL_NNZ)
 
     @property
     def col_sqnorm(self) -> np.ndarray:
-        return self._vector(L.COL_SQNORM)
+        return self._vector(COL_SQNORM)
 
     @property
     def label_values(self) -> list:
@@ -215,8 +231,8 @@ class Store:
         """
         self._need(layout)
         be = self.backend
-        ipn = L.array_name(layout, L.INDPTR)
-        ixn, dan = L.array_name(layout, L.INDICES), L.array_name(layout, L.DATA)
+        ipn = array_name(layout, INDPTR)
+        ixn, dan = array_name(layout, INDICES), array_name(layout, DATA)
         ips = [np.empty(stop - start + 1, dtype=be.dtype(ipn)) for start, stop in ranges]
         first = [(ipn, start, stop + 1, ip) for (start, stop), ip in zip(ranges, ips)]
         if labels is not None:
@@ -290,37 +306,37 @@ class Store:
         last label chunks decoded).
         """
         blocks = [int(b) for b in blocks]
-        ranges = [self.block_bounds(L.ROWS, b) for b in blocks]
-        with_rows = L.LABELS not in self._cached and not self.backend.decodes_whole_chunks(L.LABELS)
-        y = np.empty(sum(e - s for s, e in ranges), dtype=self.backend.dtype(L.LABELS)) if with_rows else None
-        blk = self._read_blocks(L.ROWS, blocks, pause_at, pause, alloc, y)
+        ranges = [self.block_bounds(ROWS, b) for b in blocks]
+        with_rows = LABELS not in self._cached and not self.backend.decodes_whole_chunks(LABELS)
+        y = np.empty(sum(e - s for s, e in ranges), dtype=self.backend.dtype(LABELS)) if with_rows else None
+        blk = self._read_blocks(ROWS, blocks, pause_at, pause, alloc, y)
         return blk, y if y is not None else self.read_labels_group(ranges)
 
     def read_labels_group(self, ranges) -> np.ndarray:
         """Labels of the row ranges ``(start, stop)``, one after the other."""
-        if L.LABELS in self._cached or self.backend.decodes_whole_chunks(L.LABELS):
+        if LABELS in self._cached or self.backend.decodes_whole_chunks(LABELS):
             return np.concatenate([self.read_labels(s, e) for s, e in ranges])
-        out = np.empty(sum(e - s for s, e in ranges), dtype=self.backend.dtype(L.LABELS))
+        out = np.empty(sum(e - s for s, e in ranges), dtype=self.backend.dtype(LABELS))
         self.backend.read_many(_label_requests(ranges, out))
         return out
 
     def row_block(self, b: int) -> Block:
-        return self.block(L.ROWS, b)
+        return self.block(ROWS, b)
 
     def col_block(self, b: int) -> Block:
-        return self.block(L.COLS, b)
+        return self.block(COLS, b)
 
     def iter_blocks(self, layout: str):
         for b in range(self.n_blocks(layout)):
             yield self.block(layout, b)
 
     # -- whole-matrix helpers (small data, tests) ------------------------------------
-    def to_scipy(self, layout: str = L.ROWS):
+    def to_scipy(self, layout: str = ROWS):
         """The whole matrix as scipy CSR (``rows``) or CSC (``cols``): small stores only."""
         import scipy.sparse as sp
 
-        blk = self.read_lines(layout, 0, self.n_rows if layout == L.ROWS else self.n_cols)
-        if layout == L.ROWS:
+        blk = self.read_lines(layout, 0, self.n_rows if layout == ROWS else self.n_cols)
+        if layout == ROWS:
             return sp.csr_matrix((blk.data, blk.indices, blk.indptr), shape=self.shape)
         return sp.csc_matrix((blk.data, blk.indices, blk.indptr), shape=self.shape)
 
@@ -336,9 +352,9 @@ class Store:
         a = self.attrs
         n, d = self.shape
         decoded = 0
-        entry = L.entry_bytes(self.dtype, self.index_dtype)
+        entry = entry_bytes(self.dtype, self.index_dtype)
         for lay in self.layouts:
-            decoded += self.nnz * entry + (self.n_rows if lay == L.ROWS else self.n_cols) * 8
+            decoded += self.nnz * entry + (self.n_rows if lay == ROWS else self.n_cols) * 8
         on_disk = self.bytes_on_disk()
         out = {
             "path": self.path,
@@ -385,7 +401,7 @@ def _label_requests(ranges, out: np.ndarray) -> list:
     """``read_many`` requests for the labels of the row ranges, one after the other into ``out``."""
     reqs, off = [], 0
     for s, e in ranges:
-        reqs.append((L.LABELS, s, e, out[off:off + e - s]))
+        reqs.append((LABELS, s, e, out[off:off + e - s]))
         off += e - s
     return reqs
 
