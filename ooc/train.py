@@ -16,7 +16,7 @@ from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, atomic_write_bytes
-from .solvers.problem import Problem, make_problem  # noqa: F401  (Problem: re-exported)
+from .solvers.problem import make_problem
 from .solvers.registry import (
     ADDED_L2,
     AUTO,
@@ -34,9 +34,6 @@ LOSSES = LOSS_NAMES
 SOLVERS = AVAILABLE_SOLVERS = SOLVER_NAMES
 #: solvers that accept --l2 0 with --l1 > 0 (auto picks rcd-primal; sdca/acc-sdca add a small L2)
 PURE_L1_SOLVERS = (AUTO, *(n for n, s in SOLVER_REGISTRY.items() if s.pure_l1))
-#: the name tests and scripts used before the move to :mod:`ooc.solvers.problem`
-_problem = make_problem
-
 
 class ConvergenceWarning(UserWarning):
     """The solver stopped at ``max_epochs`` before certifying ``tol``."""

@@ -12,6 +12,7 @@ import uuid
 import ooc
 from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
+from ooc.solvers.problem import make_problem
 from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver
 
 # run an RCD solver as ooc.train._execute does
@@ -29,7 +30,7 @@ def run(name, st, max_epochs, **kw):
     """Run solver ``name`` on ``st``; returns (result, history)."""
     o = dict(T.DEFAULTS)
     o.update({k: v for k, v in kw.items() if k in T.DEFAULTS})
-    pb = T._problem(st, o)
+    pb = make_problem(st, o)
     d = tempfile.mkdtemp(prefix="ooc-bench-", dir=SHM)
     try:
         rd = RunDir.create(d, {}, overwrite=True)

@@ -37,8 +37,9 @@ import ooc.store.ingest
 from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dgpd import DGPDSolver
+from ooc.solvers.problem import make_problem
 from ooc.solvers.sdca import SDCASolver
-from ooc.train import _problem, _validate
+from ooc.train import _validate
 
 
 def latent(n, p, classes, seed):
@@ -74,7 +75,7 @@ def random_fourier(n, p, classes, dim, seed):
 
 def run(cls, st, out, opts, max_epochs, extra=None):
     o = _validate(dict(opts, solver="sdca"), st)
-    pb = _problem(st, o)
+    pb = make_problem(st, o)
     rd = RunDir.create(out, {})
     so = {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"], "checkpoint_every": 1e9, **(extra or {})}
     t = time.perf_counter()

@@ -33,10 +33,11 @@ import ooc
 from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dspdc import DSPDCSolver
+from ooc.solvers.problem import make_problem
 from ooc.solvers.rcd import RCDPrimalSolver
 from ooc.solvers.sdca import SDCASolver
 from ooc.store.factorize import FactorView, convert_factorized
-from ooc.train import _problem, _validate
+from ooc.train import _validate
 
 
 def sparse_binary(n, d, nnz, seed):
@@ -51,7 +52,7 @@ def sparse_binary(n, d, nnz, seed):
 
 def run(cls, st, tmp, max_epochs, **kw):
     o = _validate({k: v for k, v in kw.items() if not k.startswith("dspdc_")}, st)
-    pb = _problem(st, o)
+    pb = make_problem(st, o)
     rd = RunDir.create(tempfile.mkdtemp(dir=tmp), {})
     opts = {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"], "checkpoint_every": 1e9,
             "mix_blocks": o["mix_blocks"], "sampling": "uniform", "paging": "shuffled",

@@ -240,7 +240,7 @@ def test_read_group_is_the_concatenation(data, tmp_path, fmt):
 
 
 def _problem(st):
-    from ooc.train import _problem as make
+    from ooc.solvers.problem import make_problem as make
 
     return make(st, {"loss": "logistic", "gamma": 1.0, "class_weight": None, "l2": 1e-3, "l1": 0.0, "bias": 0.0})
 

@@ -10,7 +10,7 @@
 * Algorithm 1 (``tests/reference_dgpd.py``, numpy) reaches the same optimum, and the paper's
   Theorem 4.2 step size converges, though not at the rate printed in the paper.
 
-The solver class is driven directly (as ``ooc.train`` does: ``_problem`` + a RunDir).
+The solver class is driven directly (as ``ooc.train`` does: ``make_problem`` + a RunDir).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from ooc.kernels import dgpd as K
 from ooc.objectives.losses import Logistic, SmoothHinge, Squared
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dgpd import DGPDSolver, Selection, top_k
+from ooc.solvers.problem import make_problem
 from ooc.solvers.sdca import SDCASolver
-from ooc.train import _problem, _validate
+from ooc.train import _validate
 
 N, D = 240, 40
 L2, L1 = 2e-2, 2e-2
@@ -73,7 +74,7 @@ def store(X, y, where="memory", block_bytes=1200, path=None, **kw):
 def solve(st, runs, cls=DGPDSolver, max_epochs=400, out=None, resume=False, **kw):
     extra = {k: kw.pop(k) for k in list(kw) if k.startswith("dgpd_")}
     o = _validate(dict(dict(l2=L2, l1=L1, tol=1e-10, seed=3, solver="sdca"), **kw), st)
-    pb = _problem(st, o)
+    pb = make_problem(st, o)
     out = out or os.path.join(runs, uuid.uuid4().hex[:8])
     rd = RunDir.open(out) if resume else RunDir.create(out, {})
     opts = {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"], "checkpoint_every": 300.0, **extra}
@@ -233,7 +234,7 @@ def test_resident_bytes_in_info_bound_a_measured_run(runs, tmp_path):
     ``resident_vector_bytes`` says (tracemalloc sees numpy's allocations)."""
     import tracemalloc
 
-    from ooc.solvers import base, dgpd, rcd
+    from ooc.schedule import planner
     from ooc.solvers.registry import resident_memory
 
     n, d = 40000, 30
@@ -246,9 +247,9 @@ def test_resident_bytes_in_info_bound_a_measured_run(runs, tmp_path):
     rows = int(np.max(np.diff(st.block_ptr("rows"))))
     cols = int(np.max(np.diff(st.block_ptr("cols"))))
     assert info["resident_k"] == 1
-    assert info["resident_bytes"] == {"sdca": base.resident_bytes(n, d + 1, 1, rows)["beyond_memory"],
-                                      "dgpd": dgpd.resident_bytes(n, d + 1, 1, rows)["beyond_memory"],
-                                      "rcd-primal": rcd.primal_resident_bytes(n, d + 1, 1, cols)["beyond_memory"]}
+    assert info["resident_bytes"] == {"sdca": planner.ROW_GROUPS.resident(n, d + 1, 1, rows=rows)["beyond_memory"],
+                                      "dgpd": planner.DGPD.resident(n, d + 1, 1, rows=rows)["beyond_memory"],
+                                      "rcd-primal": planner.RCD_PRIMAL.resident(n, d + 1, 1, cols=cols)["beyond_memory"]}
     assert info["resident_vector_bytes"] == {"sdca": 8 * n, "dgpd": 24 * n, "rcd-primal": 24 * n}
     assert info["resident_bytes"]["dgpd"] < info["resident_vector_bytes"]["dgpd"] / 4  # O(d + block), not O(n)
     mem = 1 << 20

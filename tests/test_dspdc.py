@@ -32,6 +32,7 @@ import ooc
 from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dspdc import DSPDCSolver, dspdc_params
+from ooc.solvers.problem import make_problem
 from ooc.solvers.sdca import SDCASolver
 from ooc.store.factorize import FactorView, convert_factorized
 
@@ -72,7 +73,7 @@ def dense32():
 def solver(cls, st, rd=None, **kw):
     o = dict(T.DEFAULTS)
     o.update({k: v for k, v in kw.items() if k in T.DEFAULTS})
-    pb = T._problem(st, o)
+    pb = make_problem(st, o)
     rd = rd or RunDir.create(tempfile.mkdtemp(prefix="ooc-dspdc-", dir=SHM), {})
     opts = {"tol": o["tol"], "memory": 1 << 30, "seed": o["seed"], "mix_blocks": o["mix_blocks"],
             "checkpoint_every": kw.get("checkpoint_every", 300.0),

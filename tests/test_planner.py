@@ -23,6 +23,7 @@ import ooc
 from ooc.runs.rundir import RunDir
 from ooc.schedule import planner
 from ooc.solvers.dgpd import DGPDSolver
+from ooc.solvers.problem import make_problem
 from ooc.solvers.rcd import RCDPrimalSolver
 from ooc.solvers.registry import resident_memory
 from ooc.solvers.sdca import SDCASolver
@@ -52,7 +53,7 @@ def stores():
         st = _store(*args)
         o = dict(T.DEFAULTS)
         o.update(l2=1e-2, loss="smooth-hinge")
-        out[name] = (st, T._problem(st, o))
+        out[name] = (st, make_problem(st, o))
     assert [out[s][0].n_blocks("rows") for s in STORES] == [11, 8]  # the stores the decisions were recorded on
     return out
 

@@ -1,6 +1,6 @@
 """rcd-dual (Quartz) and rcd-primal (NSync): certified optima, samplings, out of core, exact resume.
 
-The solvers are built as ``ooc.train._execute`` builds them (``_problem(store, options)`` and a
+The solvers are built as ``ooc.train._execute`` builds them (``make_problem(store, options)`` and a
 RunDir). What is asserted:
 
 * every solver x loss x penalty x sampling converges (relative gap <= tol) to the optimum of an
@@ -31,6 +31,7 @@ from ooc.engine import run as run_solver
 from ooc.kernels.rcd import dual_block_gaps
 from ooc.runs.rundir import RunDir
 from ooc.schedule.sampling import SAMPLINGS
+from ooc.solvers.problem import make_problem
 from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver, acc_sdca_l2_threshold, auto_solver, explain_auto
 
 T = importlib.import_module("ooc.train")
@@ -69,7 +70,7 @@ def reg():
 def solver(cls, st, rd=None, **kw):
     o = dict(T.DEFAULTS)
     o.update({k: v for k, v in kw.items() if k in T.DEFAULTS})
-    pb = T._problem(st, o)
+    pb = make_problem(st, o)
     rd = rd or RunDir.create(tempfile.mkdtemp(prefix="ooc-rcd-", dir=SHM), {})
     opts = {"tol": o["tol"], "memory": kw.get("memory", 1 << 30), "seed": o["seed"],
             "checkpoint_every": kw.get("checkpoint_every", 300.0), "sampling": o["sampling"],
@@ -354,7 +355,7 @@ def test_validation(clf):
         solver(RCDDualSolver, st, loss="logistic", l2=L2, sampling="greedy")
     with pytest.raises(ValueError, match="Quartz"):
         s = dict(T.DEFAULTS, loss="hinge", l2=L2)
-        RCDDualSolver(T._problem(st, s), RunDir.create(tempfile.mkdtemp(dir=SHM), {}),
+        RCDDualSolver(make_problem(st, s), RunDir.create(tempfile.mkdtemp(dir=SHM), {}),
                       {"tol": 1e-6, "memory": 1 << 30, "seed": 0, "checkpoint_every": 1.0, "rcd_step": "quartz"})
     Xm, ym, stm = make_store(multiclass=True, seed=4)
     with pytest.raises(ValueError, match="one-vs-rest"):

@@ -98,13 +98,6 @@ def _part(g: TrainBlock, b: int, off: int, m: int, start: int) -> TrainBlock:
                       g.data[lo:hi].copy(), g.y[off:off + m].copy(), g.c[off:off + m].copy())
 
 
-def resident_bytes(n: int, dim: int, k: int, block_rows: int, mix: int = 4) -> dict:
-    """What the row-block dual solvers (sdca, acc-sdca, rcd-dual) hold: their footprint
-    (:data:`ooc.schedule.planner.ROW_GROUPS`), ``{"beyond_memory": 32 k dim + 24 k mix block_rows,
-    "vectors": 8 n k}``."""
-    return ROW_GROUPS.resident(n, dim, k, rows=block_rows, mix=mix)
-
-
 class StoreSolver:
     """What every solver knows about its problem, store and run directory, and what it gives the engine.
 

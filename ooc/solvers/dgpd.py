@@ -59,7 +59,7 @@ from the store's metadata arrays at every search (``vector_bytes_read`` in the h
 margins are never held whole: they are recomputed exactly at every search from the active
 columns (no drift), one row block at a time (``margin_bytes`` in the history), so unlike the
 duals of sdca they are no state to page or checkpoint. Resident beyond ``memory``:
-:func:`resident_bytes` (``O(d)`` and one row block's ``O(rows)``; ``ooc info`` prints it for a
+its footprint :data:`ooc.schedule.planner.DGPD` (``O(d)`` and one row block's ``O(rows)``; ``ooc info`` prints it for a
 store), plus ``[A]`` and the active sets. What is computed never depends on where the data or
 the vectors come from: lines are always summed in ascending id order, each margin receives its
 terms in the same order whatever the row blocks, the loss sums and the top-``k`` run over the
@@ -92,25 +92,6 @@ from .base import StoreSolver
 DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe"}
 DUAL_STEPS = ("safe", "theorem")
 VECTORS = ("memory", "streamed")
-
-
-def vector_bytes(n: int) -> int:
-    """Bytes of the per-example vectors DGPD keeps when they fit: labels, weights, row norms (``24 n``)."""
-    return DGPD_FOOTPRINT.vectors(n, 1)
-
-
-def resident_bytes(n: int, dim: int, k: int, block_rows: int) -> dict:
-    """What DGPD holds: its footprint (:data:`ooc.schedule.planner.DGPD`),
-    ``{"beyond_memory": 8 k dim + 34 dim + 65 block_rows, "vectors": 24 n}``.
-
-    ``beyond_memory`` is resident whatever ``--memory`` is: the dense result (``8 k dim``), the
-    primal search of one problem at a time (``34 dim``) and the streamed dual search of one row
-    block (``65`` bytes per row). Not counted, as it depends on the run: the active submatrix
-    ``[A]`` (about 40 bytes per entry, ``nnz_A`` in the history) and the active sets.
-    ``vectors``: labels, weights and row norms, in memory when they fit in a quarter of it,
-    otherwise re-read per row block at every search; the margins ``A x`` are never held whole.
-    """
-    return DGPD_FOOTPRINT.resident(n, dim, k, rows=block_rows)
 
 
 class LineSet(NamedTuple):

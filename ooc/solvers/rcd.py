@@ -305,12 +305,6 @@ class RCDDualSolver(BlockLoopSolver):
 # =================================================================================================
 # rcd-primal
 # =================================================================================================
-def primal_resident_bytes(n: int, dim: int, k: int, block_cols: int) -> dict:
-    """What ``rcd-primal`` holds: its footprint (:data:`ooc.schedule.planner.RCD_PRIMAL`),
-    ``{"beyond_memory": 40 dim + 24 k dim + 48 block_cols, "vectors": 8 n (2 k + 1)}``."""
-    return RCD_PRIMAL.resident(n, dim, k, cols=block_cols)
-
-
 class RCDPrimalSolver(StoreSolver):
     """``--solver rcd-primal``: NSync primal RCD on the column blocks (see the module docstring)."""
 
