@@ -1,13 +1,13 @@
 """ooc: out-of-core, duality-gap-certified training of regularized linear models."""
 
 from ._version import __version__
-from .config import TrainConfig  # noqa: E402
-from .model import LinearModel, load_model  # noqa: E402
-from .solvers.base import MemoryBudgetWarning  # noqa: E402
-from .store import Store, StoreCorruptError, StoreError, open_store  # noqa: E402
-from .store.ingest import convert  # noqa: E402
-from .synth import synth  # noqa: E402
-from .train import ConvergenceWarning, Run, resume, train  # noqa: E402
+from .config import TrainConfig
+from .model import LinearModel, load_model
+from .schedule.planner import MemoryBudgetWarning
+from .store import Store, StoreCorruptError, StoreError, open_store
+from .store.ingest import convert
+from .synth import synth
+from .train import ConvergenceWarning, Run, resume, train
 
 
 def __getattr__(name):

@@ -39,7 +39,7 @@ from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
 from ..schedule.buffers import BufferPool
 from ..schedule.cache import BlockCache
-from ..schedule.planner import ROW_GROUPS, MemoryBudgetWarning  # noqa: F401 (ooc.MemoryBudgetWarning)
+from ..schedule.planner import ROW_GROUPS
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
