@@ -24,6 +24,7 @@ from .solvers.registry import (
     SOLVER_NAMES,
     SOLVER_REGISTRY,
     auto_solver,
+    distributed_solver,
     driver_class,
     solver_spec,
 )
@@ -34,6 +35,7 @@ LOSSES = LOSS_NAMES
 SOLVERS = AVAILABLE_SOLVERS = SOLVER_NAMES
 #: solvers that accept --l2 0 with --l1 > 0 (auto picks rcd-primal; sdca/acc-sdca add a small L2)
 PURE_L1_SOLVERS = (AUTO, *(n for n, s in SOLVER_REGISTRY.items() if s.pure_l1))
+
 
 class ConvergenceWarning(UserWarning):
     """The solver stopped at ``max_epochs`` before certifying ``tol``."""
@@ -110,9 +112,7 @@ def _choose_solver(o: dict, loss, store) -> None:
         _add_l2_for_pure_l1(store, o)
     _check_own_options(o, used)
     if o["distributed"]:
-        if o["solver"] != AUTO and not solver_spec(o["solver"]).distributed:
-            driver_class(o["solver"], o["distributed"])  # raises: not distributed
-        o["solver_used"] = next(n for n, s in SOLVER_REGISTRY.items() if s.distributed)  # what CoCoA+ distributes
+        o["solver_used"] = distributed_solver(o["solver"])
 
 
 def _check_own_options(o: dict, used: str) -> None:

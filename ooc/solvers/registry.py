@@ -128,17 +128,21 @@ def driver_class(name: str, distributed: str | None = None, multiclass: str | No
     """Import and return the class that runs solver ``name`` in the given mode."""
     spec = solver_spec(name)
     mode = CRAMMER_SINGER if multiclass == CRAMMER_SINGER else "distributed" if distributed else ""
-    if mode == "distributed" and not spec.distributed:
-        raise ValueError(f"--distributed trains with {_distributed_solver()} (CoCoA+); --solver {name} is not "
-                         "distributed")
+    if mode == "distributed":
+        distributed_solver(name)
     if mode not in spec.drivers:  # a mode validation let through: run the solver's own driver
         mode = ""
     module, cls = spec.drivers[mode].split(":")
     return getattr(importlib.import_module(module), cls)
 
 
-def _distributed_solver() -> str:
-    return next(n for n, s in SOLVER_REGISTRY.items() if s.distributed)
+def distributed_solver(requested: str = AUTO) -> str:
+    """The solver ``--distributed`` runs (CoCoA+ distributes it); ``ValueError`` if ``requested``
+    is another solver."""
+    name = next(n for n, s in SOLVER_REGISTRY.items() if s.distributed)
+    if requested not in (AUTO, name):
+        raise ValueError(f"--distributed trains with {name} (CoCoA+); --solver {requested} is not distributed")
+    return name
 
 
 def acc_sdca_l2_threshold(info: dict, loss_name: str, gamma: float = 1.0) -> float | None:
