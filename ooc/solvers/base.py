@@ -162,7 +162,7 @@ class BlockLoopSolver(StoreSolver):
 
     Parameters
     ----------
-    problem : ooc.train.Problem
+    problem : ooc.solvers.problem.Problem
         Store, loss, penalty, labels/weights mapping, bias.
     rundir : RunDir
     options : dict
