@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+
+import numpy as np
 
 #: errno values that mean "no room left to write": a full file system or an exhausted quota.
 _DISK_FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
@@ -57,3 +60,38 @@ def write_all(f, buffer) -> None:
         if not n:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), getattr(f, "name", None))
         done += n
+
+
+@contextlib.contextmanager
+def temporary_file(path: str, suffix: str = ""):
+    """Open ``path``'s temporary sibling for writing; it replaces ``path`` only if all went well.
+
+    On any failure (a full disk mid-write) the temporary is deleted and ``path`` is untouched.
+    """
+    tmp = f"{path}.tmp-{os.getpid()}{suffix}"
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: str, payload: bytes, fsync: bool = True) -> None:
+    """Write ``payload`` to ``path`` via a temporary file and a rename."""
+    with temporary_file(path) as f:
+        f.write(payload)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def atomic_save_npy(path: str, arr: np.ndarray, fsync: bool = False) -> None:
+    """``np.save`` through a temporary file and a rename (a reader never sees half an array)."""
+    with temporary_file(path, ".npy") as f:
+        np.save(f, arr, allow_pickle=False)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())

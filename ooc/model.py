@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 
+from .fsutil import atomic_save_npy, atomic_write_bytes
 from .objectives.losses import loss_spec
-from .runs.rundir import atomic_save_npy, atomic_write_bytes
 
 MODEL_FORMAT = 1
 

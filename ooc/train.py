@@ -12,10 +12,11 @@ import numpy as np
 from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import run as run_solver
+from .fsutil import atomic_write_bytes
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
-from .runs.rundir import RunDir, RunError, atomic_write_bytes
+from .runs.rundir import RunDir, RunError
 from .solvers.problem import make_problem
 from .solvers.registry import (
     ADDED_L2,

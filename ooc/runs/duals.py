@@ -85,7 +85,7 @@ class MemoryDuals:
         self.alpha = np.array(a, dtype=np.float64)
 
     def final(self, buf: int) -> dict:
-        from .rundir import atomic_save_npy
+        from ..fsutil import atomic_save_npy
 
         os.makedirs(self.rd.model_dir, exist_ok=True)
         atomic_save_npy(os.path.join(self.rd.model_dir, "duals.npy"), self.alpha, fsync=True)

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from ..fsutil import disk_full_error, fsync_dir, fsync_path
+from ..fsutil import atomic_save_npy, atomic_write_bytes, disk_full_error, fsync_dir, fsync_path
 
 #: Bumped whenever the meaning of saved state changes; resume refuses other versions.
 STATE_FORMAT = 1
@@ -38,41 +38,6 @@ STATE_FORMAT = 1
 
 class RunError(Exception):
     """A run directory cannot be created or resumed."""
-
-
-@contextlib.contextmanager
-def _temporary_file(path: str, suffix: str = ""):
-    """Open ``path``'s temporary sibling for writing; it replaces ``path`` only if all went well.
-
-    On any failure (a full disk mid-write) the temporary is deleted and ``path`` is untouched.
-    """
-    tmp = f"{path}.tmp-{os.getpid()}{suffix}"
-    try:
-        with open(tmp, "wb") as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_bytes(path: str, payload: bytes, fsync: bool = True) -> None:
-    """Write ``payload`` to ``path`` via a temporary file and a rename."""
-    with _temporary_file(path) as f:
-        f.write(payload)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def atomic_save_npy(path: str, arr: np.ndarray, fsync: bool = False) -> None:
-    """``np.save`` through a temporary file and a rename (a reader never sees half an array)."""
-    with _temporary_file(path, ".npy") as f:
-        np.save(f, arr, allow_pickle=False)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
 
 
 @contextlib.contextmanager

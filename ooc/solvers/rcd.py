@@ -107,6 +107,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..fsutil import atomic_save_npy
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.rcd import (
     col_curvature,
@@ -122,7 +123,7 @@ from ..kernels.samplings import AdaptiveDraws
 from ..kernels.sdca import sdca_pass
 from ..objectives.losses import Logistic
 from ..objectives.penalties import primal_value, require_l2
-from ..runs.rundir import RunDir, atomic_save_npy
+from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.planner import RCD_PRIMAL
 from ..schedule.planner import plan as plan_memory
