@@ -95,3 +95,229 @@ def atomic_save_npy(path: str, arr: np.ndarray, fsync: bool = False) -> None:
         if fsync:
             f.flush()
             os.fsync(f.fileno())
+
+
+# -- temporaries built beside their final path ---------------------------------------------------
+#: Suffixes of the companions of a temporary (same stem, so one rule removes all).
+_LOCK_SUFFIX = ".lock"
+_SCRATCH_SUFFIX = ".scratch"
+
+
+def temporary_sibling(path: str, tag: str = "partial") -> str:
+    """A hidden, unique sibling of ``path`` (same directory, so a rename to ``path`` is atomic)."""
+    import uuid
+
+    head, tail = os.path.split(os.path.abspath(path))
+    return os.path.join(head, f".{tail}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+
+
+class Temporary:
+    """A temporary sibling of ``final`` to build into, claimed by this process until :meth:`release`.
+
+    Beside the temporary (``.NAME.partial-PID-XXXXXX``) live a lock file (``... .lock``),
+    held with ``flock`` for as long as this object is alive, and a scratch directory
+    (``... .scratch``) for scratch files. The kernel drops the lock when the process dies,
+    however it dies, so :func:`remove_stale_temporaries` can tell for sure which temporaries
+    nobody is building any more (a pid could have been reused; a lock cannot be held by a
+    dead process).
+
+    Parameters
+    ----------
+    final : str
+        The path the temporary will be published to.
+    """
+
+    def __init__(self, final: str):
+        import fcntl
+
+        self.final = final
+        self.path = temporary_sibling(final)
+        self._fd = os.open(self.path + _LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new file: nobody else has it
+
+    @property
+    def scratch(self) -> str | None:
+        """A directory for scratch files next to the temporary."""
+        return self.path + _SCRATCH_SUFFIX
+
+    def remove(self) -> None:
+        """Delete the temporary and the scratch directory (the claim stays)."""
+        remove_tree(self.path)
+        remove_tree(self.scratch)
+
+    def release(self) -> None:
+        """Give up the claim: remove the lock file, then drop the lock."""
+        if self._fd is not None:
+            # unlink before unlocking: a cleaner that opens the file later finds nothing
+            with contextlib.suppress(OSError):
+                os.unlink(self.path + _LOCK_SUFFIX)
+            os.close(self._fd)
+            self._fd = None
+
+
+def remove_stale_temporaries(final: str) -> list[str]:
+    """Delete the temporaries for ``final`` whose process has died.
+
+    A temporary is stale when its lock file can be locked (the process holding it is
+    gone), or, for a temporary without a lock file (the lock is made first, so only an
+    older ooc leaves these), when the process id in its name no longer exists on this
+    machine. A temporary of a live process is never touched. A temporary that holds the
+    *old* content of ``final`` (a crash between :func:`swap_into_place` and the removal of
+    the old content) is stale in the same way.
+
+    Returns
+    -------
+    list of str
+        The paths removed.
+    """
+    import fcntl
+
+    head, tail = os.path.split(os.path.abspath(final))
+    prefix = f".{tail}.partial-"
+    try:
+        names = os.listdir(head)
+    except OSError:
+        return []
+    stems = set()
+    for name in names:
+        if name.startswith(prefix):
+            for sfx in (_LOCK_SUFFIX, _SCRATCH_SUFFIX):
+                if name.endswith(sfx):
+                    name = name[:-len(sfx)]
+                    break
+            stems.add(name)
+    removed = []
+    for stem in sorted(stems):
+        base = os.path.join(head, stem)
+        lock = base + _LOCK_SUFFIX
+        fd = None
+        if os.path.exists(lock):
+            try:
+                fd = os.open(lock, os.O_RDWR)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held: a live process (or the file vanished meanwhile)
+                if fd is not None:
+                    os.close(fd)
+                continue
+        elif not _pid_is_dead(stem[len(prefix):].split("-", 1)[0]):
+            continue
+        try:
+            for p in (base, base + _SCRATCH_SUFFIX):
+                if os.path.lexists(p):
+                    remove_tree(p)
+                    removed.append(p)
+            if fd is not None:
+                os.unlink(lock)  # last: while it exists the temporary can still be found
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return removed
+
+
+def _pid_is_dead(text: str) -> bool:
+    """Whether no process has the id ``text`` here (False when unsure)."""
+    try:
+        pid = int(text)
+    except ValueError:
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists but belongs to someone else
+        return False
+    return False
+
+
+def remove_tree(path: str) -> None:
+    """Delete a file or a directory tree at ``path``; silent if absent."""
+    import shutil
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+# -- replacing what is ours, atomically ------------------------------------------------------------
+_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+_AT_FDCWD = -100
+
+
+def _renameat2(src: str, dst: str, flags: int) -> bool:
+    """Linux ``renameat2``: True when done, False when this system or file system lacks it (nothing done)."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), src, None, dst)
+
+
+def swap_into_place(new: str, final: str) -> str | None:
+    """Put the complete ``new`` at ``final`` in one atomic step; return where the old content now is.
+
+    When ``final`` exists, the two are exchanged (Linux ``renameat2(RENAME_EXCHANGE)``): at every
+    instant ``final`` is either the old or the new one, whole, and afterwards the old one is at
+    ``new``'s (hidden, claimed) name for the caller to delete; a crash before that leaves it to
+    :func:`remove_stale_temporaries`. Where the exchange is not available, ``final`` is renamed
+    to a hidden sibling first and ``new`` renamed into place (a crash between the two renames
+    leaves both whole under hidden names, never a half of either). When ``final`` does not
+    exist, ``new`` is renamed without replacing anything that appeared meanwhile.
+
+    Returns
+    -------
+    str or None
+        The path of the old content (to delete), or None when there was none.
+    """
+    parent = os.path.dirname(os.path.abspath(final))
+    if not os.path.lexists(final):
+        if not _renameat2(new, final, _RENAME_NOREPLACE):
+            if os.path.lexists(final):
+                raise FileExistsError(errno.EEXIST, "appeared meanwhile", final)
+            os.rename(new, final)
+        fsync_dir(parent)
+        return None
+    if _renameat2(new, final, _RENAME_EXCHANGE):
+        fsync_dir(parent)
+        return new
+    old = new + ".old"
+    os.rename(final, old)
+    os.rename(new, final)
+    fsync_dir(parent)
+    return old
+
+
+def contains(ancestor: str, path: str) -> bool:
+    """Whether ``path`` is ``ancestor`` or inside it, after resolving links (``..``, symlinks)."""
+    a, p = os.path.realpath(ancestor), os.path.realpath(path)
+    return p == a or p.startswith(a.rstrip(os.sep) + os.sep)
+
+
+def refuse_to_replace(target: str, what: str, is_ours, inputs=()) -> None:
+    """Raise ``FileExistsError`` unless ``target`` may be replaced by a new ``what``.
+
+    ooc replaces only what it made: an existing ``target`` must be ``what`` (``is_ours(target)``,
+    which recognizes the marker a store or a run directory carries), must not be nor contain any of
+    ``inputs`` (the files the new ``what`` is made from), nor be the current directory or one of its
+    ancestors.
+    """
+    for src in inputs:
+        if src is not None and "://" not in str(src) and os.path.lexists(src) and contains(target, src):
+            same = os.path.realpath(target) == os.path.realpath(src)
+            raise FileExistsError(f"{target}: {'is' if same else 'contains'} the input {src}; "
+                                  "refusing to replace it (choose another output path)")
+    if contains(target, os.getcwd()):
+        raise FileExistsError(f"{target}: is the current directory or one of its parents; refusing to replace it")
+    if not is_ours(target):
+        raise FileExistsError(f"{target}: exists and is not {what}; refusing to replace it "
+                              "(--overwrite replaces only what ooc made: remove it yourself or choose another path)")

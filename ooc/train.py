@@ -236,7 +236,7 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
         raise ValueError(f"{o['solver_used']} does not take warm starts (a finished run's duals start {able} only)")
     warm = _warm_source(warm_start, st, o) if warm_start else None
-    rd = RunDir.create(out, config, overwrite=overwrite)
+    rd = RunDir.create(out, config, overwrite=overwrite, inputs=[st.path, warm_start])
     with rd.lock():
         return _execute(rd, st, o, resume=False, progress=progress, warm=warm)
 

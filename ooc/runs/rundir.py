@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from .. import fsutil
 from ..fsutil import atomic_save_npy, atomic_write_bytes, disk_full_error, fsync_dir, fsync_path
 
 #: Bumped whenever the meaning of saved state changes; resume refuses other versions.
@@ -69,22 +70,48 @@ class RunDir:
 
     # -- creation ------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: str, config: dict, overwrite: bool = False) -> "RunDir":
+    def create(cls, path: str, config: dict, overwrite: bool = False, inputs=()) -> "RunDir":
+        """Make a new run directory at ``path`` holding ``config``; it appears whole or not at all.
+
+        The directory is built beside ``path`` and renamed into place. ``--overwrite`` replaces only
+        a run directory (:func:`is_run_dir`) that is not in use, is not the current directory and does
+        not contain any of ``inputs`` (the store): the new one is swapped in atomically, then the old
+        one deleted (:func:`ooc.fsutil.swap_into_place`), so a crash leaves one of them whole.
+        """
         path = os.path.abspath(path)
-        if os.path.exists(path):
-            if os.listdir(path) and not overwrite:
-                raise RunError(f"{path}: run directory exists and is not empty "
-                               "(use 'ooc resume' to continue it, or --overwrite)")
-            if overwrite:
-                with cls(path).lock():  # never delete a run another process is training
-                    pass
-                shutil.rmtree(path)
-        os.makedirs(os.path.join(path, "state", "duals", "0"), exist_ok=True)
-        os.makedirs(os.path.join(path, "state", "duals", "1"), exist_ok=True)
-        rd = cls(path)
-        config = dict(config, state_format=STATE_FORMAT)
-        atomic_write_bytes(os.path.join(path, "run.json"), json.dumps(config, indent=2, default=str).encode())
-        return rd
+        replace = os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path))
+        if replace:
+            if not overwrite:
+                what = ("run directory exists and is not empty (use 'ooc resume' to continue it, or --overwrite)"
+                        if os.path.isdir(path) else "exists and is not a directory")
+                raise RunError(f"{path}: {what}")
+            try:
+                fsutil.refuse_to_replace(path, "an ooc run directory", is_run_dir, inputs)
+            except FileExistsError as exc:
+                raise RunError(str(exc)) from None
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            raise RunError(f"{path}: the parent directory {parent} does not exist")
+        fsutil.remove_stale_temporaries(path)  # what runs killed while being created here left behind
+        tmp = fsutil.Temporary(path)
+        try:
+            os.makedirs(os.path.join(tmp.path, "state", "duals", "0"))
+            os.makedirs(os.path.join(tmp.path, "state", "duals", "1"))
+            config = dict(config, state_format=STATE_FORMAT)
+            atomic_write_bytes(os.path.join(tmp.path, "run.json"), json.dumps(config, indent=2, default=str).encode())
+            if replace:
+                with cls(path).lock():  # never replace a run another process is training
+                    old = fsutil.swap_into_place(tmp.path, path)
+            else:
+                old = fsutil.swap_into_place(tmp.path, path)  # over an empty directory, if one is there
+            if old is not None:
+                fsutil.remove_tree(old)
+        except BaseException:
+            tmp.remove()
+            raise
+        finally:
+            tmp.release()
+        return cls(path)
 
     @classmethod
     def open(cls, path: str) -> "RunDir":
@@ -307,6 +334,25 @@ class RunDir:
     @property
     def model_dir(self) -> str:
         return os.path.join(self.path, "model")
+
+
+def is_run_dir(path: str) -> bool:
+    """Whether ``path`` is a run directory ooc made: its ``run.json`` has ooc's ``state_format``, or it is
+    the empty skeleton an older ooc left when killed before writing ``run.json``."""
+    try:
+        with open(os.path.join(path, "run.json")) as f:
+            return "state_format" in json.load(f)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, TypeError):
+        return False
+    skeleton = {".", "state", os.path.join("state", "duals"), os.path.join("state", "duals", "0"),
+                os.path.join("state", "duals", "1")}
+    for root, dirs, files in os.walk(path):
+        rel = os.path.relpath(root, path)
+        if rel not in skeleton or [f for f in files if f != ".lock"]:
+            return False
+    return os.path.isdir(path)
 
 
 def _fsync_files(paths) -> None:

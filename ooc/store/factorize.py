@@ -38,7 +38,7 @@ import numpy as np
 from . import layout as L
 from .backend import StoreError
 from .store import Block, backend_for_path, open_store
-from .writer import Appender, publish, remove_path, temporary_path
+from .writer import Appender, check_output_store, publish, remove_path, temporary_path
 
 FACTOR_U = "factor/U"
 FACTOR_VT = "factor/Vt"
@@ -173,17 +173,14 @@ def convert_factorized(source, store, k: int, *, seed: int = 0, overwrite: bool 
 
     store = os.fspath(store)
     exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
-    if exists and not overwrite:
-        raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
+    check_output_store(store, exists, overwrite, source)
     if int(k) < 1:
         raise ValueError(f"--factorize K needs K >= 1 (got {k})")
     tmp = temporary_path(store)
     try:
         convert(source, tmp, **convert_options).close()
         factorize_in_place(tmp, k, seed, parse_bytes(convert_options.get("memory", "1GiB")))
-        if exists:
-            remove_path(store)
-        publish(tmp, store)
+        publish(tmp, store, replace=exists)
     except BaseException:
         remove_path(tmp)
         raise

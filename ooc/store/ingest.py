@@ -36,7 +36,14 @@ from .backend import MemoryBackend, StoreError
 from .readers import InputError, RowChunk, csv_layout, detect_format, iter_csv, iter_svmlight
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
-from .writer import Appender, StoreWriter, Temporary, publish, remove_path, remove_stale_temporaries
+from .writer import (
+    Appender,
+    StoreWriter,
+    Temporary,
+    check_output_store,
+    publish,
+    remove_stale_temporaries,
+)
 
 
 class _Restart(Exception):
@@ -292,8 +299,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     rows_per_chunk = max(1024, chunk_bytes // 64)
     # a memory:// store exists in this process's registry, not on disk
     exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
-    if exists and not overwrite:
-        raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
+    check_output_store(store, exists, overwrite, source)
 
     make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes,
                                                                  rows_per_chunk, dtype)
@@ -331,9 +337,7 @@ def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
             break
         if plan.layout == "cols":
             _drop_rows(tmp.path, plan.backend_cls)
-        if plan.exists:
-            remove_path(store)
-        publish(tmp.path, store)
+        publish(tmp.path, store, replace=plan.exists)
     except BaseException as exc:
         tmp.remove()  # e.g. STORE appeared meanwhile: leave no hidden partial behind
         full = disk_full_error(exc) if isinstance(exc, Exception) else None

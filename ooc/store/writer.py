@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import uuid
 
 import numpy as np
 
-from ..fsutil import fsync_dir
+from .. import fsutil
+from ..fsutil import swap_into_place, temporary_sibling
 from . import layout as L
 from .backend import Backend, MemoryBackend
 from .stats import ColumnAccumulator, RowSummary, row_stats, summary_from
@@ -98,161 +98,104 @@ def temporary_path(path: str) -> str:
     """A sibling of ``path`` to build into: hidden, unique, same file system (atomic rename)."""
     if path.startswith("memory://"):
         return f"{path}.partial-{uuid.uuid4().hex[:8]}"
-    head, tail = os.path.split(os.path.abspath(path))
-    return os.path.join(head, f".{tail}.partial-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    return temporary_sibling(path)
 
 
-#: Suffixes of the companions of a temporary container (same stem, so one rule removes all).
-_LOCK_SUFFIX = ".lock"
-_SCRATCH_SUFFIX = ".scratch"
-
-
-class Temporary:
-    """A temporary container for ``final``, claimed by this process until :meth:`release`.
-
-    Beside the container (``.NAME.partial-PID-XXXXXX``) live a lock file (``... .lock``),
-    held with ``flock`` for as long as this object is alive, and a scratch directory
-    (``... .scratch``) for the transpose buckets. The kernel drops the lock when the
-    process dies, however it dies, so :func:`remove_stale_temporaries` can tell for sure
-    which temporaries nobody is building any more (a pid could have been reused; a lock
-    cannot be held by a dead process).
-
-    Parameters
-    ----------
-    final : str
-        The path the container will be published to.
-    """
+class Temporary(fsutil.Temporary):
+    """:class:`ooc.fsutil.Temporary` for a store, which may also live in memory (``memory://``: no claim)."""
 
     def __init__(self, final: str):
-        self.final = final
-        self.path = temporary_path(final)
-        self._fd = None
-        self._on_disk = not final.startswith("memory://")
-        if self._on_disk:
-            import fcntl
-
-            self._fd = os.open(self.path + _LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new file: nobody else has it
+        if not final.startswith("memory://"):
+            super().__init__(final)
+            return
+        self.final, self.path, self._fd = final, temporary_path(final), None
 
     @property
     def scratch(self) -> str | None:
-        """A directory for scratch files next to the container (None for in-memory stores)."""
-        return self.path + _SCRATCH_SUFFIX if self._on_disk else None
+        return None if self.final.startswith("memory://") else super().scratch
 
     def remove(self) -> None:
-        """Delete the container and the scratch directory (the claim stays)."""
         remove_path(self.path)
         if self.scratch:
             remove_path(self.scratch)
 
-    def release(self) -> None:
-        """Give up the claim: remove the lock file, then drop the lock."""
-        if self._fd is not None:
-            # unlink before unlocking: a cleaner that opens the file later finds nothing
-            try:
-                os.unlink(self.path + _LOCK_SUFFIX)
-            except OSError:
-                pass
-            os.close(self._fd)
-            self._fd = None
-
 
 def remove_stale_temporaries(final: str) -> list[str]:
-    """Delete the temporaries of conversions to ``final`` whose process has died.
-
-    A temporary is stale when its lock file can be locked (the process holding it is
-    gone), or, for a temporary without a lock file (the lock is made first, so only an
-    older ooc leaves these), when the process id in its name no longer exists on this
-    machine. A temporary of a live conversion is never touched.
-
-    Returns
-    -------
-    list of str
-        The paths removed.
-    """
-    if final.startswith("memory://"):
-        return []
-    import fcntl
-
-    head, tail = os.path.split(os.path.abspath(final))
-    prefix = f".{tail}.partial-"
-    try:
-        names = os.listdir(head)
-    except OSError:
-        return []
-    stems = set()
-    for name in names:
-        if name.startswith(prefix):
-            for sfx in (_LOCK_SUFFIX, _SCRATCH_SUFFIX):
-                if name.endswith(sfx):
-                    name = name[:-len(sfx)]
-                    break
-            stems.add(name)
-    removed = []
-    for stem in sorted(stems):
-        base = os.path.join(head, stem)
-        lock = base + _LOCK_SUFFIX
-        fd = None
-        if os.path.exists(lock):
-            try:
-                fd = os.open(lock, os.O_RDWR)
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # held: a live conversion (or the file vanished meanwhile)
-                if fd is not None:
-                    os.close(fd)
-                continue
-        elif not _pid_is_dead(stem[len(prefix):].split("-", 1)[0]):
-            continue
-        try:
-            for p in (base, base + _SCRATCH_SUFFIX):
-                if os.path.lexists(p):
-                    remove_path(p)
-                    removed.append(p)
-            if fd is not None:
-                os.unlink(lock)  # last: while it exists the temporary can still be found
-        finally:
-            if fd is not None:
-                os.close(fd)
-    return removed
-
-
-def _pid_is_dead(text: str) -> bool:
-    """Whether no process has the id ``text`` here (False when unsure)."""
-    try:
-        pid = int(text)
-    except ValueError:
-        return False
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists but belongs to someone else
-        return False
-    return False
+    """:func:`ooc.fsutil.remove_stale_temporaries` (nothing to do for an in-memory store)."""
+    return [] if final.startswith("memory://") else fsutil.remove_stale_temporaries(final)
 
 
 def remove_path(path: str) -> None:
     """Delete a container at ``path`` whatever its kind; silent if absent."""
     if path.startswith("memory://"):
         MemoryBackend.delete(path)
-    elif os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.exists(path):
-        os.remove(path)
+    else:
+        fsutil.remove_tree(path)
 
 
-def publish(tmp: str, final: str) -> None:
-    """Move a complete container from its temporary name to its final one."""
+def publish(tmp: str, final: str, replace: bool = False) -> None:
+    """Move a complete container from its temporary name to its final one.
+
+    With ``replace``, an existing ``final`` (the caller checked it is an ooc store it may replace)
+    is exchanged with ``tmp`` atomically and then deleted: whenever the process dies, ``final`` is
+    the old store or the new one, whole (:func:`ooc.fsutil.swap_into_place`).
+    """
     if final.startswith("memory://"):
+        if replace:
+            MemoryBackend.delete(final)
         MemoryBackend.rename(tmp, final)
         return
-    if os.path.exists(final):
+    if os.path.lexists(final) and not replace:
         raise FileExistsError(f"{final}: already exists (use --overwrite to replace it)")
-    os.rename(tmp, final)
-    # the rename is durable only once the directory entry is: fsync the parent
-    fsync_dir(os.path.dirname(os.path.abspath(final)))
+    old = swap_into_place(tmp, final)
+    if old is not None:
+        remove_path(old)
+
+
+def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -> None:
+    """Refuse to write ``store`` where that would destroy what is not an ooc store of ours.
+
+    ``exists`` without ``overwrite`` is an error; with it, ``store`` must be an ooc store
+    (:func:`is_ooc_store`) that is not the input ``source`` (a path), does not contain it, and is
+    not the current directory (:func:`ooc.fsutil.refuse_to_replace`).
+    """
+    inputs = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else []
+    for src in inputs:  # a store inside the input: the input would be a container being written into
+        if "://" not in store and "://" not in src and os.path.lexists(src) and fsutil.contains(src, store) \
+                and os.path.realpath(src) != os.path.realpath(store):
+            raise FileExistsError(f"{store}: is inside the input {src}; choose another output path")
+    parent = os.path.dirname(os.path.abspath(store))
+    if "://" not in store and not os.path.isdir(parent):
+        raise FileNotFoundError(f"{store}: the parent directory {parent} does not exist")
+    if not exists or store.startswith("memory://"):
+        if exists and not overwrite:
+            raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
+        return
+    if not overwrite:
+        if inputs and os.path.realpath(inputs[0]) == os.path.realpath(store):
+            raise FileExistsError(f"{store}: is the input; choose another output path")
+        raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
+    fsutil.refuse_to_replace(store, "an ooc store", is_ooc_store, inputs)
+
+
+def is_ooc_store(path: str) -> bool:
+    """Whether ``path`` holds an ooc store (complete or not): the marker ooc's writer puts in its attributes."""
+    from .store import BACKENDS
+
+    for cls in BACKENDS.values():
+        try:
+            if not cls.detect(path):
+                continue
+            be = cls.open(path)
+        except Exception:  # unreadable: not recognizably ours
+            continue
+        try:
+            return be.attrs.get("format") == L.FORMAT
+        except Exception:
+            return False
+        finally:
+            be.close()
+    return False
 
 
 class LabelTracker:
