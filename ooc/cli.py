@@ -29,6 +29,7 @@ class UserError(click.ClickException):
 
 def _user_errors(fn):
     """Turn the exceptions a user can cause into one-line errors."""
+    from .fsutil import disk_full_error, os_error_line
     from .runs.rundir import RunError
     from .store.backend import StoreError
     from .store.readers import InputError
@@ -37,15 +38,31 @@ def _user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except click.ClickException:
+            raise
         except (InputError, StoreError, RunError, FileExistsError, FileNotFoundError, ValueError,
                 RuntimeError) as exc:
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise UserError(msg) from None
+            raise UserError(_first_line(exc)) from None
+        except OSError as exc:  # permission denied, not a directory, a full disk ...: the path and the reason
+            full = disk_full_error(exc)
+            line = os_error_line(exc)
+            raise UserError(line + (" (the disk is full: free some space and run the command again)"
+                                    if full is not None else "")) from None
         except KeyboardInterrupt:
             click.echo("ooc: interrupted", err=True)
             sys.exit(130)
+        except Exception as exc:  # a bug of ours or a library's: still one line, unless asked for the traceback
+            if os.environ.get("OOC_DEBUG"):
+                raise
+            line = os_error_line(exc)
+            raise UserError(line or f"internal error: {type(exc).__name__}: {_first_line(exc)} "
+                            "(run with OOC_DEBUG=1 for the traceback, and please report it)") from None
 
     return wrapper
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -345,16 +362,18 @@ def resume(run, max_epochs, as_json, verbose):
 def predict(run, input, out_file, proba, memory):
     """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
     from .evaluate import iter_predictions
+    from .fsutil import atomic_output, contains
 
-    fh = open(out_file, "w") if out_file else sys.stdout
-    try:
+    if out_file:
+        # the predictions appear whole when done (a temporary renamed): never the input or the run's own files
+        for what, path in (("the input", input), ("the run directory", run)):
+            if "://" not in path and os.path.lexists(path) and contains(path, out_file):
+                raise UserError(f"--out {out_file}: is {what} {path} or inside it; choose another file")
+    with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
         for pred in iter_predictions(run, input, proba=proba, memory=memory):
             fh.write("\n".join(_fmt_label(p) for p in pred))
             if len(pred):
                 fh.write("\n")
-    finally:
-        if out_file:
-            fh.close()
 
 
 def _fmt_label(x) -> str:
@@ -412,6 +431,9 @@ def batch(spec, scheduler, workers, as_json, verbose):
         out = load_spec(spec)["out"]
         click.echo(f"{ok} of {len(rows)} runs ok; {os.path.join(out, 'results.csv')}, "
                    f"{os.path.join(out, 'summary.md')}")
+    if ok < len(rows):  # scripts must see that runs failed (the finished ones are kept and skipped next time)
+        click.echo(f"ooc: error: {len(rows) - ok} of {len(rows)} runs failed", err=True)
+        sys.exit(1)
 
 
 # -- synth -----------------------------------------------------------------------------------------

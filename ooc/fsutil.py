@@ -79,6 +79,46 @@ def temporary_file(path: str, suffix: str = ""):
         raise
 
 
+@contextlib.contextmanager
+def atomic_output(path: str, mode: str = "w"):
+    """Open a hidden temporary sibling of ``path`` for writing; rename it to ``path`` when the block ends well.
+
+    Readers of ``path`` see the old file or the whole new one, never a truncated or half-written
+    one; on any error (a full disk, Ctrl-C) the temporary is deleted and ``path`` is untouched.
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{path}: the parent directory {parent} does not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path}: is a directory")
+    tmp = temporary_sibling(path, "tmp")
+    try:
+        with open(tmp, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(parent)
+
+
+def os_error_line(exc: BaseException) -> str | None:
+    """One line for the OS error behind ``exc`` (itself or a cause): ``path: reason``; None if there is none."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError):
+            if exc.filename is not None and exc.strerror:
+                extra = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+                return f"{exc.filename}{extra}: {exc.strerror}"
+            return str(exc) or os.strerror(exc.errno or 0)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def atomic_write_bytes(path: str, payload: bytes, fsync: bool = True) -> None:
     """Write ``payload`` to ``path`` via a temporary file and a rename."""
     with temporary_file(path) as f:
