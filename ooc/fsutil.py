@@ -361,3 +361,65 @@ def refuse_to_replace(target: str, what: str, is_ours, inputs=()) -> None:
     if not is_ours(target):
         raise FileExistsError(f"{target}: exists and is not {what}; refusing to replace it "
                               "(--overwrite replaces only what ooc made: remove it yourself or choose another path)")
+
+
+# -- checksums of what ooc reads back ----------------------------------------------------------------
+#: The key under which :func:`seal_json` stores a JSON document's own checksum.
+CHECKSUM_KEY = "checksum"
+
+
+def array_checksum(a: np.ndarray, crc: int = 0) -> int:
+    """CRC-32 of an array's dtype, shape and bytes (zlib's, which releases the GIL on large buffers)."""
+    import zlib
+
+    a = np.ascontiguousarray(a)
+    crc = zlib.crc32(repr((a.dtype.str, a.shape)).encode(), crc)
+    return zlib.crc32(memoryview(a.reshape(-1)).cast("B"), crc) if a.size else crc
+
+
+def _json_digest(body: dict) -> str:
+    import hashlib
+
+    return hashlib.blake2b(json_dumps_canonical(body).encode(), digest_size=12).hexdigest()
+
+
+def json_dumps_canonical(obj) -> str:
+    import json
+
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def seal_json(obj: dict, indent: int | None = 2) -> bytes:
+    """``obj`` as JSON with a checksum of its content under :data:`CHECKSUM_KEY` (see :func:`read_sealed_json`)."""
+    import json
+
+    body = json.loads(json.dumps(obj, default=str))  # as it will read back (numpy scalars, paths as text)
+    body.pop(CHECKSUM_KEY, None)
+    return json.dumps({**body, CHECKSUM_KEY: _json_digest(body)}, indent=indent).encode()
+
+
+def read_sealed_json(path: str, required: bool = True) -> dict:
+    """A JSON object written by :func:`seal_json`, its checksum verified and removed.
+
+    Raises ``ValueError`` naming ``path`` when the file is not a JSON object, its checksum does not match
+    (a damaged byte), or it has none and ``required`` (older files: pass ``required=False``).
+    """
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            body = json.loads(f.read().decode())
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: damaged (not UTF-8 text: {exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: damaged (not valid JSON: {exc.msg} at line {exc.lineno})") from None
+    if not isinstance(body, dict):
+        raise ValueError(f"{path}: damaged (not a JSON object)")
+    digest = body.pop(CHECKSUM_KEY, None)
+    if digest is None:
+        if required:
+            raise ValueError(f"{path}: its checksum is missing (damaged)")
+        return body
+    if digest != _json_digest(body):
+        raise ValueError(f"{path}: failed its checksum (the file is damaged)")
+    return body

@@ -260,7 +260,7 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
     with rd.lock():
         if max_epochs is not None and max_epochs != cfg["max_epochs"]:
             cfg["max_epochs"] = int(max_epochs)
-            atomic_write_bytes(os.path.join(rd.path, "run.json"), json.dumps(cfg, indent=2, default=str).encode())
+            rd.write_config(cfg)
         return _execute(rd, st, o, resume=True, progress=progress)
 
 

@@ -37,6 +37,7 @@ from click.testing import CliRunner
 
 import ooc
 from ooc.cli import main
+from ooc.fsutil import seal_json
 from ooc.runs.rundir import RunDir
 
 N, D = 240, 24
@@ -527,8 +528,8 @@ def test_resume_of_a_run_made_before_an_option_existed(setup, shm_path):
         cfg = json.load(f)
     for k in ("distributed", "warm_start", "class_weight"):
         cfg.pop(k, None)
-    with open(run / "run.json", "w") as f:
-        json.dump(cfg, f)
+    with open(run / "run.json", "wb") as f:  # as that ooc wrote it: sealed with its checksum
+        f.write(seal_json(cfg))
     out = last_json(cli("resume", run, "--max-epochs", "50", "--json").stdout)
     assert out["epochs"] == setup["out"]["epochs"]
     assert np.array_equal(coef(run), setup["coef"])

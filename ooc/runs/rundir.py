@@ -27,14 +27,40 @@ import os
 import shutil
 import threading
 import time
+import warnings
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import fsutil
-from ..fsutil import atomic_save_npy, atomic_write_bytes, disk_full_error, fsync_dir, fsync_path
+from ..fsutil import (
+    array_checksum,
+    atomic_save_npy,
+    atomic_write_bytes,
+    disk_full_error,
+    fsync_dir,
+    fsync_path,
+    read_sealed_json,
+    seal_json,
+)
 
-#: Bumped whenever the meaning of saved state changes; resume refuses other versions.
-STATE_FORMAT = 1
+#: Bumped whenever the meaning of saved state changes; resume refuses other versions. Format 2 is
+#: format 1 with checksums: ``run.json``, every checkpoint's ``meta.json`` (which holds the CRC-32 of
+#: every array of its ``state.npz``, of its side files and of the paged dual files it refers to).
+STATE_FORMAT = 2
+#: Formats this ooc resumes (1: written before checksums; resumed unverified).
+READABLE_STATE_FORMATS = (1, 2)
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint failed its verification: the previous one (or a fresh start) is used instead."""
+
+
+class OnDisk(NamedTuple):
+    """An array a solver's :meth:`checkpoint_state` wants saved as its own ``.npy`` file in the checkpoint
+    (too large to load whole with the rest: it comes back memory-mapped, read-only)."""
+
+    array: np.ndarray
 
 
 class RunError(Exception):
@@ -67,6 +93,8 @@ class RunDir:
         self._unsynced: set[str] = set()
         self._writer: threading.Thread | None = None  # a checkpoint being written in the background
         self._writer_error: BaseException | None = None
+        #: block -> (buffer, CRC-32) of the last dual file written for it: what a checkpoint refers to
+        self._dual_crc: dict[int, tuple[int, int]] = {}
 
     # -- creation ------------------------------------------------------------------------
     @classmethod
@@ -97,8 +125,7 @@ class RunDir:
         try:
             os.makedirs(os.path.join(tmp.path, "state", "duals", "0"))
             os.makedirs(os.path.join(tmp.path, "state", "duals", "1"))
-            config = dict(config, state_format=STATE_FORMAT)
-            atomic_write_bytes(os.path.join(tmp.path, "run.json"), json.dumps(config, indent=2, default=str).encode())
+            atomic_write_bytes(os.path.join(tmp.path, "run.json"), seal_json(dict(config, state_format=STATE_FORMAT)))
             if replace:
                 with cls(path).lock():  # never replace a run another process is training
                     old = fsutil.swap_into_place(tmp.path, path)
@@ -118,33 +145,73 @@ class RunDir:
         rd = cls(path)
         if not os.path.isfile(os.path.join(rd.path, "run.json")):
             raise RunError(f"{path}: not a run directory (no run.json)")
-        cfg = rd.config
-        if cfg.get("state_format") != STATE_FORMAT:
-            raise RunError(f"{path}: saved with state format {cfg.get('state_format')}, this ooc reads "
-                           f"format {STATE_FORMAT}; it cannot be resumed (train again)")
+        rd.config  # verified: a damaged run.json is refused here
         return rd
 
     @property
     def config(self) -> dict:
-        with open(os.path.join(self.path, "run.json")) as f:
-            return json.load(f)
+        """``run.json``, verified: its state format is one this ooc reads, its checksum matches."""
+        p = os.path.join(self.path, "run.json")
+        try:
+            try:
+                cfg = read_sealed_json(p, required=False)
+            except ValueError:
+                with open(p) as f:  # a run.json of another format has other rules: say that first
+                    fmt = json.load(f).get("state_format")
+                if fmt in READABLE_STATE_FORMATS:
+                    raise
+                cfg = {"state_format": fmt}
+            fmt = cfg.get("state_format")
+            if fmt not in READABLE_STATE_FORMATS:
+                raise RunError(f"{self.path}: saved with state format {fmt}, this ooc reads "
+                               f"format {STATE_FORMAT}; it cannot be resumed (train again)")
+            if fmt >= 2:
+                read_sealed_json(p)  # format 2 is always sealed: a missing checksum is damage too
+        except (ValueError, AttributeError) as exc:
+            raise RunError(f"{p}: damaged ({exc}); the run cannot be resumed (train again)") from None
+        except OSError as exc:
+            raise RunError(f"{p}: unreadable ({exc.strerror or exc})") from None
+        return cfg
+
+    def write_config(self, config: dict) -> None:
+        """Replace ``run.json`` (sealed with its checksum) atomically."""
+        config = {**config, "state_format": config.get("state_format", STATE_FORMAT)}  # a format-1 run stays one
+        atomic_write_bytes(os.path.join(self.path, "run.json"), seal_json(config))
 
     # -- duals ------------------------------------------------------------------------------
     def dual_path(self, buf: int, block: int) -> str:
         return os.path.join(self.state, "duals", str(buf), f"b{block:06d}.npy")
 
     def read_duals(self, buf: int, block: int) -> np.ndarray:
+        """Block ``block``'s duals in buffer ``buf``, verified against the checksum recorded when written."""
         p = self.dual_path(buf, block)
         try:
-            return np.load(p, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+            a = np.load(p, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
             raise RunError(f"{p}: dual state unreadable ({exc})") from exc
+        want = self._dual_crc.get(block)
+        if want is not None and want[0] == buf and array_checksum(a) != want[1]:
+            raise RunError(f"{p}: dual state failed its checksum (the file is damaged); 'ooc resume' "
+                           "goes back to the last checkpoint that verifies")
+        return a
 
     def write_duals(self, buf: int, block: int, alpha: np.ndarray) -> None:
         p = self.dual_path(buf, block)
+        crc = array_checksum(alpha)
         with disk_full_is_run_error(self.path, p):
             atomic_save_npy(p, alpha)
+        self._dual_crc[block] = (buf, crc)
         self._unsynced.add(p)
+
+    def dual_checksums(self, blocks=None) -> dict[int, tuple[int, int]]:
+        """``block -> (buffer, crc)`` of the dual files written last (of ``blocks``, default all)."""
+        if blocks is None:
+            return dict(self._dual_crc)
+        return {int(b): self._dual_crc[int(b)] for b in blocks if int(b) in self._dual_crc}
+
+    def note_dual_checksums(self, sums: dict) -> None:
+        """Record the checksums of dual files another process wrote here (distributed workers)."""
+        self._dual_crc.update({int(b): (int(v[0]), int(v[1])) for b, v in sums.items()})
 
     def sync_duals(self) -> None:
         """Make the dual files written through this object durable (workers of distributed runs)."""
@@ -161,10 +228,14 @@ class RunDir:
         return os.path.join(self.state, name) if name else None
 
     def save_checkpoint(self, arrays: dict[str, np.ndarray], meta: dict, background: bool = False) -> str:
-        """Write a checkpoint directory, make it durable, then point LATEST at it.
+        """Write a checkpoint directory, make it durable, verify it, then point LATEST at it.
 
-        The arrays go into one ``state.npz`` (one write, one fsync), the metadata into
-        ``meta.json``; the directory is built under a temporary name and renamed.
+        The arrays go into one ``state.npz`` (one write, one fsync; an :class:`OnDisk` array into a
+        ``.npy`` file of its own), the metadata into ``meta.json`` together with the CRC-32 of every
+        array and of the paged dual files the state refers to, sealed with its own checksum. The
+        directory is built under a temporary name and renamed; it is read back and verified before
+        the previous checkpoint is deleted, so a checkpoint that does not verify leaves the previous
+        one in place.
 
         With ``background``, the arrays are copied and the write (with its fsyncs) runs in a
         thread while the caller goes on; until it completes, LATEST still names the previous
@@ -177,19 +248,20 @@ class RunDir:
         seq = int(meta["seq"])
         name = f"ckpt-{seq:06d}"
         unsynced, self._unsynced = self._unsynced, set()
+        duals = sorted(self._dual_crc.items())  # the dual files this state refers to, as of now
         if not background:
-            self._write_checkpoint(name, arrays, meta, unsynced)
+            self._write_checkpoint(name, arrays, meta, unsynced, duals)
             return os.path.join(self.state, name)
         copies: dict[int, np.ndarray] = {}  # one copy per distinct array (v may be w)
         for a in arrays.values():
             if id(a) not in copies:
-                copies[id(a)] = np.array(a, copy=True)
+                copies[id(a)] = OnDisk(np.array(a.array)) if isinstance(a, OnDisk) else np.array(a, copy=True)
         arrays = {k: copies[id(a)] for k, a in arrays.items()}
         meta = json.loads(json.dumps(meta))
 
         def write():
             try:
-                self._write_checkpoint(name, arrays, meta, unsynced)
+                self._write_checkpoint(name, arrays, meta, unsynced, duals)
             except BaseException as exc:  # raised in the caller's thread by wait_checkpoint
                 self._writer_error = exc
 
@@ -207,7 +279,7 @@ class RunDir:
         if err is not None and reraise:
             raise err
 
-    def _write_checkpoint(self, name: str, arrays: dict[str, np.ndarray], meta: dict, unsynced: set[str]) -> None:
+    def _write_checkpoint(self, name: str, arrays: dict, meta: dict, unsynced: set[str], duals: list) -> None:
         final = os.path.join(self.state, name)
         tmp = final + f".tmp-{os.getpid()}"
         with disk_full_is_run_error(self.path, f"checkpoint {final}"):
@@ -215,11 +287,20 @@ class RunDir:
                 if os.path.exists(tmp):
                     shutil.rmtree(tmp)
                 os.makedirs(tmp)
+                in_npz = {k: a for k, a in arrays.items() if not isinstance(a, OnDisk)}
+                sums = {k: array_checksum(a) for k, a in in_npz.items()}
                 with open(os.path.join(tmp, "state.npz"), "wb") as f:
-                    np.savez(f, **arrays)
+                    np.savez(f, **in_npz)
                     f.flush()
                     os.fsync(f.fileno())
-                atomic_write_bytes(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
+                files = {}
+                for k, a in arrays.items():
+                    if isinstance(a, OnDisk):
+                        files[k] = array_checksum(a.array)
+                        atomic_save_npy(os.path.join(tmp, f"{k}.npy"), a.array, fsync=True)
+                sealed = {"meta": meta, "arrays": sums, "files": files,
+                          "duals": [[b, buf, crc] for b, (buf, crc) in duals]}
+                atomic_write_bytes(os.path.join(tmp, "meta.json"), seal_json(sealed, indent=None))
                 if unsynced:  # paged duals written since the last checkpoint
                     _fsync_files(unsynced)
                     fsync_dir(os.path.join(self.state, "duals", "0"))
@@ -233,6 +314,8 @@ class RunDir:
                 shutil.rmtree(final)
             os.rename(tmp, final)
             fsync_dir(self.state)
+            # read back what was just written (not the dual files: those are verified on resume)
+            self._read_checkpoint(final, check_duals=False)
             atomic_write_bytes(os.path.join(self.path, "LATEST"), name.encode())
             fsync_dir(self.path)
         # older checkpoints are no longer needed (their dual buffers may already be overwritten)
@@ -240,31 +323,85 @@ class RunDir:
             if old.startswith("ckpt-") and old != name:
                 shutil.rmtree(os.path.join(self.state, old), ignore_errors=True)
 
+    def checkpoints(self) -> list[str]:
+        """The complete checkpoint directories, newest first (by their number; LATEST is only a hint)."""
+        try:
+            names = os.listdir(self.state)
+        except OSError:
+            return []
+        done = [n for n in names if n.startswith("ckpt-") and ".tmp-" not in n and n[5:].isdigit()]
+        return [os.path.join(self.state, n) for n in sorted(done, key=lambda n: int(n[5:]), reverse=True)]
+
     def load_checkpoint(self) -> tuple[dict[str, np.ndarray], dict] | None:
-        """The checkpoint LATEST names (arrays, meta), or None; clears what a killed process left."""
+        """The newest checkpoint that verifies (arrays, meta), or None; clears what a killed process left.
+
+        Every file of a candidate is verified before use: ``meta.json``'s checksum, the CRC-32 of every
+        array, the paged dual files it refers to, and that the state is finite. One that fails is
+        reported (:class:`CheckpointWarning`) and the previous one tried; when none verifies the run
+        starts again from the beginning, which ends with the same result (iterates depend only on the
+        data and the options), only later.
+        """
         self.wait_checkpoint()
         self.remove_stale()
-        ck = self.latest()
-        if ck is None:
-            return None
+        found = self.checkpoints()
+        for i, ck in enumerate(found):
+            try:
+                arrays, meta, duals = self._read_checkpoint(ck, check_duals=True)
+            except RunError as exc:
+                then = ("using the previous checkpoint" if i + 1 < len(found) else
+                        "no checkpoint left: the run starts again from the beginning (same result, later)")
+                warnings.warn(f"{exc}; {then}", CheckpointWarning, stacklevel=2)
+                continue
+            self._dual_crc = duals
+            for older in found[i + 1:]:  # superseded by one that verified
+                shutil.rmtree(older, ignore_errors=True)
+            return arrays, meta
+        return None
+
+    def _read_checkpoint(self, ck: str, check_duals: bool) -> tuple[dict, dict, dict]:
+        """``(arrays, meta, dual checksums)`` of checkpoint directory ``ck``, verified; else :class:`RunError`."""
         try:
-            with open(os.path.join(ck, "meta.json")) as f:
-                meta = json.load(f)
+            sealed = read_sealed_json(os.path.join(ck, "meta.json"), required=self.config["state_format"] >= 2)
+        except (OSError, ValueError) as exc:
+            raise RunError(f"{ck}: checkpoint unreadable ({exc})") from None
+        if "arrays" not in sealed:  # state format 1: the metadata alone, no checksums
+            sealed = {"meta": sealed, "arrays": None, "files": {}, "duals": []}
+        meta, sums = sealed["meta"], sealed["arrays"]
+        try:
             with np.load(os.path.join(ck, "state.npz"), allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, KeyError) as exc:
-            raise RunError(f"{ck}: checkpoint unreadable ({exc})") from exc
-        return arrays, meta
+            for k in sealed["files"]:
+                arrays[k] = np.load(os.path.join(ck, f"{k}.npy"), mmap_mode="r", allow_pickle=False)
+        except Exception as exc:  # zipfile.BadZipFile, a bad CRC, a truncated array ...
+            raise RunError(f"{ck}: checkpoint unreadable ({type(exc).__name__}: {exc})") from None
+        expected = dict(sums or {}, **sealed["files"])
+        if sums is not None and set(arrays) != set(expected):
+            raise RunError(f"{ck}: checkpoint damaged (arrays {sorted(arrays)} instead of {sorted(expected)})")
+        for k, a in arrays.items():
+            if sums is not None and array_checksum(a) != expected[k]:
+                raise RunError(f"{ck}: array {k!r} of the checkpoint failed its checksum (damaged)")
+            _check_finite(a, f"{ck}: array {k!r} of the checkpoint")
+        duals = {int(b): (int(buf), int(crc)) for b, buf, crc in sealed["duals"]}
+        if check_duals:
+            for b, (buf, crc) in duals.items():
+                p = self.dual_path(buf, b)
+                try:
+                    a = np.load(p, allow_pickle=False)
+                except Exception as exc:
+                    raise RunError(f"{p}: dual state of checkpoint {os.path.basename(ck)} unreadable ({exc})") from None
+                if array_checksum(a) != crc:
+                    raise RunError(f"{p}: dual state of checkpoint {os.path.basename(ck)} failed its checksum "
+                                   "(damaged or overwritten since)")
+                _check_finite(a, p)
+        return arrays, meta, duals
 
     def remove_stale(self) -> None:
         """Delete the temporary files and directories of a process that died mid-write.
 
-        Only half-written files carry ``.tmp-`` in their names (complete ones are renamed), and
-        checkpoint directories LATEST does not name are never needed again. Call it only under
-        :meth:`lock`: then no other process is writing here.
+        Only half-written files carry ``.tmp-`` in their names (complete ones are renamed). Complete
+        checkpoints are never deleted here: only a newer checkpoint that verified replaces them. Call it
+        only under :meth:`lock`: then no other process is writing here.
         """
-        keep = self.latest()
-        keep = os.path.basename(keep) if keep else None
         for d in (self.path, self.state, os.path.join(self.state, "duals", "0"),
                   os.path.join(self.state, "duals", "1"), self.model_dir):
             try:
@@ -273,7 +410,7 @@ class RunDir:
                 continue
             for name in names:
                 p = os.path.join(d, name)
-                if ".tmp-" in name or (d == self.state and name.startswith("ckpt-") and name != keep):
+                if ".tmp-" in name:
                     if os.path.isdir(p):
                         shutil.rmtree(p, ignore_errors=True)
                     else:
@@ -353,6 +490,16 @@ def is_run_dir(path: str) -> bool:
         if rel not in skeleton or [f for f in files if f != ".lock"]:
             return False
     return os.path.isdir(path)
+
+
+def _check_finite(a: np.ndarray, what: str) -> None:
+    """Refuse a state holding NaN or infinity (a solver's iterates are always finite)."""
+    if a.dtype.kind in "fc" and a.size:
+        step = 1 << 20  # memory-mapped side files: a piece at a time
+        flat = a.reshape(-1)
+        for i in range(0, flat.size, step):
+            if not np.isfinite(flat[i:i + step]).all():
+                raise RunError(f"{what} holds NaN or infinite values (damaged)")
 
 
 def _fsync_files(paths) -> None:

@@ -64,13 +64,17 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_worke
 
 
 def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, k, n_workers, update,
-                local_passes):
-    """One worker's part of a round: ``(dv_k, primal_sum_k, dual_sum_k, bytes_read, cache_hit_rate)``.
+                local_passes, dual_sums):
+    """One worker's part of a round: ``(dv_k, primal_sum_k, dual_sum_k, bytes_read, cache_hit_rate, sums)``.
+
+    ``dual_sums`` are the checksums of the dual files of ``blocks`` the driver knows (verified as they are
+    read); ``sums`` those of the files this round wrote, for the driver's next checkpoint.
 
     ``memory`` is the whole budget: this worker's block cache gets ``floor(memory / n_workers)``.
     """
     st, pb, cache = _context(store_path, fingerprint, opts, memory, n_workers)
     rd = RunDir(run_dir)
+    rd.note_dual_checksums(dual_sums)
     seed = int(opts["seed"])
     n = st.n_rows
     w = grad_conj(pb.penalty, v, pb.bias)
@@ -94,7 +98,7 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v, rnd, 
             rd.write_duals((rnd + 1) % 2, int(b), alpha[None, :])
     rd.sync_duals()
     dv = (v_loc - v) / n_workers
-    return dv, psum, dsum, cache.bytes_read - bytes0, cache.hit_rate
+    return dv, psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks)
 
 
 def _client(distributed: str):
@@ -164,9 +168,12 @@ class CoCoASolver(StoreSolver):
         topts = dict(opt["train_options"], loss_object=pb.loss)
         futures = [client.submit(local_round, self.store.path, self.store.fingerprint, topts, int(opt["memory"]),
                                  self.rd.path, parts[k], v, rnd, k, K, ctx.update, int(opt.get("local_passes", 1)),
-                                 workers=[workers[k]], allow_other_workers=True, pure=False)
+                                 self.rd.dual_checksums(parts[k]), workers=[workers[k]], allow_other_workers=True,
+                                 pure=False)
                    for k in range(K) if parts[k]]
         got = client.gather(futures)
+        for g in got:
+            self.rd.note_dual_checksums(g[5])
         psum = math.fsum(g[1] for g in got)
         dsum = math.fsum(g[2] for g in got)
         self._bytes += sum(int(g[3]) for g in got)

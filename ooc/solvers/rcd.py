@@ -107,7 +107,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..fsutil import atomic_save_npy
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.rcd import (
     col_curvature,
@@ -123,7 +122,7 @@ from ..kernels.samplings import AdaptiveDraws
 from ..kernels.sdca import sdca_pass
 from ..objectives.losses import Logistic
 from ..objectives.penalties import primal_value, require_l2
-from ..runs.rundir import RunDir
+from ..runs.rundir import OnDisk, RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.planner import RCD_PRIMAL
 from ..schedule.planner import plan as plan_memory
@@ -487,9 +486,6 @@ class RCDPrimalSolver(StoreSolver):
         return counts, order[counts[order] > 0]
 
     # -- the engine's protocol (ooc.engine): certify, then update -------------------------------------------------
-    def _z_file(self) -> str:
-        return os.path.join(self.rd.state, "primal", "z-ckpt.npy")
-
     def fresh(self) -> None:
         self.w = np.zeros((self.k, self.dim))
         self.G = np.zeros(self.dim)
@@ -505,18 +501,15 @@ class RCDPrimalSolver(StoreSolver):
         self.updates, self.work, self.cd_seconds = int(meta["updates"]), int(meta["work"]), float(meta["cd_seconds"])
         if self.pos > 0:
             self.G, self.counts, self.order = np.array(arrays["G"]), np.array(arrays["counts"]), np.array(arrays["order"])
-            z = arrays["z"] if self.in_memory else np.load(self._z_file(), allow_pickle=False)
-            self.Z[...] = z
+            self.Z[...] = arrays["z"]  # in the checkpoint: with the rest, or memory-mapped (OnDisk)
 
     def checkpoint_state(self) -> tuple[dict, dict, bool]:
         meta = {"position": self.pos, "updates": self.updates, "work": self.work, "cd_seconds": self.cd_seconds}
         arrays = {"w": self.w}
         if self.pos > 0:  # inside an epoch: its plan, the gaps it was drawn from, the margins
             arrays.update({"G": self.G, "counts": self.counts, "order": self.order})
-            if self.in_memory:
-                arrays["z"] = self.Z
-            else:  # margins live in a file: copy them next to the checkpoint (durable before LATEST moves)
-                atomic_save_npy(self._z_file(), np.asarray(self.Z), fsync=True)
+            # margins that live in a file are saved as a file of their own in the checkpoint
+            arrays["z"] = self.Z if self.in_memory else OnDisk(self.Z)
         return arrays, meta, False
 
     def at_epoch_start(self) -> bool:
