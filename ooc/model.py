@@ -7,15 +7,15 @@ beyond the ones seen in training are ignored at prediction time, as LIBLINEAR do
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
-from .fsutil import atomic_save_npy, atomic_write_bytes
+from .fsutil import array_checksum, atomic_save_npy, atomic_write_bytes, read_sealed_json, seal_json
 from .objectives.losses import loss_spec
 
-MODEL_FORMAT = 1
+#: 2: ``model.json`` is sealed with its checksum and holds the CRC-32 of ``coef.npy`` (1: neither).
+MODEL_FORMAT = 2
 
 
 class LinearModel:
@@ -98,13 +98,14 @@ class LinearModel:
         atomic_save_npy(os.path.join(path, "coef.npy"), self.coef_, fsync=True)
         meta = {
             "model_format": MODEL_FORMAT,
+            "coef_crc": array_checksum(np.asarray(self.coef_)),
             "intercept": np.asarray(self.intercept_).tolist(),
             "classes": None if self.classes_ is None else self.classes_.tolist(),
             "loss": self.loss,
             "task": self.task,
             "meta": self.meta,
         }
-        atomic_write_bytes(os.path.join(path, "model.json"), json.dumps(meta, indent=2, default=float).encode())
+        atomic_write_bytes(os.path.join(path, "model.json"), seal_json(meta))
 
     @classmethod
     def load(cls, path: str) -> "LinearModel":
@@ -114,9 +115,21 @@ class LinearModel:
         mj = os.path.join(path, "model.json")
         if not os.path.isfile(mj):
             raise FileNotFoundError(f"{path}: no trained model here (is the run finished? try 'ooc resume')")
-        with open(mj) as f:
-            meta = json.load(f)
-        coef = np.load(os.path.join(path, "coef.npy"), allow_pickle=False)
+        try:
+            meta = read_sealed_json(mj, required=False)
+            fmt = meta.get("model_format")
+            if fmt not in (1, MODEL_FORMAT):
+                raise ValueError(f"{mj}: model format {fmt!r} is not one this ooc reads ({MODEL_FORMAT})")
+            if fmt >= 2:
+                read_sealed_json(mj)  # sealed since format 2: a missing checksum is damage
+            cp = os.path.join(path, "coef.npy")
+            coef = np.load(cp, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise ValueError(f"{path}: the model is unreadable ({exc})") from None
+        if fmt >= 2 and array_checksum(coef) != meta.get("coef_crc"):
+            raise ValueError(f"{cp}: failed its checksum (the model is damaged; 'ooc train' again)")
+        if coef.dtype.kind != "f" or not np.isfinite(coef).all():
+            raise ValueError(f"{cp}: the coefficients are not finite numbers (the model is damaged)")
         icpt = meta["intercept"]
         icpt = np.asarray(icpt) if isinstance(icpt, list) else float(icpt)
         return cls(coef, icpt, meta["classes"], meta["loss"], meta["task"], meta.get("meta"))

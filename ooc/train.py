@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import warnings
@@ -12,7 +11,7 @@ import numpy as np
 from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import run as run_solver
-from .fsutil import atomic_write_bytes
+from .fsutil import atomic_write_bytes, read_sealed_json, seal_json
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
@@ -187,8 +186,10 @@ def _warm_source(path: str, st, o: dict):
     for key in ("loss", "gamma", "bias", "class_weight"):
         if cfg.get(key) != o[key]:
             raise RunError(f"warm start from {path}: its {key} ({cfg.get(key)!r}) differs from this run's ({o[key]!r})")
-    with open(metrics) as f:
-        m = json.load(f)
+    try:
+        m = read_sealed_json(metrics, required=False)
+    except ValueError as exc:
+        raise RunError(f"warm start from {path}: {exc}") from None
     if cfg.get("distributed"):
         raise RunError(f"warm start from {path}: warm starts from distributed runs are not supported")
     return final_duals_reader(prev.path, m, st.block_ptr(L.ROWS))
@@ -282,6 +283,9 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
     del solver
     w = np.atleast_2d(res.pop("w"))
+    if not np.isfinite(w).all():  # never a NaN model with exit status 0
+        raise RunError(f"{rd.path}: the coefficients are not finite (the iterates diverged: check the data for huge "
+                       "values and the options); no model written")
     d = st.n_cols
     coef = w[:, :d]
     icpt = o["bias"] * w[:, d] if o["bias"] > 0 else np.zeros(len(w))
@@ -303,7 +307,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
     result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
-    atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), json.dumps(result, indent=2).encode())
+    atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json(result))
     try:
         plot_convergence(rd)
     except Exception as exc:  # a plot must never lose a trained model
