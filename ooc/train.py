@@ -15,7 +15,7 @@ from .fsutil import atomic_write_bytes, read_sealed_json, seal_json
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
-from .runs.rundir import RunDir, RunError
+from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .solvers.problem import make_problem
 from .solvers.registry import (
     ADDED_L2,
@@ -297,7 +297,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
             "multiclass": o["multiclass"],
             "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
     model = LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
-    model.save(rd.model_dir)
+    with disk_full_is_run_error(rd.path, "the model"):
+        model.save(rd.model_dir)
     result = {
         "run": rd.path, "solver": o["solver_used"], "loss": o["loss"],
         "primal": res["primal"], "dual": res["dual"], "gap": res["gap"], "rel_gap": res["rel_gap"],
@@ -307,7 +308,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
     result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
-    atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json(result))
+    with disk_full_is_run_error(rd.path, "the model's metrics"):
+        atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json(result))
     try:
         plot_convergence(rd)
     except Exception as exc:  # a plot must never lose a trained model

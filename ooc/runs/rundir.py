@@ -68,11 +68,12 @@ class RunError(Exception):
 
 
 @contextlib.contextmanager
-def disk_full_is_run_error(run: str, what: str):
+def disk_full_is_run_error(run: str, what: str, then: str | None = None):
     """Turn a full disk while writing ``what`` into a one-line :class:`RunError`.
 
     Everything written here is atomic (temporary name, then rename), so when the disk fills
-    up the last checkpoint LATEST names is still complete: the message says so.
+    up the last checkpoint is still complete: the message says so, unless ``then`` says
+    what the user should do instead.
     """
     try:
         yield
@@ -80,8 +81,8 @@ def disk_full_is_run_error(run: str, what: str):
         full = disk_full_error(exc)
         if full is None:
             raise
-        raise RunError(f"{run}: the disk is full (no space left on device writing {what}); the last "
-                       "checkpoint is intact: free some space and 'ooc resume' the run") from exc
+        then = then or "the last checkpoint is intact: free some space and 'ooc resume' the run"
+        raise RunError(f"{run}: the disk is full (no space left on device writing {what}); {then}") from exc
 
 
 class RunDir:
@@ -121,6 +122,12 @@ class RunDir:
         if not os.path.isdir(parent):
             raise RunError(f"{path}: the parent directory {parent} does not exist")
         fsutil.remove_stale_temporaries(path)  # what runs killed while being created here left behind
+        with disk_full_is_run_error(path, "the new run directory", "nothing was written: free some space and "
+                                    "train again"):
+            return cls._build_and_swap(path, config, replace)
+
+    @classmethod
+    def _build_and_swap(cls, path: str, config: dict, replace: bool) -> "RunDir":
         tmp = fsutil.Temporary(path)
         try:
             os.makedirs(os.path.join(tmp.path, "state", "duals", "0"))
