@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -30,6 +29,7 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from faults import small_fs
 
 from ooc.cli import main as cli
 from ooc.runs.rundir import RunDir
@@ -224,20 +224,6 @@ def test_sigkill_train_and_resume_at_random_moments(data):
 
 
 # -- disk full ------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def small_fs(path, size: str):
-    os.makedirs(path, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root / CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
-        yield str(path)
-    finally:
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
 def _fill(directory: str, leave: int) -> str:
     """A file that leaves about ``leave`` bytes free on the file system of ``directory``."""
     s = os.statvfs(directory)

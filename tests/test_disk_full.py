@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
+from faults import small_fs
 
 import ooc
 from ooc.cli import main as cli
@@ -29,20 +29,6 @@ TRAIN = ["--l2", "1e-3", "--tol", "1e-9", "--max-epochs", "6", "--seed", "2", "-
 
 def _invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
-
-
-@contextlib.contextmanager
-def small_fs(path, size: str):
-    os.makedirs(path, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root / CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
-        yield str(path)
-    finally:
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def _free(directory: str) -> int:
