@@ -37,8 +37,9 @@ def _user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (InputError, StoreError, RunError, FileExistsError, FileNotFoundError, ValueError,
-                RuntimeError) as exc:
+        # OSError: what the system refused (a missing or existing file, permissions, an I/O error
+        # reading the store) is one line like the rest, not a traceback
+        except (InputError, StoreError, RunError, OSError, ValueError, RuntimeError) as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise UserError(msg) from None
         except KeyboardInterrupt:
