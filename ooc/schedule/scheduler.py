@@ -58,6 +58,10 @@ class Prefetcher:
     cached : callable, optional
         ``cached(item)``: whether loading it costs nothing (without a cache); when every
         item is, they are loaded in the caller's thread, without hand-offs.
+    gate : ReadAheadGate, optional
+        The gate ``load`` may wait on. An iteration that stops before its end (the consumer
+        raised or closed it, or a load failed) aborts it before waiting for the loads in
+        flight: they may be waiting there for an item the consumer will never release.
 
     Attributes
     ----------
@@ -71,7 +75,7 @@ class Prefetcher:
     def __init__(self, order: Sequence, load: Callable[[object], object], cache: BlockCache | None,
                  nbytes: Callable[[object], int] | None = None, depth: int = 1,
                  key: Callable[[object], object] = None, pool: ThreadPoolExecutor | None = None,
-                 cached: Callable[[object], bool] | None = None):
+                 cached: Callable[[object], bool] | None = None, gate: ReadAheadGate | None = None):
         self.order = [tuple(int(x) for x in b) if np.ndim(b) else int(b) for b in order]
         self.load = load
         self.cache = cache
@@ -81,6 +85,7 @@ class Prefetcher:
         if cached is None:
             cached = (lambda b: self.key(b) in self.cache) if cache is not None else (lambda b: False)
         self.cached = cached
+        self.gate = gate
         self.busy_seconds = 0.0
         self._lock = threading.Lock()
         self._running, self._busy_since = 0, 0.0  # loads in progress, and since when one is
@@ -115,6 +120,7 @@ class Prefetcher:
             return
         futures = deque()
         submitted = 0
+        finished = False
         try:
             for k, b in enumerate(self.order):
                 # keep item k and up to ``depth`` successors in flight
@@ -122,7 +128,14 @@ class Prefetcher:
                     futures.append(self._pool.submit(self._fetch, self.order[submitted]))
                     submitted += 1
                 yield b, futures.popleft().result()
+            finished = True
         finally:
+            # Stopped early (the consumer raised, was interrupted or closed the iteration, or a load
+            # failed): a load in flight may wait on the gate for an item that will never be released.
+            # Free it first, or the waits below never end (and neither would the process: the pool's
+            # threads are joined at exit).
+            if not finished and self.gate is not None:
+                self.gate.abort()
             for f in futures:
                 f.cancel()
             if self._own:
@@ -140,12 +153,22 @@ class ReadAheadGate:
     (memory) reads that part, then calls :meth:`wait_released`; the consumer calls
     :meth:`release` when it is done with an item. :meth:`abort` frees a waiting reader
     (it then raises), for a consumer that stops early.
+
+    Parameters
+    ----------
+    consumer : threading.Thread, optional
+        The thread that releases items (by default the one creating the gate). A reader
+        stops waiting when it has ended without aborting the gate (:meth:`wait_released`).
     """
 
-    def __init__(self):
+    #: seconds between checks that the consumer is still alive while a reader waits
+    POLL_SECONDS = 0.25
+
+    def __init__(self, consumer: threading.Thread | None = None):
         self._cond = threading.Condition()
         self.released = 0
         self._aborted = False
+        self._consumer = consumer if consumer is not None else threading.current_thread()
         #: seconds readers spent waiting here (not reading: see Prefetcher.busy_seconds)
         self.waited_seconds = 0.0
 
@@ -155,14 +178,29 @@ class ReadAheadGate:
             self._cond.notify_all()
 
     def wait_released(self, n: int) -> None:
+        """Wait until ``n`` items are released.
+
+        Raises
+        ------
+        RuntimeError
+            When the gate is aborted, or the consumer thread has ended (then nobody will
+            release or abort: at interpreter exit the main thread is marked ended before the
+            pools' threads are joined, so a reader waiting here would hold the exit forever).
+        """
         t0 = time.perf_counter()
         with self._cond:
-            self._cond.wait_for(lambda: self._aborted or self.released >= n)
-            self.waited_seconds += time.perf_counter() - t0
+            try:
+                # bounded waits: a consumer that dies without aborting must not leave the reader here
+                while not self._cond.wait_for(lambda: self._aborted or self.released >= n, self.POLL_SECONDS):
+                    if not self._consumer.is_alive():
+                        self._aborted = True
+            finally:
+                self.waited_seconds += time.perf_counter() - t0
             if self._aborted:
                 raise RuntimeError("read-ahead aborted: the pass stopped")
 
     def abort(self) -> None:
+        """Free the readers waiting now and make every later :meth:`wait_released` raise."""
         with self._cond:
             self._aborted = True
             self._cond.notify_all()

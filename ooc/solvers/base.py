@@ -25,6 +25,7 @@ solver.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -222,8 +223,9 @@ class BlockLoopSolver(StoreSolver):
         if all(h is None for h in hits):
             # the group at position i of the pass reads ahead_blocks blocks, then waits until the
             # consumer is done with group i-1 (when --memory does not hold two groups)
-            pos = self._positions.get(group, 0) if self._gate is not None else 0
-            pause = (lambda: self._gate.wait_released(pos)) if pos > 0 else None
+            gate = self._gate  # this pass's (the next pass makes another)
+            pos = self._positions.get(group, 0) if gate is not None else 0
+            pause = (lambda: gate.wait_released(pos)) if pos > 0 else None
             gblk = load_train_group(self.store, self.pb, group, self.ahead_blocks, pause, self._buffers.take)
             off = 0
             for b in group:
@@ -413,9 +415,11 @@ class BlockLoopSolver(StoreSolver):
     def close(self) -> None:
         if self._gate is not None:
             self._gate.abort()  # a reader waiting for a group this loop will never release
+        # reads queued but not started are dropped; those running end on their own (the gate is
+        # aborted), and the read-ahead pool goes first: its reads wait for the duals' pool
         for pool in (getattr(self, "_pool", None), getattr(self, "_dual_pool", None)):
             if pool is not None:
-                pool.shutdown(wait=True)
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def _start_pass(self) -> None:
         """Snapshot ``w`` as the state the pass certifies, and zero the gap sums."""
@@ -437,7 +441,10 @@ class BlockLoopSolver(StoreSolver):
         try:
             gblk = self.load_group(g)
         except BaseException:
-            futures_wait([duals])  # no read left behind; the rows' error is the one reported
+            # no read left behind (one not started is dropped; a file read ends on its own); the
+            # rows' error is the one reported
+            duals.cancel()
+            futures_wait([duals])
             raise
         return gblk, duals.result()
 
@@ -466,25 +473,30 @@ class BlockLoopSolver(StoreSolver):
         file_bytes0 = self.store.backend.file_bytes_read()
         rows_done = 0
         groups = self._groups(order)
-        self._gate, self._positions = ReadAheadGate(), {g: i for i, g in enumerate(groups)}
+        gate = ReadAheadGate()
+        self._gate, self._positions = gate, {g: i for i, g in enumerate(groups)}
         # the prefetch thread reads a group's duals with its rows: the duals of buffer ``cur`` do
         # not change during the pass (updates go to ``nxt``), and paged ones are files to read
         pf = Prefetcher(groups, lambda g, cur=cur: self._load(g, cur), None, depth=self.read_depth, pool=self._pool,
-                        cached=lambda g: g in self.cache or all(b in self.cache for b in g))
-        for group, (gblk, alpha) in pf:
-            self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
-            if update:
-                off = 0
-                for gb in group:
-                    m = int(self.row_ptr[gb + 1] - self.row_ptr[gb])
-                    self.duals.write(nxt, gb, np.ascontiguousarray(alpha[:, off:off + m]))
-                    off += m
-            self._pos += len(group)
-            rows_done += gblk.stop - gblk.start
-            gblk = alpha = None  # the next group is being read: do not hold two
-            self._gate.release()
-            if self._pos < self.nb:
-                ctx.tick()
+                        cached=lambda g: g in self.cache or all(b in self.cache for b in g), gate=gate)
+        # closed here, whatever stops the loop (a full disk writing the duals, Ctrl-C, SIGTERM, a
+        # failed read): the prefetcher then aborts the gate before it waits for the reads in flight,
+        # one of which may wait at the gate for the group this loop will not release
+        with contextlib.closing(iter(pf)) as groups_read:
+            for group, (gblk, alpha) in groups_read:
+                self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
+                if update:
+                    off = 0
+                    for gb in group:
+                        m = int(self.row_ptr[gb + 1] - self.row_ptr[gb])
+                        self.duals.write(nxt, gb, np.ascontiguousarray(alpha[:, off:off + m]))
+                        off += m
+                self._pos += len(group)
+                rows_done += gblk.stop - gblk.start
+                gblk = alpha = None  # the next group is being read: do not hold two
+                gate.release()
+                if self._pos < self.nb:
+                    ctx.tick()
         # the pass is complete: S_e is certified (or not)
         p, d = self._gap(psum, dsum, w_prev)
         pass_seconds = time.perf_counter() - pass_t0
@@ -494,7 +506,7 @@ class BlockLoopSolver(StoreSolver):
             "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
             # the reader's own figures: wall seconds it spent reading and decoding this pass, the
             # decoded bytes it loaded and the encoded bytes it read from files (None: not counted)
-            "read_seconds": pf.busy_seconds - self._gate.waited_seconds,
+            "read_seconds": pf.busy_seconds - gate.waited_seconds,
             "read_bytes": self.cache.bytes_read - pass_bytes0,
             "read_file_bytes": _delta(self.store.backend.file_bytes_read(), file_bytes0),
             **self.history_extra(),

@@ -569,7 +569,8 @@ class DGPDSolver(StoreSolver):
 
     def close(self) -> None:
         if getattr(self, "pool", None) is not None:
-            self.pool.shutdown(wait=True)
+            # reads queued but not started are dropped; a running one ends on its own (it waits for nothing)
+            self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
     def epoch(self, ctx) -> None:

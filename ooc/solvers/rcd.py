@@ -100,6 +100,7 @@ the checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -529,7 +530,8 @@ class RCDPrimalSolver(StoreSolver):
 
     def close(self) -> None:
         if getattr(self, "_pool", None) is not None:
-            self._pool.shutdown(wait=True)
+            # reads queued but not started are dropped; a running one ends on its own (it waits for nothing)
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def next_epoch(self, epoch: int) -> None:
         self.pos = 0
@@ -550,16 +552,16 @@ class RCDPrimalSolver(StoreSolver):
         order = self.order
         pf = Prefetcher([b for b in order[self.pos:] if b < self.ncb], lambda b: self.store.block(L.COLS, b),
                         self.cache, lambda blk: blk.nbytes, depth=1, key=lambda b: (L.COLS, b), pool=self._pool)
-        it = iter(pf)
-        while self.pos < len(order):
-            b = int(order[self.pos])
-            blk = None if b == self.ncb else next(it)[1]
-            t0 = time.perf_counter()
-            self.work += self._update_block(b, blk, int(self.counts[b]), e, self.w, self.G)
-            self.cd_seconds += time.perf_counter() - t0
-            self.updates += int(self.counts[b])
-            self.pos += 1
-            if self.pos < len(order):
-                ctx.tick()
-        for _ in it:  # drain (nothing left; closes the prefetcher)
-            pass
+        # closed on every exit (a checkpoint that fails in tick, Ctrl-C): the read in flight is waited
+        # for here, not whenever the traceback that would hold the iterator is dropped
+        with contextlib.closing(iter(pf)) as it:
+            while self.pos < len(order):
+                b = int(order[self.pos])
+                blk = None if b == self.ncb else next(it)[1]
+                t0 = time.perf_counter()
+                self.work += self._update_block(b, blk, int(self.counts[b]), e, self.w, self.G)
+                self.cd_seconds += time.perf_counter() - t0
+                self.updates += int(self.counts[b])
+                self.pos += 1
+                if self.pos < len(order):
+                    ctx.tick()

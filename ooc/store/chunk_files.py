@@ -456,7 +456,9 @@ class ChunkReader:
     decoders and :data:`READ_BUFFERS` buffers (one being filled per caller, one per
     decoder); a caller waits for a free one.
 
-    One pool per opened store, created on first use.
+    One pool per opened store, created on first use. Every buffer taken goes back, whatever
+    ends a call (a failed read, an interrupt, a pool shut down meanwhile), so no caller waits
+    for one forever.
     """
 
     def __init__(self):
@@ -479,21 +481,39 @@ class ChunkReader:
             pool, free = self._pool, self._free
         # the biggest jobs first: the decoding left when the last read is done is the smallest
         order = sorted(jobs, key=lambda j: -j[3] * j[0].dtype.itemsize)
-        futures, err = [], None
-        for arr, k, first, count, dest in order:
-            scratch = free.get()
-            try:
-                piece = arr.fetch(k, first, count, scratch)
-            except Exception as exc:  # noqa: BLE001 - re-raised once the decodes in flight are done
+        futures, err, scratch = [], None, None  # futures: (decode, the buffer it returns when done)
+        waited = 0  # futures[:waited] are done
+        try:
+            for arr, k, first, count, dest in order:
+                scratch = free.get()
+                try:
+                    piece = arr.fetch(k, first, count, scratch)
+                except Exception as exc:  # noqa: BLE001 - re-raised once the decodes in flight are done
+                    err = exc
+                    break
+                futures.append((pool.submit(self._decode, arr, k, first, count, dest, piece, scratch), scratch))
+                scratch = None  # the decode returns it
+            if scratch is not None:
                 free.put(scratch)
-                err = exc
-                break
-            futures.append(pool.submit(self._decode, arr, k, first, count, dest, piece, scratch))
-        for f in futures:  # wait for all, even after a failure: they write into the caller's arrays
-            try:
-                f.result()
-            except Exception as exc:  # noqa: BLE001 - the first one is re-raised
-                err = err or exc
+                scratch = None
+            for f, buf in futures:  # wait for all, even after a failure: they write into the caller's arrays
+                try:
+                    f.result()
+                except Exception as exc:  # noqa: BLE001 - the first one is re-raised
+                    err = err or exc
+                waited += 1
+                if f.cancelled():  # dropped by a pool shut down meanwhile: _decode never ran to return it
+                    free.put(buf)
+        except BaseException:
+            # interrupted (Ctrl-C in the calling thread) or the pool refused the job: the buffers this
+            # call holds go back, or the other callers would wait for them forever; decodes not
+            # started are dropped (their arrays are the caller's, which is giving up on them)
+            if scratch is not None:
+                free.put(scratch)
+            for f, buf in futures[waited:]:
+                if f.cancel():
+                    free.put(buf)
+            raise
         if err is not None:
             raise err
 

@@ -245,13 +245,23 @@ def _input_position(f):
 # --------------------------------------------------------------------------- chunking
 
 
-def _read_pieces(f, path, piece_bytes, out, stop):
-    """Reader thread: put ``(bytes, input_position)`` pieces, then ``None``, on ``out``."""
+#: seconds between the checks, by a thread waiting on the other side of the input queue, that
+#: the other side still exists (a wait must end even if its partner died without a word)
+_POLL_SECONDS = 0.1
+
+
+def _read_pieces(f, path, piece_bytes, out, stop, consumer):
+    """Reader thread: put ``(bytes, input_position)`` pieces, then ``None``, on ``out``.
+
+    An error is put on ``out`` too (the consumer re-raises it). Gives up without a word once
+    ``stop`` is set or the ``consumer`` thread (the one that started the iteration) has ended:
+    nobody will take what it puts.
+    """
 
     def put(item):
-        while not stop.is_set():
+        while not stop.is_set() and consumer.is_alive():
             try:
-                out.put(item, timeout=0.1)
+                out.put(item, timeout=_POLL_SECONDS)
                 return True
             except queue.Full:
                 pass
@@ -285,13 +295,14 @@ def _iter_blocks(path, chunk_bytes):
     pieces = queue.Queue(maxsize=1)
     stop = threading.Event()
     reader = threading.Thread(
-        target=_read_pieces, args=(f, path, chunk_bytes, pieces, stop), daemon=True
+        target=_read_pieces, args=(f, path, chunk_bytes, pieces, stop, threading.current_thread()),
+        name="ooc-input-reader", daemon=True,
     )
     reader.start()
     try:
         carry = []  # pieces of an unfinished line
         while True:
-            item = pieces.get()
+            item = _take(pieces, reader, path)
             if isinstance(item, BaseException):
                 raise item
             if item is None:
@@ -317,9 +328,23 @@ def _iter_blocks(path, chunk_bytes):
                     carry = [piece[cut:]]
             yield np.frombuffer(block, np.uint8), cut, pos
     finally:
+        # a consumer that stops early (a bad line, an error downstream, Ctrl-C): the reader sees
+        # ``stop`` within one read of a piece and one poll of the queue, and ends
         stop.set()
         reader.join()
         f.close()
+
+
+def _take(pieces, reader, path):
+    """The next item the reader thread put on ``pieces``; raises if it ended without one."""
+    while True:
+        try:
+            return pieces.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            # whatever the reader puts is on the queue before it ends: empty and ended means
+            # nothing will come (it cannot happen unless the thread was killed; never wait for it)
+            if not reader.is_alive() and pieces.empty():
+                raise InputError(path, "the thread reading the input ended without a result") from None
 
 
 # --------------------------------------------------------------------------- svmlight
