@@ -16,29 +16,58 @@ A spec is a TOML file::
     l2 = [1e-2, 1e-3, 1e-4]
     loss = "logistic"
 
+:func:`load_spec` checks the whole spec before any run starts; a mistake is one line
+(:class:`SpecError`) naming the spec file, the table, the key and the bad value:
+
+- the tables are ``[batch]`` (keys ``out``, ``validation``: strings), ``[grid]`` and
+  ``[path]``; any other table or key is refused (a typo would otherwise be ignored);
+- ``[grid]`` and ``[path]`` keys are ``store`` (a string) and ``ooc train``'s options, typed
+  as :class:`ooc.config.TrainConfig` declares them: a number is an integer or a float, never
+  a TOML boolean (``tol = true`` is refused, not read as 1.0); an integer option takes TOML
+  integers only; a string option with choices takes one of them (as ``ooc train`` does);
+- a ``[grid]`` value is a list of such values; a single value is accepted as a list of one
+  (``loss = "hinge"`` is ``loss = ["hinge"]``); lists are not empty and hold no value twice
+  (two equal runs would share one run directory). ``[path]`` values are single values, but
+  ``l2``, a non-empty list;
+- every run the spec makes is built as a :class:`~ooc.config.TrainConfig` (which checks the
+  values and their combinations that need no store, e.g. ``--smoothing`` with acc-sdca and
+  the hinge only); the checks that need the store run with each run, whose failure is
+  reported in its row.
+
 Every run is an ordinary run directory (``ooc resume`` works on it). A failing
 run is recorded with its error and does not stop the others; running the same
-batch again skips finished runs and resumes interrupted ones.
+batch again skips finished runs and resumes interrupted ones, unless their store was
+converted again since (its fingerprint differs from the one in the run's ``run.json``):
+such a run is trained again from scratch (a run whose store cannot be opened any more fails:
+its results cannot be checked against it). ``OUT/results.csv``, ``summary.md`` and
+``comparison.png`` are replaced atomically (written under a temporary name, then renamed).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
+import io
 import itertools
 import json
 import os
 import sys
 import time
+import typing
 
-from .config import defaults, option_names
+from .config import TrainConfig, defaults, option_names
 from .dask_client import dask_client
+from .fsutil import atomic_write_bytes, temporary_file
 from .objectives.losses import REGRESSION_LOSSES
 
 RESULT_COLUMNS = ["run", "store", "loss", "l2", "l1", "solver", "status", "primal", "gap", "epochs", "seconds",
                   "converged", "validation", "error"]
 #: Options a spec may set per run (:class:`ooc.config.TrainConfig`'s fields, with ``store``).
 SPEC_KEYS = set(option_names()) | {"store"}
+#: Keys of the ``[batch]`` table, and the tables of a spec.
+BATCH_KEYS = ("out", "validation")
+TABLES = ("batch", "grid", "path")
 DEFAULTS = defaults()
 
 
@@ -57,26 +86,144 @@ def _load_toml(path: str) -> dict:
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the batch spec ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: invalid TOML: {exc}") from None
+        raise SpecError(f"{path}: invalid TOML: {' '.join(str(exc).split())}") from None
+
+
+def _option_types() -> dict:
+    """``{option: (type, choices)}`` from :class:`TrainConfig`'s annotations (``X | None`` -> X:
+    TOML has no null, so a spec never sets None)."""
+    hints = typing.get_type_hints(TrainConfig)
+    out = {}
+    for f in dataclasses.fields(TrainConfig):
+        if f.init:
+            kinds = [t for t in (typing.get_args(hints[f.name]) or (hints[f.name],)) if t is not type(None)]
+            out[f.name] = (kinds[0], f.metadata.get("choices"))
+    out["store"] = (str, None)
+    return out
+
+
+def _shown(value) -> str:
+    """A value as TOML writes it (``true``, ``"a"``, ``[1, 2]``, ``inf``)."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, (bool, str)):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return str(value)  # dates and times
+
+
+def _type_problem(key: str, value, types: dict) -> str | None:
+    """What is wrong with the type (or choice) of one value of ``key``, or None."""
+    kind, choices = types[key]
+    if kind is float:
+        ok, expected = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif kind is int:
+        ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    else:
+        ok, expected = isinstance(value, str) and value != "", "a non-empty string"
+    if not ok:
+        return f"{_shown(value)} is not {expected}"
+    if choices and value not in choices:
+        return f"{_shown(value)} is not one of {', '.join(choices)}"
+    return None
+
+
+def _check_table(path: str, table: str, t: dict, types: dict) -> dict:
+    """The keys and value types of ``[grid]`` or ``[path]``; returns the table with list values
+    (a grid's single values made lists of one; a path's l2 list)."""
+    bad = set(t) - SPEC_KEYS
+    if bad:
+        raise SpecError(f"{path}: [{table}] has unknown key(s) {', '.join(sorted(bad))}; "
+                        f"allowed: {', '.join(sorted(SPEC_KEYS))}")
+    if "store" not in t:
+        raise SpecError(f"{path}: [{table}] needs 'store'")
+    out = {}
+    for key, value in t.items():
+        listed = table == "grid" or key == "l2"
+        if table == "path" and key == "l2" and not isinstance(value, list):
+            raise SpecError(f"{path}: [path] l2 = {_shown(value)}: needs a list of values (l2 = [1e-2, 1e-3])")
+        if table == "path" and key != "l2" and isinstance(value, list):
+            raise SpecError(f"{path}: [path] {key} = {_shown(value)}: must be a single value (only l2 is a list)")
+        values = value if isinstance(value, list) else [value]
+        if listed and not values:
+            raise SpecError(f"{path}: [{table}] {key} is an empty list")
+        for v in values:
+            problem = _type_problem(key, v, types)
+            if problem:
+                raise SpecError(f"{path}: [{table}] {key}: {problem}")
+        for i, v in enumerate(values):
+            if v in values[:i]:
+                raise SpecError(f"{path}: [{table}] {key} lists {_shown(v)} twice (the two runs would be one)")
+        out[key] = values if listed else value
+    return out
+
+
+def _check_runs(path: str, table: str, runs: list[dict]) -> None:
+    """Build every run's :class:`TrainConfig` (the checks that need no store), naming the first bad one.
+
+    A value wrong on its own (``l2 = -1``) is named with its key; a combination that no single
+    value explains (``--smoothing`` with the logistic loss) is named whole.
+    """
+    seen = set()
+    for run in runs:
+        options = {k: v for k, v in run.items() if k != "store"}
+        key = json.dumps(options, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            TrainConfig.from_options(options)
+        except Exception as exc:
+            msg = " ".join(str(exc).split()) or type(exc).__name__
+            for k, v in options.items():
+                try:
+                    TrainConfig.from_options({k: v})
+                except Exception:
+                    raise SpecError(f"{path}: [{table}] {k} = {_shown(v)}: {msg}") from None
+            shown = ", ".join(f"{k} = {_shown(v)}" for k, v in sorted(options.items()))
+            raise SpecError(f"{path}: [{table}] the run with {shown}: {msg}") from None
 
 
 def load_spec(path: str) -> dict:
-    """Read and check a batch spec; relative paths are resolved against the spec's folder."""
+    """Read and check a batch spec (module docstring); relative paths are resolved against its folder.
+
+    Returns
+    -------
+    dict
+        ``out``, ``validation`` (or None), ``source`` (the spec's absolute path), ``grid`` (each
+        key's list of values, or None) and ``path`` (the path's options, ``l2`` sorted from large
+        to small, or None).
+
+    Raises
+    ------
+    SpecError
+        One line naming the spec, the table, the key and the bad value.
+    """
     raw = _load_toml(path)
     base = os.path.dirname(os.path.abspath(path))
+    unknown = set(raw) - set(TABLES)
+    if unknown:
+        raise SpecError(f"{path}: unknown table(s) or key(s) {', '.join(sorted(unknown))}; a spec has "
+                        "[batch], [grid] and [path]")
+    for table in TABLES:
+        if table in raw and not isinstance(raw[table], dict):
+            raise SpecError(f"{path}: {table} = {_shown(raw[table])}: must be a table ([{table}])")
     batch = raw.get("batch")
-    if not isinstance(batch, dict) or "out" not in batch:
+    if batch is None or "out" not in batch:
         raise SpecError(f"{path}: needs a [batch] table with 'out' (the folder of run directories)")
+    bad = set(batch) - set(BATCH_KEYS)
+    if bad:
+        raise SpecError(f"{path}: [batch] has unknown key(s) {', '.join(sorted(bad))}; allowed: "
+                        f"{', '.join(BATCH_KEYS)}")
+    for key in BATCH_KEYS:
+        if key in batch and not isinstance(batch[key], str):
+            raise SpecError(f"{path}: [batch] {key}: {_shown(batch[key])} is not a string (a path)")
+    if not batch["out"]:
+        raise SpecError(f'{path}: [batch] out: "" is not a folder')
     if "grid" not in raw and "path" not in raw:
         raise SpecError(f"{path}: needs a [grid] or a [path] table")
-    for table in ("grid", "path"):
-        t = raw.get(table, {})
-        bad = set(t) - SPEC_KEYS
-        if bad:
-            raise SpecError(f"{path}: [{table}] has unknown key(s) {', '.join(sorted(bad))}; "
-                            f"allowed: {', '.join(sorted(SPEC_KEYS))}")
-        if t and "store" not in t:
-            raise SpecError(f"{path}: [{table}] needs 'store'")
+    types = _option_types()
 
     def resolve(p):
         return p if "://" in p or os.path.isabs(p) else os.path.join(base, p)
@@ -84,21 +231,15 @@ def load_spec(path: str) -> dict:
     spec = {"out": resolve(batch["out"]), "validation": resolve(batch["validation"]) if batch.get("validation") else None,
             "source": os.path.abspath(path), "grid": None, "path": None}
     if "grid" in raw:
-        grid = {k: (v if isinstance(v, list) else [v]) for k, v in raw["grid"].items()}
-        for k, v in grid.items():
-            if not v:
-                raise SpecError(f"{path}: [grid] {k} is an empty list")
+        grid = _check_table(path, "grid", raw["grid"], types)
         grid["store"] = [resolve(s) for s in grid["store"]]
+        _check_runs(path, "grid", expand_grid({k: v for k, v in grid.items() if k != "store"}))
         spec["grid"] = grid
     if "path" in raw:
-        p = dict(raw["path"])
-        if not isinstance(p.get("l2"), list) or not p["l2"]:
-            raise SpecError(f"{path}: [path] needs l2 = [list of values]")
-        for k, v in p.items():
-            if k != "l2" and isinstance(v, list):
-                raise SpecError(f"{path}: [path] {k} must be a single value (only l2 is a list)")
+        p = _check_table(path, "path", raw["path"], types)
         p["store"] = resolve(p["store"])
-        p["l2"] = sorted((float(x) for x in p["l2"]), reverse=True)
+        p["l2"] = sorted((float(x) for x in p["l2"]), reverse=True)  # floats: the run names hash them
+        _check_runs(path, "path", [dict(p, l2=l2) for l2 in p["l2"]])
         spec["path"] = p
     return spec
 
@@ -129,8 +270,34 @@ def _row(run_dir: str, options: dict, **fields) -> dict:
     return row
 
 
+def _same_store(run_dir: str, store: str) -> bool:
+    """Whether the run in ``run_dir`` was made on ``store`` as it is now: the content fingerprint
+    its ``run.json`` records is the store's (an unreadable ``run.json`` counts as another store).
+
+    Raises
+    ------
+    StoreError
+        ``store`` cannot be opened (the run fails: its results cannot be checked against it).
+    """
+    from .store import open_store
+
+    with open_store(store) as st:
+        fingerprint = st.fingerprint
+    try:
+        with open(os.path.join(run_dir, "run.json")) as f:
+            recorded = json.load(f).get("store_fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return recorded == fingerprint
+
+
 def run_one(run_dir: str, options: dict, validation: str | None = None, warm_start: str | None = None) -> dict:
-    """Train (or resume, or skip) one run; never raises: failures become a ``failed`` row."""
+    """Train (or resume, or skip) one run; never raises: failures become a ``failed`` row.
+
+    A run directory left by an earlier batch is skipped when finished and resumed when not,
+    if its ``run.json`` records the fingerprint of ``options['store']`` as it is now; a run
+    of a store converted again since is trained again from scratch (``state`` ``retrained``).
+    """
     import warnings
 
     from .evaluate import evaluate
@@ -139,7 +306,9 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
     t0 = time.perf_counter()
     try:
         metrics_path = os.path.join(run_dir, "model", "metrics.json")
-        if os.path.exists(metrics_path):
+        # what a previous batch left here counts only if it was trained on the store as it is now
+        current = _same_store(run_dir, options["store"]) if os.path.exists(os.path.join(run_dir, "run.json")) else None
+        if current and os.path.exists(metrics_path):
             with open(metrics_path) as f:
                 res = json.load(f)
             state = "skipped"
@@ -147,13 +316,13 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
             opts = {k: v for k, v in options.items() if k != "store"}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                if os.path.exists(os.path.join(run_dir, "run.json")):
+                if current:
                     res = resume(run_dir).result
                     state = "resumed"
                 else:
                     extra = {"warm_start": warm_start} if warm_start else {}
                     res = train(options["store"], run_dir, overwrite=True, **extra, **opts).result
-                    state = "trained"
+                    state = "trained" if current is None else "retrained"
         val = ""
         if validation:
             m = evaluate(run_dir, validation)
@@ -239,18 +408,17 @@ def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None 
 
 def write_results(out: str, rows: list[dict]) -> None:
     """``OUT/results.csv``, one row per run, replaced atomically."""
-    path = os.path.join(out, "results.csv")
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=RESULT_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in sorted(rows, key=lambda r: r["run"]):
-            w.writerow(r)
-    os.replace(tmp, path)
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    for r in sorted(rows, key=lambda r: r["run"]):
+        w.writerow(r)
+    atomic_write_bytes(os.path.join(out, "results.csv"), buf.getvalue().encode())
 
 
 def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
-    """``OUT/summary.md`` (sorted by the validation metric when there is one) and ``comparison.png``."""
+    """``OUT/summary.md`` (sorted by the validation metric when there is one) and ``comparison.png``,
+    each replaced atomically."""
     ok = [r for r in rows if r["status"] == "ok"]
     if validation and ok:
         regression = any(r["loss"] in REGRESSION_LOSSES for r in ok)
@@ -270,8 +438,7 @@ def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
     if failed:
         lines += ["", "## Failed runs", ""]
         lines += [f"- `{r['run']}`: {r['error']}" for r in failed]
-    with open(os.path.join(out, "summary.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    atomic_write_bytes(os.path.join(out, "summary.md"), ("\n".join(lines) + "\n").encode())
     try:
         _plot_comparison(out, ok)
     except Exception as exc:  # pragma: no cover - a plot never fails a batch
@@ -306,5 +473,8 @@ def _plot_comparison(out: str, rows: list[dict]) -> None:
     if len(rows) <= 12:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "comparison.png"), dpi=90)
-    plt.close(fig)
+    try:
+        with temporary_file(os.path.join(out, "comparison.png"), ".png") as f:
+            fig.savefig(f, format="png", dpi=90)
+    finally:
+        plt.close(fig)

@@ -8,7 +8,11 @@ issued when ``max_epochs`` stops the solver before the relative duality gap reac
 ``tol``. ``fit`` accepts a numpy array (or anything array-like), a scipy sparse matrix,
 or the path of an ooc store (then ``y`` must be None: the labels are in the store). An
 array or matrix is copied into an in-process store for the duration of the fit;
-``predict``/``decision_function`` also accept a store path (streamed block by block).
+``predict``/``decision_function`` also accept a store path (streamed block by block), which
+must not have more columns than the data ``fit`` saw (``n_features_in_``; fewer is fine: its
+trailing features never occur). A sparse matrix's index arrays are checked
+(:func:`ooc.store.ingest.check_sparse_structure`) before scikit-learn's validation passes it to
+scipy's compiled code, which trusts them.
 
 The objective is DESIGN.md's::
 
@@ -95,6 +99,16 @@ def _cleanup(store_path, run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def _check_sparse(X) -> None:
+    """Check a sparse X's index arrays before scikit-learn's validation hands it to scipy's compiled
+    conversions and products, which trust them (a decreasing ``indptr`` would corrupt memory).
+    The values, the dimensions and the labels are scikit-learn's ``validate_data``'s to check."""
+    if sp.issparse(X):
+        from .store.ingest import check_sparse_structure
+
+        check_sparse_structure(X)
+
+
 def _data_hash(X, y) -> str:
     import joblib
 
@@ -177,6 +191,7 @@ class _OOCLinear(BaseEstimator):
         """Validate ``X, y`` and copy them into a fresh in-process store; returns (store, hash)."""
         from .store.ingest import convert
 
+        _check_sparse(X)
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
                              y_numeric=self._label_kind == "regression", reset=reset)
         y_store = self._encode_y(y, reset)
@@ -291,6 +306,7 @@ class _OOCLinear(BaseEstimator):
                     raise ValueError("partial_fit(store_path) takes the labels from the store: pass y=None")
                 key = self._from_store(X, reset=False).fingerprint
             else:
+                _check_sparse(X)
                 X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
                                      y_numeric=self._label_kind == "regression", reset=False)
                 y_store = self._encode_y(y, reset=False)
@@ -315,11 +331,17 @@ class _OOCLinear(BaseEstimator):
             from .store import open_store
 
             st = open_store(X)
+            if st.n_cols > self.n_features_in_:
+                # scikit-learn refuses an X of another width; a store may have fewer columns (its
+                # trailing features never occur), but more would be features this model never saw
+                raise ValueError(f"{os.fspath(X)}: the store has {st.n_cols} features but {type(self).__name__} "
+                                 f"was fitted on {self.n_features_in_}")
             out = []
             for b in range(st.n_blocks(L.ROWS)):
                 blk = st.block(L.ROWS, b)
                 out.append(self.model_.decision_csr(np.asarray(blk.indptr, dtype=np.int64), blk.indices, blk.data))
             return np.concatenate(out) if out else np.zeros(0)
+        _check_sparse(X)
         X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32], reset=False)
         if self.coef_.ndim == 2:  # multiclass: one column per class
             return np.asarray(X @ self.coef_.T) + self.intercept_

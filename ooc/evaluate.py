@@ -1,9 +1,29 @@
-"""Streamed prediction and evaluation of a trained model on a store or a text file."""
+"""Streamed prediction and evaluation of a trained model on a store or a file.
+
+INPUT is an ooc store, or a file as ``ooc convert`` reads it (svmlight/LIBSVM, CSV/TSV, .npz),
+streamed piece by piece. Two kinds of wrong use are refused with one line naming INPUT
+(:class:`~ooc.store.readers.InputError`):
+
+- Features beyond the model's. A store, an .npz and a CSV declare their column count: more
+  columns than the model has features means another feature space, refused as scikit-learn
+  refuses an ``X`` of another width (fewer is fine: the missing trailing features are zero; a
+  store converted from svmlight has as many columns as its largest id). An svmlight file
+  declares nothing: its ids beyond the model's features are features training never saw
+  (hashed or growing vocabularies), whose weight is zero, so they are ignored, as LIBLINEAR
+  does (:meth:`ooc.model.LinearModel.decision_csr`).
+- Labels the model cannot score (:func:`evaluate` only; :func:`iter_predictions` ignores
+  labels, which unlabelled files often fill with a placeholder). A binary model knows the two
+  original label values of its training store (``classes_``, the store's ``label_values``), a
+  multiclass model its classes: any other label is refused with the line (text) or row
+  (store, .npz) where it occurs. A regression model takes any finite real label (a 0/1 target
+  is a legitimate regression target); non-finite labels never get this far (the readers and
+  the stores refuse them).
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -12,12 +32,37 @@ from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
 from .store.ingest import parse_bytes
+from .store.readers import InputError
 
 
-def _iter_rows(model: LinearModel, source: str, memory) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """(indptr, indices, data, original labels) pieces of ``source``, ids 0-based as in training."""
+class _Piece(NamedTuple):
+    """Consecutive rows of INPUT: CSR arrays with 0-based ids as in training, the original labels,
+    and where the first row is (``line``: 1-based line of a text file; else ``row``: 0-based row)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    labels: np.ndarray
+    line: int | None = None
+    row: int = 0
+
+
+def _too_wide(source: str, what: str, n_cols: int, model: LinearModel) -> None:
+    """Refuse an INPUT that declares more feature columns than the model has (module docstring)."""
+    if n_cols > model.n_features:
+        raise InputError(source, f"{what} has {n_cols} features, more than the {model.n_features} the model was "
+                                 "trained on (another feature space; only an svmlight file's unseen feature ids "
+                                 "are ignored)")
+
+
+def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> Iterator[_Piece]:
+    """The pieces of ``source`` (a store or a file), ids 0-based as in training.
+
+    ``labels=False`` (prediction) lets an .npz come without labels (the pieces then hold zeros).
+    """
     from .store.backend import StoreError
-    from .store.readers import detect_format, iter_csv, iter_svmlight
+    from .store.ingest import load_npz, matrix_chunks
+    from .store.readers import csv_layout, detect_format, iter_csv, iter_svmlight
     from .store.store import backend_for_path, open_store
 
     is_store = source.startswith("memory://") or os.path.isdir(source)
@@ -29,19 +74,34 @@ def _iter_rows(model: LinearModel, source: str, memory) -> Iterator[tuple[np.nda
             is_store = False
     if is_store:
         st = open_store(source)
+        _too_wide(source, "the store", st.n_cols, model)
         vals = st.label_values
         for b in range(st.n_blocks(L.ROWS)):
             blk = st.block(L.ROWS, b)
             y = st.read_labels(blk.start, blk.stop)
             if st.label_kind == L.BINARY:
                 y = np.where(y > 0, vals[-1], vals[0])
-            yield blk.indptr.astype(np.int64), blk.indices, blk.data, y
+            yield _Piece(blk.indptr.astype(np.int64), blk.indices, blk.data, y, row=blk.start)
         return
+    if not os.path.exists(source):
+        raise InputError(source, "no such file or store")
     chunk_bytes = int(min(64 << 20, max(parse_bytes(memory) // 12, 1 << 16)))
     fmt = detect_format(source)
-    base = int(model.meta.get("index_base", 0)) if fmt == "svmlight" else 0
-    it = iter_svmlight(source, chunk_bytes=chunk_bytes) if fmt == "svmlight" else iter_csv(source, chunk_bytes=chunk_bytes)
-    for ch in it:
+    if fmt == "npz":
+        rows, y = load_npz(source, labels_required=labels)
+        _too_wide(source, "the .npz matrix", rows.n_cols, model)
+        if y is None:
+            y = np.zeros(rows.n_rows)
+        for ch in matrix_chunks(rows, y, chunk_bytes, max(1024, chunk_bytes // 64)):
+            yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1)
+        return
+    if fmt == "csv":
+        _too_wide(source, "the CSV file", csv_layout(source).n_features, model)
+        for ch in iter_csv(source, chunk_bytes=chunk_bytes):
+            yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, line=ch.first_line)
+        return
+    base = int(model.meta.get("index_base", 0))
+    for ch in iter_svmlight(source, chunk_bytes=chunk_bytes):
         ind = ch.indices - base
         if base and len(ind) and ind.min() < 0:
             # an id 0 in a file read as 1-based: it cannot match any trained feature
@@ -49,18 +109,45 @@ def _iter_rows(model: LinearModel, source: str, memory) -> Iterator[tuple[np.nda
             counts = np.add.reduceat(keep.astype(np.int64), ch.indptr[:-1]) if len(keep) else np.zeros(0)
             counts[np.diff(ch.indptr) == 0] = 0
             indptr = np.concatenate(([0], np.cumsum(counts)))
-            yield indptr, ind[keep], ch.data[keep], ch.labels
+            yield _Piece(indptr, ind[keep], ch.data[keep], ch.labels, line=ch.first_line)
         else:
-            yield ch.indptr, ind, ch.data, ch.labels
+            yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line)
+
+
+def _label(v) -> str:
+    """A label as the user wrote it: ``1``, ``-1``, ``2.5``."""
+    return f"{float(v):g}"
+
+
+def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
+    """Refuse labels a classification model cannot score (module docstring), naming the first."""
+    if model.task not in (L.BINARY, L.MULTICLASS) or model.classes_ is None:
+        return
+    known = np.isin(piece.labels, model.classes_)
+    if known.all():
+        return
+    k = int(np.argmin(known))
+    msg = (f"label {_label(piece.labels[k])} is not one of the classes the {model.task} model knows "
+           f"({', '.join(_label(c) for c in model.classes_)}); evaluate it on data labelled as its training data")
+    if piece.line is not None:
+        raise InputError(source, msg, line=piece.line + k)
+    raise InputError(source, f"row {piece.row + k}: {msg}")
 
 
 def iter_predictions(run: str, source: str, proba: bool = False, memory="256MiB") -> Iterator[np.ndarray]:
-    """Predicted labels (or positive-class probabilities) of ``source``, piece by piece."""
+    """Predicted labels (or positive-class probabilities) of ``source``, piece by piece.
+
+    ``source`` is a store or a file (svmlight, CSV, .npz, which may come without labels); its
+    labels are not used. An svmlight
+    file's feature ids beyond the model's are ignored; a store, .npz or CSV with more columns
+    than the model has features is refused (:class:`~ooc.store.readers.InputError`, see the
+    module docstring).
+    """
     model = LinearModel.load(run)
     if proba and not loss_spec(model.loss).proba:
         raise ValueError(f"--proba needs a logistic model (this one: {model.loss})")
-    for indptr, indices, data, _ in _iter_rows(model, source, memory):
-        m = model.decision_csr(indptr, indices, data)
+    for piece in _iter_rows(model, source, memory, labels=False):
+        m = model.decision_csr(piece.indptr, piece.indices, piece.data)
         if proba:
             yield 1.0 / (1.0 + np.exp(-m))
         else:
@@ -73,6 +160,12 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
     Classification: ``accuracy``, ``logloss`` (logistic), and the ``primal`` objective of
     the training problem (loss, l2, l1, bias) evaluated on these rows. Regression:
     ``rmse`` and ``primal``.
+
+    Raises
+    ------
+    InputError
+        ``source`` has a label the classification model does not know (naming it, its line or
+        row, and the model's classes), or more feature columns than the model (module docstring).
     """
     model = LinearModel.load(run)
     meta = model.meta
@@ -88,8 +181,10 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
     loss_sum = 0.0
     logloss = 0.0
     sq = 0.0
-    for indptr, indices, data, y in _iter_rows(model, source, memory):
-        m = model.decision_csr(indptr, indices, data)
+    for piece in _iter_rows(model, source, memory):
+        _check_labels(model, source, piece)
+        y = piece.labels
+        m = model.decision_csr(piece.indptr, piece.indices, piece.data)
         n += len(y)
         if model.task == L.BINARY:
             pos = model.classes_[-1]
@@ -100,9 +195,8 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
                 logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
         elif model.task == L.MULTICLASS and meta.get("multiclass") == "crammer-singer":
             correct += int(np.sum(model.predict_from_margins(m) == y))
-            known = np.isin(y, model.classes_)
-            yi = np.searchsorted(model.classes_, y[known])
-            loss_sum += float(np.sum(cs_loss.value(np.ascontiguousarray(m[known]), yi)))
+            yi = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
+            loss_sum += float(np.sum(cs_loss.value(np.ascontiguousarray(m), yi)))
         elif model.task == L.MULTICLASS:
             pred = model.predict_from_margins(m)
             correct += int(np.sum(pred == y))
@@ -110,10 +204,8 @@ def evaluate(run: str, source: str, memory="256MiB") -> dict:
                 loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
             if has_proba:
                 p = proba_from_margins(m)  # what predict_proba gives
-                idx = np.searchsorted(model.classes_, y)
-                ok = (idx < len(model.classes_)) & (model.classes_[np.minimum(idx, len(model.classes_) - 1)] == y)
-                pt = np.where(ok, p[np.arange(len(y)), np.minimum(idx, len(model.classes_) - 1)], 1e-300)
-                logloss += float(-np.sum(np.log(np.maximum(pt, 1e-300))))
+                idx = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
+                logloss += float(-np.sum(np.log(np.maximum(p[np.arange(len(y)), idx], 1e-300))))
         else:
             loss_sum += float(np.sum(loss.value(m, y)))
             sq += float(np.sum((m - y) ** 2))

@@ -16,6 +16,11 @@ then builds the column layout without ever loading the matrix:
 
 Peak memory is about ``memory``: text chunks, row blocks and buckets are all
 sized from it.
+
+In-memory matrices and .npz files are checked whole before anything reads them
+(:func:`check_matrix`, :func:`load_npz`: shapes, dtypes, index arrays, finite values and
+labels, in bounded pieces), then taken in scipy's canonical form, row chunk by row chunk
+(sorted column ids, duplicates summed; see the notes above :class:`MatrixRows`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 import shutil
 import tempfile
 import time
+import zipfile
 from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -84,54 +90,437 @@ def format_bytes(n) -> str:
 
 
 # -- sources -> row chunks -------------------------------------------------------------
-def _array_chunks(X, y, rows_per_chunk: int) -> Iterator[RowChunk]:
-    """Row chunks of an in-memory numpy array or scipy sparse matrix."""
+#
+# An in-memory matrix (a numpy array, any scipy sparse matrix, the arrays of an .npz) and its
+# labels are checked whole before anything else reads them: scipy's sparsetools and ooc's
+# kernels index memory with ``indptr`` and ``indices`` as given, so a decreasing ``indptr`` or
+# an id beyond the columns would read or write outside the arrays (a crash, or a store of
+# garbage). Every scan goes over at most ``_SCAN`` entries at a time, so the checks' temporaries
+# stay a few MiB whatever the input size, and nothing is ever densified.
+#
+# Column ids: the store and the kernels take the ids of a row sorted and unique (svmlight files
+# with decreasing or repeated ids are refused by the readers, naming the line). A matrix is
+# taken in scipy's canonical form instead, as scipy itself reads it: the ids of each row are
+# sorted and duplicate entries summed (``sum_duplicates()``), one row chunk at a time. Explicit
+# zeros are kept (as in svmlight files); a dense array's zeros are not entries.
+
+#: Entries one validation step looks at (its temporaries are a few bytes per entry).
+_SCAN = 1 << 20
+#: dtype kinds a value or a label may have: bool, signed and unsigned integers, floats.
+_NUMBER_KINDS = "biuf"
+_KIND_NAMES = {"c": "complex numbers", "O": "Python objects", "U": "strings", "S": "byte strings",
+               "V": "structured records", "M": "dates", "m": "time deltas"}
+#: The scipy ``save_npz`` formats an .npz may hold, and the arrays each needs besides ``shape``.
+_NPZ_SPARSE = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
+               "coo": ("data", "row", "col")}
+
+
+class _Origin(NamedTuple):
+    """Where a matrix comes from, to name it in errors: an .npz file (``path``) or memory."""
+
+    path: str | None = None
+
+    def name(self, key: str) -> str:
+        """How an error names one of the source's arrays: the .npz key, or ``X.indptr``, ``y``..."""
+        if self.path is not None:
+            return repr(key)
+        return self.ref(key)
+
+    def ref(self, key: str) -> str:
+        """How an error indexes one of the arrays: ``indptr[3]`` (an .npz key), ``X.indptr[3]``."""
+        if self.path is not None or key in ("X", "y"):
+            return key
+        return f"X.{key}"
+
+    def error(self, message: str) -> ValueError:
+        """The exception to raise: :class:`InputError` (naming the file) for an .npz, else ValueError."""
+        return InputError(self.path, message) if self.path is not None else ValueError(message)
+
+
+class MatrixRows(NamedTuple):
+    """A checked in-memory matrix, read by rows (from :func:`check_matrix` or :func:`load_npz`).
+
+    Either ``dense`` (a 2-D array of numbers) or CSR arrays (``indptr`` of ``n_rows + 1``
+    non-decreasing offsets from 0 to ``len(indices) == len(data)``, ``indices`` in
+    ``[0, n_cols)``, finite numeric ``data``), the ids of a row possibly unsorted or repeated:
+    :func:`matrix_chunks` makes each chunk canonical.
+    """
+
+    n_rows: int
+    n_cols: int
+    dense: np.ndarray | None = None
+    indptr: np.ndarray | None = None
+    indices: np.ndarray | None = None
+    data: np.ndarray | None = None
+
+
+def _check_numbers(dtype, name: str, origin: _Origin, what: str) -> None:
+    """Refuse a dtype that is not bool, integer or float (objects, strings, complex...)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in _NUMBER_KINDS:
+        held = _KIND_NAMES.get(dtype.kind, f"values of dtype {dtype}")
+        raise origin.error(f"{name} holds {held} (dtype {dtype}); {what} must be real numbers "
+                           "(bool, integer or float)")
+
+
+def _check_ids(a, name: str, origin: _Origin) -> np.ndarray:
+    """An index array (indptr, indices, row, col): 1-D integers."""
+    a = np.asarray(a)
+    if a.ndim != 1:
+        raise origin.error(f"{name} must be 1-D, got shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        raise origin.error(f"{name} has dtype {a.dtype}; expected integers")
+    return a
+
+
+def _first_decrease(a: np.ndarray) -> int | None:
+    """Smallest ``k`` with ``a[k + 1] < a[k]``, or None."""
+    for s in range(0, len(a) - 1, _SCAN):
+        seg = a[s:s + _SCAN + 1]
+        bad = seg[1:] < seg[:-1]
+        if bad.any():
+            return s + int(np.argmax(bad))
+    return None
+
+
+def _first_outside(a: np.ndarray, n: int) -> int | None:
+    """Smallest ``k`` with ``a[k]`` outside ``[0, n)``, or None."""
+    for s in range(0, len(a), _SCAN):
+        seg = a[s:s + _SCAN]
+        if int(seg.min()) < 0 or int(seg.max()) >= n:
+            return s + int(np.flatnonzero((seg < 0) | (seg >= n))[0])
+    return None
+
+
+def _first_nonfinite(a: np.ndarray) -> int | None:
+    """Smallest ``k`` with ``a[k]`` NaN or infinite (1-D ``a``), or None."""
+    if a.dtype.kind != "f":
+        return None
+    for s in range(0, len(a), _SCAN):
+        ok = np.isfinite(a[s:s + _SCAN])
+        if not ok.all():
+            return s + int(np.argmin(ok))
+    return None
+
+
+def _check_shape(shape, name: str, origin: _Origin) -> tuple[int, int]:
+    """``(n_rows, n_cols)``: two integers >= 0, the columns within what fits here."""
+    shape = np.asarray(shape)
+    if shape.shape != (2,) or shape.dtype.kind not in "iu" or int(shape.min()) < 0:
+        raise origin.error(f"{name} must be two integers >= 0 (rows, columns), got {shape.tolist()!r}")
+    n, d = int(shape[0]), int(shape[1])
+    if d > max_columns():
+        raise origin.error(too_many_columns(d, max_columns(), f"{name} {(n, d)}"))
+    return n, d
+
+
+def _check_compressed(indptr, indices, n_values: int, n_major: int, n_minor: int, origin: _Origin,
+                      major: str = "row", minor: str = "column") -> tuple[np.ndarray, np.ndarray]:
+    """Check the ``indptr``/``indices`` of a CSR (CSC: ``major='column'``) matrix; returns them."""
+    ip, ix = origin.name("indptr"), origin.name("indices")
+    indptr = _check_ids(indptr, ip, origin)
+    indices = _check_ids(indices, ix, origin)
+    if len(indptr) != n_major + 1:
+        raise origin.error(f"{ip} has {len(indptr)} entries; {n_major} {major}s need {n_major + 1}")
+    if int(indptr[0]) != 0:
+        raise origin.error(f"{ip} starts at {int(indptr[0])}, not 0")
+    k = _first_decrease(indptr)
+    if k is not None:
+        ref = origin.ref("indptr")
+        raise origin.error(f"{ip} decreases at {major} {k}: {ref}[{k}] = {int(indptr[k])} > "
+                           f"{ref}[{k + 1}] = {int(indptr[k + 1])}")
+    end = int(indptr[-1])
+    if not end == len(indices) == n_values:
+        raise origin.error(f"{ip} ends at {end} but {ix} has {len(indices)} entries and "
+                           f"{origin.name('data')} {n_values}; all three must agree")
+    k = _first_outside(indices, n_minor)
+    if k is not None:
+        at = int(np.searchsorted(indptr, k, side="right")) - 1
+        raise origin.error(f"{origin.ref('indices')}[{k}] = {int(indices[k])} ({major} {at}) is not a {minor} id: "
+                           f"the matrix has {n_minor} {minor}s (0 to {n_minor - 1})")
+    return indptr, indices
+
+
+def _check_coo(row, col, n_values: int, n_rows: int, n_cols: int, origin: _Origin):
+    """Check the ``row``/``col`` arrays of a COO matrix; returns them."""
+    out = []
+    for key, a, n, what in (("row", row, n_rows, "rows"), ("col", col, n_cols, "columns")):
+        name = origin.name(key)
+        a = _check_ids(a, name, origin)
+        if len(a) != n_values:
+            raise origin.error(f"{name} has {len(a)} entries but {origin.name('data')} has {n_values}")
+        k = _first_outside(a, n)
+        if k is not None:
+            raise origin.error(f"{origin.ref(key)}[{k}] = {int(a[k])} is out of range: the matrix has {n} {what} "
+                               f"(0 to {n - 1})")
+        out.append(a)
+    return out
+
+
+def _finite_csr(n: int, d: int, indptr, indices, data, origin: _Origin, data_key: str) -> MatrixRows:
+    """The checked CSR matrix, once its values are known finite (naming the first that is not)."""
+    k = _first_nonfinite(data)
+    if k is not None:
+        r = int(np.searchsorted(indptr, k, side="right")) - 1
+        raise origin.error(f"{origin.name(data_key)} has a value that is not finite: "
+                           f"X[{r}, {int(indices[k])}] = {data[k]}")
+    return MatrixRows(n, d, None, indptr, indices, data)
+
+
+def _sparse_parts(fmt: str, n: int, d: int, parts: dict, origin: _Origin) -> MatrixRows:
+    """A CSR, CSC or COO matrix given as its arrays (scipy's attributes, or an .npz's keys), checked."""
     import scipy.sparse as sp
 
-    n = X.shape[0]
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if len(y) != n:
-        raise ValueError(f"X has {n} rows but y has {len(y)} labels")
-    if not np.all(np.isfinite(y)):
-        bad = int(np.flatnonzero(~np.isfinite(y))[0])
-        raise ValueError(f"y[{bad}] is not finite ({y[bad]})")
-    Xs = sp.csr_matrix(X) if not sp.issparse(X) else X.tocsr()
-    for s in range(0, max(n, 1), rows_per_chunk):
-        part = Xs[s:s + rows_per_chunk]
-        part.sum_duplicates()
-        part.sort_indices()
-        if not np.all(np.isfinite(part.data)):
-            k = int(np.flatnonzero(~np.isfinite(part.data))[0])
-            r = int(np.searchsorted(part.indptr, k, side="right")) - 1
-            raise ValueError(f"X[{s + r}, {part.indices[k]}] is not finite ({part.data[k]})")
-        if n == 0:
-            break
-        yield RowChunk(y[s:s + rows_per_chunk], part.indptr.astype(np.int64),
-                       part.indices.astype(np.int64), part.data.astype(np.float64), s + 1, 0)
+    dn = origin.name("data")
+    data = np.asarray(parts["data"])
+    _check_numbers(data.dtype, dn, origin, "matrix values")
+    if data.ndim != 1:
+        raise origin.error(f"{dn} must be 1-D, got shape {data.shape}")
+    if fmt == "csr":
+        indptr, indices = _check_compressed(parts["indptr"], parts["indices"], len(data), n, d, origin)
+        return _finite_csr(n, d, indptr, indices, data, origin, "data")
+    # checked, the arrays are safe for scipy's compiled conversion to CSR (which also sums duplicates
+    # for COO); scipy takes no float16, and the store keeps float64 or float32 anyway
+    values = data.astype(np.float64, copy=False)
+    if fmt == "csc":
+        indptr, indices = _check_compressed(parts["indptr"], parts["indices"], len(data), d, n, origin,
+                                            major="column", minor="row")
+        m = sp.csc_matrix((values, indices.astype(np.int64, copy=False), indptr.astype(np.int64, copy=False)),
+                          shape=(n, d)).tocsr()
+    else:
+        row, col = _check_coo(parts["row"], parts["col"], len(data), n, d, origin)
+        m = sp.coo_matrix((values, (row.astype(np.int64, copy=False), col.astype(np.int64, copy=False))),
+                          shape=(n, d)).tocsr()
+    return _finite_csr(n, d, m.indptr, m.indices, m.data, origin, "data")
 
 
-def _load_npz(path: str):
-    """(X, y) from an .npz: scipy's ``save_npz`` keys plus ``y``/``labels``, or ``X`` and ``y``."""
+def _dense(X: np.ndarray, origin: _Origin) -> MatrixRows:
+    name = origin.name("X")
+    if X.ndim != 2:
+        raise origin.error(f"{name} must be 2-D (rows x features), got shape {X.shape}")
+    _check_numbers(X.dtype, name, origin, "its values")
+    n, d = X.shape
+    if d > max_columns():
+        raise origin.error(too_many_columns(d, max_columns(), f"{name} of shape {X.shape}"))
+    if X.dtype.kind == "f":
+        step = max(1, _SCAN // max(d, 1))
+        for s in range(0, n, step):
+            ok = np.isfinite(X[s:s + step])
+            if not ok.all():
+                r, c = (int(v) for v in np.argwhere(~ok)[0])
+                raise origin.error(f"{name} has a value that is not finite: X[{s + r}, {c}] = {X[s + r, c]}")
+    return MatrixRows(n, d, dense=X)
+
+
+def check_sparse_structure(X) -> tuple[int, int]:
+    """Check a scipy sparse matrix's shape and index arrays (not its values); returns its shape.
+
+    scipy's compiled routines (``tocsr``, products, slicing) trust ``indptr``/``indices``
+    (``row``/``col`` for COO): call this before any of them sees a matrix from elsewhere.
+    CSR, CSC, COO and BSR are checked; the other formats (DIA, LIL, DOK) are converted by
+    scipy in Python, with its own checks.
+
+    Raises
+    ------
+    ValueError
+        One line naming the array (``X.indptr``, ``X.row``...), the position and the value.
+    """
+    origin = _Origin()
+    shape = tuple(X.shape)
+    if len(shape) != 2:
+        raise ValueError(f"X must be 2-D (rows x features), got a sparse {X.format} of shape {shape}")
+    n, d = _check_shape(np.asarray(shape, dtype=np.int64), "X.shape", origin)
+    fmt = X.format
+    n_values = len(X.data) if fmt != "dok" else 0
+    if fmt in ("csr", "csc", "coo") and np.ndim(X.data) != 1:
+        raise ValueError(f"X.data must be 1-D, got shape {np.shape(X.data)}")
+    if fmt == "csr":
+        _check_compressed(X.indptr, X.indices, n_values, n, d, origin)
+    elif fmt == "csc":
+        _check_compressed(X.indptr, X.indices, n_values, d, n, origin, major="column", minor="row")
+    elif fmt == "coo":
+        _check_coo(X.row, X.col, n_values, n, d, origin)
+    elif fmt == "bsr":
+        # blocks of R x C values: the same checks, on block rows and block columns
+        R, C = X.blocksize
+        data = np.asarray(X.data)
+        if data.ndim != 3 or data.shape[1:] != (R, C) or n % R or d % C:
+            raise ValueError(f"X.data has shape {data.shape}: a bsr matrix of shape {shape} with blocks "
+                             f"{(R, C)} needs (blocks, {R}, {C}) and a shape divisible by the block size")
+        _check_compressed(X.indptr, X.indices, len(data), n // R, d // C, origin, "block row", "block column")
+    return n, d
+
+
+def check_matrix(X) -> MatrixRows:
+    """Check an in-memory matrix before anything indexes memory with it.
+
+    Parameters
+    ----------
+    X : array-like or scipy sparse matrix/array of any format
+        2-D, real numbers (bool, integer or float), all finite. A sparse matrix's arrays
+        must be consistent (:func:`check_sparse_structure`); formats other than CSR are
+        converted to CSR once checked.
+
+    Returns
+    -------
+    MatrixRows
+
+    Raises
+    ------
+    ValueError
+        One line naming the array (``X``, ``X.indptr``, ...), the position and the value.
+    """
     import scipy.sparse as sp
 
-    with np.load(path, allow_pickle=False) as z:
+    origin = _Origin()
+    if not sp.issparse(X):
+        try:
+            A = np.asarray(X)
+        except (ValueError, TypeError) as exc:  # e.g. rows of different lengths
+            raise ValueError(f"X cannot be read as a 2-D array of numbers: {' '.join(str(exc).split())}") from None
+        return _dense(A, origin)
+    n, d = check_sparse_structure(X)
+    _check_numbers(X.dtype, "X", origin, "its values")
+    try:  # checked, the index arrays are safe for scipy's compiled conversions (csr: X itself)
+        m = X.tocsr()
+    except Exception as exc:
+        raise ValueError(f"X (a scipy {X.format} matrix) cannot be read: {' '.join(str(exc).split())}") from None
+    if X.format not in ("csr", "csc", "coo", "bsr"):  # made by scipy's Python code: check what it made
+        _check_compressed(m.indptr, m.indices, len(m.data), n, d, origin)
+    return _finite_csr(n, d, m.indptr, m.indices, m.data, origin, "data")
+
+
+def check_labels(y, n_rows: int, name: str = "y", path: str | None = None) -> np.ndarray:
+    """Check labels against a matrix of ``n_rows`` rows; returns them as float64.
+
+    ``y`` must be 1-D, of length ``n_rows``, real numbers (bool, integer or float), all
+    finite. Errors are one line naming ``name`` (and ``path``, an .npz, as :class:`InputError`).
+    """
+    origin = _Origin(path)
+    shown = repr(name) if path is not None else name
+    try:
+        y = np.asarray(y)
+    except (ValueError, TypeError) as exc:
+        raise origin.error(f"{shown} cannot be read as an array of labels: {' '.join(str(exc).split())}") from None
+    _check_numbers(y.dtype, shown, origin, "labels")
+    if y.ndim != 1:
+        hint = " (a column: pass y.ravel())" if y.ndim == 2 and y.shape[1] == 1 else ""
+        raise origin.error(f"{shown} must be 1-D (one label per row), got shape {y.shape}{hint}")
+    if len(y) != n_rows:
+        raise origin.error(f"X has {n_rows} rows but {shown} has {len(y)} labels")
+    k = _first_nonfinite(y)
+    if k is not None:
+        raise origin.error(f"{shown} has a label that is not finite: {name}[{k}] = {y[k]}")
+    return y.astype(np.float64, copy=False)
+
+
+def _npz_array(z, key: str, origin: _Origin) -> np.ndarray:
+    """One array of an open .npz, read without unpickling; any failure is one line naming the key."""
+    try:
+        return z[key]
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise origin.error(f"{key!r} holds Python objects (a pickled array); ooc reads only arrays of numbers "
+                               "and never unpickles (allow_pickle=False)") from None
+        raise origin.error(f"{key!r} cannot be read: {' '.join(str(exc).split())}") from None
+    except Exception as exc:  # a damaged or truncated member (zipfile, zlib, EOF errors)
+        raise origin.error(f"{key!r} cannot be read ({type(exc).__name__}): {' '.join(str(exc).split())}") from None
+
+
+def _npz_format(z, keys: set, origin: _Origin) -> str:
+    """The sparse format of an .npz with scipy ``save_npz`` keys (``format``, else guessed from the keys)."""
+    if "format" not in keys:
+        return "coo" if {"row", "col"} <= keys else "csr"
+    f = _npz_array(z, "format", origin)
+    value = f.item() if f.ndim == 0 and f.dtype.kind in "SU" else None
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    if value not in _NPZ_SPARSE:
+        shown = value if value is not None else f.tolist()
+        raise origin.error(f"'format' is {shown!r}: the sparse formats read are csr, csc and coo "
+                           "(save X.tocsr())")
+    return value
+
+
+def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.ndarray | None]:
+    """The checked matrix and labels of an .npz file.
+
+    The file holds ``y`` (or ``labels``; without them, when ``labels_required`` is False, the
+    labels returned are None) and either ``X`` (a dense 2-D array) or the arrays of
+    :func:`scipy.sparse.save_npz` for CSR, CSC or COO: ``format`` (optional, CSR by default,
+    COO when there are ``row``/``col`` arrays), ``shape``, ``data`` and ``indices``/``indptr``
+    (CSR, CSC) or ``row``/``col`` (COO). Other keys are ignored. Nothing is unpickled.
+
+    Raises
+    ------
+    InputError
+        One line naming the file and the key (and the row, for a value).
+    """
+    origin = _Origin(path)
+    try:
+        z = np.load(path, allow_pickle=False)
+    except ValueError:  # neither a zip nor an .npy: numpy would unpickle it
+        raise origin.error("not an .npz archive (a zip of .npy arrays); pickled files are not read") from None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise origin.error(f"cannot read the .npz archive: {' '.join(str(exc).split())}") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise origin.error(f"holds one .npy array of shape {np.shape(z)}, not an .npz archive of named arrays "
+                           "('X' and 'y', or scipy.sparse.save_npz's arrays and 'y')")
+    with z:
         keys = set(z.files)
         ykey = "y" if "y" in keys else ("labels" if "labels" in keys else None)
-        if ykey is None:
-            raise InputError(path, "no 'y' (or 'labels') array in the .npz")
-        y = z[ykey]
+        if ykey is None and labels_required:
+            raise origin.error(f"no 'y' (or 'labels') array in the .npz (it has {', '.join(sorted(keys)) or 'none'})")
         if "X" in keys:
-            X = z["X"]
-        elif {"data", "indices", "indptr", "shape"} <= keys:
-            fmt = z["format"].item() if "format" in keys else "csr"
-            fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
-            cls = {"csr": sp.csr_matrix, "csc": sp.csc_matrix}.get(fmt)
-            if cls is None:
-                raise InputError(path, f"sparse format {fmt!r} not supported (csr or csc)")
-            X = cls((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+            rows = _dense(_npz_array(z, "X", origin), origin)
+        elif "format" in keys or {"shape", "data"} <= keys:
+            fmt = _npz_format(z, keys, origin)
+            missing = [k for k in ("shape", *_NPZ_SPARSE[fmt]) if k not in keys]
+            if missing:
+                raise origin.error(f"a {fmt} matrix needs the arrays shape, {', '.join(_NPZ_SPARSE[fmt])}; "
+                                   f"missing {', '.join(missing)}")
+            n, d = _check_shape(_npz_array(z, "shape", origin), "'shape'", origin)
+            parts = {k: _npz_array(z, k, origin) for k in _NPZ_SPARSE[fmt]}
+            rows = _sparse_parts(fmt, n, d, parts, origin)
         else:
-            raise InputError(path, "expected an 'X' array or scipy save_npz keys")
-    return X, y
+            raise origin.error("expected an 'X' array (dense) or scipy.sparse.save_npz's arrays (format, shape, "
+                               "data, indices and indptr; row and col for coo)")
+        y = check_labels(_npz_array(z, ykey, origin), rows.n_rows, ykey, path) if ykey else None
+    return rows, y
+
+
+def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_chunk: int) -> Iterator[RowChunk]:
+    """Row chunks of a checked matrix, canonical (sorted unique ids, float64 values).
+
+    A chunk holds at most ``rows_per_chunk`` rows and about ``chunk_bytes`` of values (at
+    least one row), so converting it needs no copy of the whole matrix. The caller's arrays
+    are never modified.
+    """
+    import scipy.sparse as sp
+
+    n, d = rows.n_rows, rows.n_cols
+    if rows.dense is not None:
+        step = max(1, min(rows_per_chunk, chunk_bytes // (8 * max(d, 1))))
+        for s in range(0, n, step):
+            part = sp.csr_matrix(np.asarray(rows.dense[s:s + step], dtype=np.float64))
+            yield RowChunk(y[s:s + step], part.indptr.astype(np.int64), part.indices.astype(np.int64),
+                           part.data, s + 1, 0)
+        return
+    indptr, indices, data = rows.indptr, rows.indices, rows.data
+    max_entries = max(1, chunk_bytes // 16)
+    s = 0
+    while s < n:
+        lo = int(indptr[s])
+        e = min(n, s + rows_per_chunk, int(np.searchsorted(indptr, lo + max_entries, side="right")) - 1)
+        e = max(e, s + 1)
+        hi = int(indptr[e])
+        # copies (astype), so canonicalising them leaves the caller's matrix alone
+        part = sp.csr_matrix((data[lo:hi].astype(np.float64), indices[lo:hi].astype(np.int64),
+                              (indptr[s:e + 1] - lo).astype(np.int64)), shape=(e - s, d))
+        part.sum_duplicates()  # sorts the ids of each row and sums repeated ones (scipy's canonical form)
+        yield RowChunk(y[s:e], part.indptr.astype(np.int64), part.indices.astype(np.int64),
+                       part.data.astype(np.float64, copy=False), s + 1, 0)
+        s = e
 
 
 def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype):
@@ -139,12 +528,18 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
 
     The iterator factory carries ``n_cols`` when the source knows its column count (a
     matrix's shape, a CSV's header), since trailing all-zero columns leave no trace in
-    the nonzeros. Text readers refuse values that overflow ``dtype`` where they find them.
+    the nonzeros. Text readers refuse values that overflow ``dtype`` where they find them;
+    matrices and .npz files are checked whole here (:func:`check_matrix`, :func:`load_npz`),
+    before anything is written.
     """
     if callable(source):  # a factory of RowChunk iterators (ooc.synth), ids 0-based
+        if y is not None:
+            raise ValueError("a chunk source brings its own labels: pass y=None")
         return source, None, getattr(source, "description", "<generated>"), True
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        if y is not None:
+            raise ValueError(f"{path}: the labels are read from the file: pass y=None")
         if not os.path.exists(path):
             raise InputError(path, "no such file")
         fmt = fmt or detect_format(path)
@@ -156,23 +551,23 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
                                csv_layout(path).n_features)
             return make, size, path, True
         if fmt == "npz":
-            X, yy = _load_npz(path)
-            return _with_n_cols(lambda: _array_chunks(X, yy, rows_per_chunk), X), None, path, True
+            rows, yy = load_npz(path)
+            return _matrix_source(rows, yy, chunk_bytes, rows_per_chunk), None, path, True
         raise ValueError(f"unknown input format {fmt!r}")
     if y is None:
         raise ValueError("converting an array or matrix needs its labels: convert(X, store, y=y)")
-    return (_with_n_cols(lambda: _array_chunks(source, y, rows_per_chunk), source), None,
-            f"<{type(source).__name__}>", True)
+    rows = check_matrix(source)
+    yy = check_labels(y, rows.n_rows)
+    return _matrix_source(rows, yy, chunk_bytes, rows_per_chunk), None, f"<{type(source).__name__}>", True
 
 
-def _with_n_cols(make, X):
-    """Tag a chunk factory with the column count of its matrix.
+def _matrix_source(rows: MatrixRows, y, chunk_bytes: int, rows_per_chunk: int):
+    """A chunk factory of a checked matrix, tagged with its column count.
 
     The data alone cannot tell trailing all-zero columns from absent ones, but a
     matrix has a shape: a store built from it must have as many columns.
     """
-    shape = getattr(X, "shape", ())
-    return _tag_n_cols(make, int(shape[1]) if len(shape) == 2 else None)
+    return _tag_n_cols(lambda: matrix_chunks(rows, y, chunk_bytes, rows_per_chunk), rows.n_cols)
 
 
 def _tag_n_cols(make, n_cols):
@@ -205,7 +600,12 @@ def convert(
     ----------
     source : path, numpy array or scipy sparse matrix
         An svmlight/LIBSVM file (plain, .gz, .bz2, .xz), a dense CSV/TSV file, an
-        ``.npz`` file, or an in-memory matrix (then ``y`` is required).
+        ``.npz`` file (:func:`load_npz`), or an in-memory matrix (2-D, real numbers, finite;
+        any scipy sparse format, checked by :func:`check_matrix`; then ``y`` is required).
+        Repeated column ids of a row are summed and the ids sorted (scipy's canonical form).
+    y : array-like, optional
+        The labels of an in-memory matrix: 1-D, one finite real number per row. None for a
+        file, which holds its labels.
     store : path
         Where the store goes (a directory for Zarr, a file for HDF5). Built under
         a temporary name and renamed when complete.
@@ -246,8 +646,11 @@ def convert(
     Raises
     ------
     InputError
-        Bad input, with file, line and (where known) column; a value that overflows
-        ``dtype``; a feature id that makes too many columns.
+        Bad input, with file, line and (where known) column; for an .npz, the array (key)
+        and the row; a value that overflows ``dtype``; a feature id that makes too many columns.
+    ValueError
+        A bad in-memory matrix or labels, naming the array (``X.indptr``, ``y``...) and the
+        position; nothing is written.
     StoreError
         The disk filled up (one line naming STORE and the file being written). Whatever
         fails, the temporary container and scratch files are removed; temporaries that
