@@ -70,13 +70,26 @@ def temporary_file(path: str, suffix: str = ""):
     """
     tmp = f"{path}.tmp-{os.getpid()}{suffix}"
     try:
-        with open(tmp, "wb") as f:
+        f = open(tmp, "wb")
+    except OSError as exc:  # name the file being replaced, not our temporary
+        raise type(exc)(exc.errno, exc.strerror, path) from None
+    try:
+        with f:
             yield f
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def check_parent(path: str) -> None:
+    """Raise ``FileNotFoundError`` / ``NotADirectoryError`` (one line) unless ``path``'s parent is a directory."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        if os.path.lexists(parent):
+            raise NotADirectoryError(f"{path}: {parent} is not a directory")
+        raise FileNotFoundError(f"{path}: the parent directory {parent} does not exist")
 
 
 @contextlib.contextmanager
@@ -86,14 +99,17 @@ def atomic_output(path: str, mode: str = "w"):
     Readers of ``path`` see the old file or the whole new one, never a truncated or half-written
     one; on any error (a full disk, Ctrl-C) the temporary is deleted and ``path`` is untouched.
     """
+    check_parent(path)
     parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise FileNotFoundError(f"{path}: the parent directory {parent} does not exist")
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path}: is a directory")
     tmp = temporary_sibling(path, "tmp")
     try:
-        with open(tmp, mode) as f:
+        f = open(tmp, mode)
+    except OSError as exc:  # name the user's path, not our temporary's
+        raise type(exc)(exc.errno, exc.strerror, path) from None
+    try:
+        with f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -172,7 +188,10 @@ class Temporary:
 
         self.final = final
         self.path = temporary_sibling(final)
-        self._fd = os.open(self.path + _LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            self._fd = os.open(self.path + _LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError as exc:  # name the user's path, not our lock file
+            raise type(exc)(exc.errno, exc.strerror, final) from None
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new file: nobody else has it
 
     @property

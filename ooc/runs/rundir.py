@@ -118,9 +118,10 @@ class RunDir:
                 fsutil.refuse_to_replace(path, "an ooc run directory", is_run_dir, inputs)
             except FileExistsError as exc:
                 raise RunError(str(exc)) from None
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            raise RunError(f"{path}: the parent directory {parent} does not exist")
+        try:
+            fsutil.check_parent(path)
+        except OSError as exc:
+            raise RunError(str(exc)) from None
         fsutil.remove_stale_temporaries(path)  # what runs killed while being created here left behind
         with disk_full_is_run_error(path, "the new run directory", "nothing was written: free some space and "
                                     "train again"):

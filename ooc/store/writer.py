@@ -164,9 +164,8 @@ def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -
         if "://" not in store and "://" not in src and os.path.lexists(src) and fsutil.contains(src, store) \
                 and os.path.realpath(src) != os.path.realpath(store):
             raise FileExistsError(f"{store}: is inside the input {src}; choose another output path")
-    parent = os.path.dirname(os.path.abspath(store))
-    if "://" not in store and not os.path.isdir(parent):
-        raise FileNotFoundError(f"{store}: the parent directory {parent} does not exist")
+    if "://" not in store:
+        fsutil.check_parent(store)
     if not exists or store.startswith("memory://"):
         if exists and not overwrite:
             raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
