@@ -16,6 +16,7 @@ import tempfile
 
 import click
 
+from . import interrupts
 from ._version import __version__
 from .progress import ConvertProgress, wanted
 
@@ -29,13 +30,14 @@ class UserError(click.ClickException):
 
 def _user_errors(fn):
     """Turn the exceptions a user can cause into one-line errors."""
-    from .fsutil import disk_full_error, os_error_line
-    from .runs.rundir import RunError
-    from .store.backend import StoreError
-    from .store.readers import InputError
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        # imported when a command runs, not when the CLI loads (a Ctrl-C here is click's Abort: status 130)
+        from .fsutil import disk_full_error, os_error_line
+        from .runs.rundir import RunError
+        from .store.backend import StoreError
+        from .store.readers import InputError
+
         try:
             return fn(*args, **kwargs)
         except click.ClickException:
@@ -110,7 +112,8 @@ class _OneLineErrors(click.Group):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
-            rv = super().main(args, prog_name, complete_var, False, **extra)
+            with interrupts.stop_on_signals():  # SIGTERM stops any command like Ctrl-C
+                rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "ooc"
             click.echo(f"ooc: error: {e.format_message()} (see '{where} --help')", err=True)

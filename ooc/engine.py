@@ -31,12 +31,11 @@ The contract (:class:`ooc.solvers.base.StoreSolver` documents the methods):
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-import threading
 import time
 from typing import NamedTuple
+
+from . import interrupts
 
 
 class Certificate(NamedTuple):
@@ -168,6 +167,7 @@ class _Engine:
         self.last_ck = time.perf_counter()
 
     def tick(self, ctx: EpochContext) -> None:
+        interrupts.check()
         if ctx.update and time.perf_counter() - self.last_ck >= self.ck_every:
             self.checkpoint()
 
@@ -177,6 +177,7 @@ class _Engine:
         return cert.rel_gap <= self.tol
 
     def record(self, ctx: EpochContext, cert: Certificate, fields: dict) -> bool:
+        interrupts.check()
         solver = self.solver
         rel = cert.rel_gap
         if ctx._predicted and self.epoch < self.max_epochs and not self.converged(cert):
@@ -220,25 +221,6 @@ class _Engine:
             self.checkpoint()
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM (``kill``, a batch system's stop) ends a run like Ctrl-C: the solver's threads are
-    stopped and a checkpoint being written finishes or is discarded whole, instead of the process
-    dying at any instruction. Only the main thread can install a handler; elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run(solver, max_epochs: int, resume: bool) -> dict:
     """Run ``solver`` until its state is certified or ``max_epochs`` epochs are done.
 
@@ -259,7 +241,9 @@ def run(solver, max_epochs: int, resume: bool) -> dict:
         time, all sessions) and what :meth:`result` of the solver adds (``w``, final duals).
     """
     eng = _Engine(solver, max_epochs)
-    with _terminate_as_interrupt():
+    # SIGTERM (``kill``, a batch system's stop) ends a run like Ctrl-C: the solver's threads are stopped
+    # and a checkpoint being written finishes or is discarded whole, instead of the process dying anywhere
+    with interrupts.stop_on_signals():
         try:
             eng.start(resume)
             result = eng.loop()

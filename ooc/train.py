@@ -11,7 +11,7 @@ import numpy as np
 from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import run as run_solver
-from .fsutil import atomic_write_bytes, read_sealed_json, seal_json
+from .fsutil import atomic_write_bytes, read_sealed_json, remove_stale_temporaries, seal_json
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
@@ -259,6 +259,8 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
         opts["max_epochs"] = max_epochs
     o = _validate(opts, st)
     with rd.lock():
+        # what a process killed while replacing this run (--overwrite) left beside it
+        remove_stale_temporaries(rd.path)
         if max_epochs is not None and max_epochs != cfg["max_epochs"]:
             cfg["max_epochs"] = int(max_epochs)
             rd.write_config(cfg)

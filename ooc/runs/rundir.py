@@ -152,6 +152,9 @@ class RunDir:
     def open(cls, path: str) -> "RunDir":
         rd = cls(path)
         if not os.path.isfile(os.path.join(rd.path, "run.json")):
+            if is_run_dir(rd.path):
+                raise RunError(f"{path}: run.json is missing (the run is damaged and cannot be resumed: "
+                               "'ooc train ... --overwrite' trains it again)")
             raise RunError(f"{path}: not a run directory (no run.json)")
         rd.config  # verified: a damaged run.json is refused here
         return rd
@@ -172,11 +175,13 @@ class RunDir:
             fmt = cfg.get("state_format")
             if fmt not in READABLE_STATE_FORMATS:
                 raise RunError(f"{self.path}: saved with state format {fmt}, this ooc reads "
-                               f"format {STATE_FORMAT}; it cannot be resumed (train again)")
+                               f"format {STATE_FORMAT}; it cannot be resumed ('ooc train ... --overwrite' trains "
+                               "it again)")
             if fmt >= 2:
                 read_sealed_json(p)  # format 2 is always sealed: a missing checksum is damage too
         except (ValueError, AttributeError) as exc:
-            raise RunError(f"{p}: damaged ({exc}); the run cannot be resumed (train again)") from None
+            raise RunError(f"{p}: damaged ({exc}); the run cannot be resumed ('ooc train ... --overwrite' "
+                           "trains it again)") from None
         except OSError as exc:
             raise RunError(f"{p}: unreadable ({exc.strerror or exc})") from None
         return cfg
@@ -481,23 +486,30 @@ class RunDir:
         return os.path.join(self.path, "model")
 
 
+#: What ooc puts at the top of a run directory (temporaries aside).
+RUN_ENTRIES = frozenset({"run.json", "history.jsonl", "LATEST", "state", "model", "convergence.png", ".lock"})
+
+
 def is_run_dir(path: str) -> bool:
-    """Whether ``path`` is a run directory ooc made: its ``run.json`` has ooc's ``state_format``, or it is
-    the empty skeleton an older ooc left when killed before writing ``run.json``."""
+    """Whether ``path`` is a run directory ooc made, even a damaged one.
+
+    Its ``run.json`` has ooc's ``state_format``; or, when ``run.json`` is missing or unreadable (a
+    damaged run that ``--overwrite`` must be able to replace), it holds ooc's ``state/duals`` and
+    nothing but what ooc puts in a run directory.
+    """
     try:
         with open(os.path.join(path, "run.json")) as f:
-            return "state_format" in json.load(f)
-    except FileNotFoundError:
+            cfg = json.load(f)
+        if isinstance(cfg, dict) and "state_format" in cfg:
+            return True
+    except (OSError, ValueError, UnicodeDecodeError):
         pass
-    except (OSError, ValueError, TypeError):
+    try:
+        names = os.listdir(path)
+    except OSError:
         return False
-    skeleton = {".", "state", os.path.join("state", "duals"), os.path.join("state", "duals", "0"),
-                os.path.join("state", "duals", "1")}
-    for root, dirs, files in os.walk(path):
-        rel = os.path.relpath(root, path)
-        if rel not in skeleton or [f for f in files if f != ".lock"]:
-            return False
-    return os.path.isdir(path)
+    ours = all(n in RUN_ENTRIES or ".tmp-" in n for n in names)
+    return ours and os.path.isdir(os.path.join(path, "state", "duals"))
 
 
 def _check_finite(a: np.ndarray, what: str) -> None:
