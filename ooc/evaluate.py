@@ -65,7 +65,9 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
     from .store.readers import csv_layout, detect_format, iter_csv, iter_svmlight
     from .store.store import backend_for_path, open_store
 
-    is_store = source.startswith("memory://") or os.path.isdir(source)
+    # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
+    # store, not parsed as text
+    is_store = source.startswith("memory://") or os.path.isdir(source) or source.endswith((".h5", ".hdf5"))
     if not is_store:
         try:
             backend_for_path(source)

@@ -22,7 +22,7 @@ from ooc.schedule.scheduler import Prefetcher
 from ooc.solvers.base import TrainBlock, load_train_block
 from ooc.store import layout as L
 from ooc.store.backend import StoreCorruptError
-from ooc.store.chunk_files import DirectArray, direct_reader
+from ooc.store.chunk_files import ChunkFileError, DirectArray, direct_reader
 from ooc.store.zarr_backend import ZarrBackend
 
 #: a sample that does not compress: the backend stores the array uncompressed (Blosc level 0)
@@ -30,9 +30,11 @@ _NOISE = np.random.default_rng(0).random(1 << 14)
 
 
 def _zarr_array(path, dtype, n, chunk_len, values, stored=False):
+    """An array as the Zarr backend creates them, written as ooc wrote before it wrote every chunk
+    (Zarr's default: no file for a chunk of fill values, an inner chunk of them marked empty)."""
     be = ZarrBackend.create(path)
     be.create_array("x", dtype, chunk_len, n, sample=_NOISE if stored else None)
-    be.write("x", 0, values)
+    be._array("x").with_config({"write_empty_chunks": False})[:] = values
     be.close()
     return ZarrBackend.open(path)
 
@@ -88,6 +90,14 @@ def test_direct_reads_equal_zarr(tmp_path, dtype, direct_io, sharded, stored):
     out = np.full(300, 7, dtype=dtype)
     be.read_many([("x", 10, 110, out[:100]), ("x", 500, 700, out[100:])])
     assert np.array_equal(out, np.concatenate([vals[10:110], vals[500:700]]))
+    # a store that records every chunk written: the same holes are damage
+    strict = direct_reader(z, direct_io, every_chunk=True)
+    with pytest.raises(ChunkFileError, match="missing"):
+        strict.read(2 * cl, 2 * cl + 1)
+    if sharded:
+        with pytest.raises(ChunkFileError, match="inner chunk 1 .* marked empty"):
+            strict.read(5 * cl + il, 5 * cl + il + 1)
+    assert np.array_equal(strict.read(0, 2 * cl), vals[:2 * cl])
     be.close()
 
 

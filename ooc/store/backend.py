@@ -21,7 +21,15 @@ class StoreError(Exception):
 
 
 class StoreCorruptError(StoreError):
-    """A chunk failed its checksum or could not be decoded."""
+    """A chunk failed its checksum, could not be decoded or is missing; or the store's
+    attributes or array metadata contradict each other (:mod:`ooc.store.integrity`)."""
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line (its type when it has no message): errors of ooc are one line, and
+    a library's own message (h5py's, Zarr's) may span several."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
 
 
 class Backend(ABC):
@@ -36,6 +44,8 @@ class Backend(ABC):
 
     def __init__(self, path: str | None):
         self.path = path
+        #: whether a chunk without stored bytes is damage (see :meth:`require_every_chunk`)
+        self.every_chunk = False
 
     # -- lifecycle ---------------------------------------------------------------
     @classmethod
@@ -94,6 +104,23 @@ class Backend(ABC):
     def has(self, name: str) -> bool:
         """Whether array ``name`` exists."""
 
+    def require_every_chunk(self) -> None:
+        """Treat a chunk without stored bytes as damage from now on, not as fill values.
+
+        For stores that record that every chunk was written
+        (:data:`ooc.store.layout.ALL_CHUNKS_WRITTEN`): a read that meets such a chunk
+        raises :class:`StoreCorruptError` where it would have returned zeros.
+        """
+        self.every_chunk = True
+
+    def check_chunks(self, name: str) -> None:
+        """Raise :class:`StoreCorruptError` naming the first chunk of ``name`` (within its length)
+        that has no stored bytes; a no-op unless :meth:`require_every_chunk` was called.
+
+        Cheap: at most a listing of the array's chunks, no chunk is read. Backends whose
+        chunks cannot go missing on their own (in memory) do nothing.
+        """
+
     def decodes_whole_chunks(self, name: str) -> bool:
         """Whether reading part of a chunk of ``name`` costs as much as reading all of it.
 
@@ -127,9 +154,9 @@ class Backend(ABC):
             except Exception as inner:
                 return StoreCorruptError(
                     f"{self.path}: array {name!r}, chunk {k} (elements {k * cl}..{(k + 1) * cl - 1}) "
-                    f"is corrupted or unreadable: {inner}"
+                    f"is corrupted or unreadable: {one_line(inner)}"
                 )
-        return StoreError(f"{self.path}: reading {name!r}[{start}:{stop}] failed: {exc}")
+        return StoreError(f"{self.path}: reading {name!r}[{start}:{stop}] failed: {one_line(exc)}")
 
     def read_many(self, requests) -> None:
         """Read several ranges into arrays the caller provides.

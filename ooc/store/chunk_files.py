@@ -206,13 +206,20 @@ class DirectArray:
         Elements per chunk file: a chunk, or a shard of ``chunk_len // inner_len`` inner chunks.
     fill_value : scalar
         Value of the elements of a chunk that has no file, or an inner chunk that the shard
-        index marks empty (Zarr writes none for a chunk that holds only the fill value).
+        index marks empty (Zarr writes none for a chunk that holds only the fill value, unless
+        the array was written with ``write_empty_chunks``).
     direct_io : bool
         Read chunk files with ``O_DIRECT`` (falls back to buffered reads where the file
         system refuses it).
     inner_len : int, optional
         Elements per inner chunk of a sharded array (Zarr's ``sharding_indexed`` codec,
         index at the end, ``bytes`` + ``crc32c``); None for an array that is not sharded.
+    every_chunk : bool
+        Every chunk was written (:data:`ooc.store.layout.ALL_CHUNKS_WRITTEN`): a chunk file
+        that is missing, or an inner chunk its shard index marks empty, is damage and raises
+        :class:`ChunkFileError` instead of reading as ``fill_value``. Reads stay within the
+        array's length, and Zarr writes every inner chunk that holds an element of it (those
+        wholly past the end of the last shard are the only ones marked empty).
 
     Notes
     -----
@@ -230,7 +237,7 @@ class DirectArray:
     INDEX_CACHE = 8192
 
     def __init__(self, root: str, chunk_key, dtype, chunk_len: int, fill_value, direct_io: bool = False,
-                 inner_len: int | None = None):
+                 inner_len: int | None = None, every_chunk: bool = False):
         self.root = root
         self.chunk_key = chunk_key
         self.dtype = np.dtype(dtype)
@@ -238,6 +245,7 @@ class DirectArray:
         self.fill_value = fill_value
         self.direct_io = bool(direct_io) and hasattr(os, "O_DIRECT")
         self.inner_len = int(inner_len) if inner_len else None
+        self.every_chunk = bool(every_chunk)
         if self.inner_len is not None and self.chunk_len % self.inner_len:
             raise ValueError(f"shard of {chunk_len} elements is not a whole number of {inner_len}-element chunks")
         #: encoded bytes read from chunk files (all threads)
@@ -367,6 +375,8 @@ class DirectArray:
         path = os.path.join(self.root, self.chunk_key(k))
         fd = self._open(path)
         if fd is None:
+            if self.every_chunk:
+                raise ChunkFileError(f"chunk file {path} is missing (the store was written with every chunk)")
             return path, None, None, 0
         try:
             size = os.fstat(fd).st_size
@@ -377,6 +387,11 @@ class DirectArray:
             idx = self._shard_index(fd, path, size, k, scratch)
             sub = idx[first // il:(first + count - 1) // il + 1]
             present = sub[:, 0] != _EMPTY
+            if self.every_chunk and not present.all():
+                i = first // il + int(np.argmin(present))
+                raise ChunkFileError(f"shard file {path}: inner chunk {i} (elements {k * self.chunk_len + i * il}.."
+                                     f"{k * self.chunk_len + (i + 1) * il - 1}) is marked empty in its index "
+                                     "(the store was written with every chunk)")
             if not present.any():
                 return path, None, idx, 0
             lo = int(sub[present, 0].min())
@@ -530,8 +545,11 @@ class ChunkReader:
             pool.shutdown(wait=True)
 
 
-def direct_reader(zarr_array, direct_io: bool = False) -> DirectArray | None:
-    """A :class:`DirectArray` for ``zarr_array`` when its layout allows, else None (read through Zarr)."""
+def direct_reader(zarr_array, direct_io: bool = False, every_chunk: bool = False) -> DirectArray | None:
+    """A :class:`DirectArray` for ``zarr_array`` when its layout allows, else None (read through Zarr).
+
+    ``direct_io`` and ``every_chunk``: see :class:`DirectArray`.
+    """
     if _BLOSC is None or google_crc32c is None or sys.byteorder != "little":
         return None
     try:
@@ -564,6 +582,6 @@ def direct_reader(zarr_array, direct_io: bool = False) -> DirectArray | None:
         enc = meta.chunk_key_encoding
         root = os.path.join(str(store.root), *[p for p in zarr_array.store_path.path.split("/") if p])
         return DirectArray(root, lambda k: enc.encode_chunk_key((k,)), dtype, int(meta.chunk_grid.chunk_shape[0]),
-                           zarr_array.fill_value, direct_io, inner_len)
+                           zarr_array.fill_value, direct_io, inner_len, every_chunk)
     except Exception:  # pragma: no cover - an unexpected zarr version: fall back to zarr's reader
         return None

@@ -37,13 +37,12 @@ import numpy as np
 
 from . import layout as L
 from .backend import StoreError
+from .integrity import seal_attrs
 from .store import Block, backend_for_path, open_store
 from .writer import Appender, check_output_store, publish, remove_path, temporary_path
 
-FACTOR_U = "factor/U"
-FACTOR_VT = "factor/Vt"
-FACTOR_BLOCK_PTR = "factor/block_ptr"
-FACTOR_A_SQNORM = "factor/a_sqnorm"
+# the array names live in layout (the integrity checks verify these arrays too)
+FACTOR_U, FACTOR_VT, FACTOR_BLOCK_PTR, FACTOR_A_SQNORM = L.FACTOR_U, L.FACTOR_VT, L.FACTOR_BLOCK_PTR, L.FACTOR_A_SQNORM
 #: columns of G drawn from one seeded generator
 G_CHUNK = 4096
 
@@ -150,6 +149,7 @@ def factorize_in_place(path: str, k: int, seed: int = 0, memory: int = 1 << 30) 
         info = {"k": k, "seed": int(seed), "scale": 1.0 / math.sqrt(max(d, 1)), "R": math.sqrt(r2),
                 "blocks": len(ptr) - 1, "base_fingerprint": old_fp}
         be.set_attrs({"factor": info, "fingerprint": h.hexdigest()})
+        seal_attrs(be)  # the digest covers the new attributes, or the store would be refused
     finally:
         be.close()
     return info

@@ -11,6 +11,12 @@ per-row / per-column statistics and the labels::
     labels (n, float64)  row_nnz (n, int64)  row_sqnorm (n, float64)
     col_nnz (d, int64)   col_sqnorm (d, float64)
 
+A ``--layout cols`` store keeps ``rows/indptr`` and ``rows/block_ptr`` but empties
+``rows/indices`` and ``rows/data``; a factorized store adds ``factor/*``
+(:mod:`ooc.store.factorize`). What a store must satisfy to be read at all (attributes
+against arrays, every chunk present, the attribute digest) is in
+:mod:`ooc.store.integrity`.
+
 Every backend stores exactly these names; every reader and writer takes them from
 here.
 """
@@ -78,6 +84,20 @@ REQUIRED_ATTRS = (
     "format", "format_version", "shape", "nnz", "dtype", "index_dtype",
     "label_kind", "classes", "layouts", "block_bytes", "fingerprint", "complete",
 )
+#: Attribute ``true`` in stores whose every chunk (shard) within each array's length was written,
+#: zeros included, and whose every inner chunk of a shard holds bytes: a chunk without stored
+#: bytes is then damage, not fill values (stores without it read such chunks as zeros).
+ALL_CHUNKS_WRITTEN = "all_chunks_written"
+#: Attribute holding a digest of every other attribute (but ``complete``), one per key, so an
+#: edited or damaged attribute is refused by name (:mod:`ooc.store.integrity`).
+ATTRS_DIGEST = "attrs_digest"
+
+#: Arrays ``ooc convert --factorize K`` adds (:mod:`ooc.store.factorize`), and their attribute.
+FACTOR = "factor"
+FACTOR_U = "factor/U"
+FACTOR_VT = "factor/Vt"
+FACTOR_BLOCK_PTR = "factor/block_ptr"
+FACTOR_A_SQNORM = "factor/a_sqnorm"
 
 
 def array_name(layout: str, field: str) -> str:

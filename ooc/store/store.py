@@ -9,8 +9,8 @@ import numpy as np
 
 from .backend import Backend, MemoryBackend, StoreError
 from .hdf5_backend import HDF5Backend
+from .integrity import check_arrays, check_attrs
 from .layout import (
-    BLOCK_PTR,
     COL_NNZ,
     COL_SQNORM,
     COLS,
@@ -80,16 +80,34 @@ class Store:
     backend : Backend
         An opened backend whose container holds a complete store.
 
+    Raises
+    ------
+    StoreError
+        The store is incomplete, of another format version, or damaged: attributes that are
+        missing, edited (:func:`ooc.store.integrity.check_attrs`) or contradict the arrays,
+        a missing array or chunk (:func:`ooc.store.integrity.check_arrays`). The backend is
+        closed first.
+
     Notes
     -----
-    Opening reads only the attributes and the two block pointers; statistics
-    and labels (O(n) or O(d)) are read on first use and kept.
+    Opening reads the attributes, the block pointers, two elements of each ``indptr`` and
+    the arrays' metadata (and, for stores written with every chunk, lists each array's
+    chunks); statistics and labels (O(n) or O(d)) are read on first use and kept.
     """
 
     def __init__(self, backend: Backend):
+        try:
+            self._open(backend)
+        except BaseException:
+            backend.close()  # a refused store leaves no open file behind (the caller never gets it)
+            raise
+
+    def _open(self, backend: Backend) -> None:
         self.backend = backend
         self.path = backend.path
         attrs = backend.attrs
+        if not isinstance(attrs, dict):
+            raise StoreError(f"{self.path}: not an ooc store (its attributes are not a dict)")
         if attrs.get("format") != FORMAT:
             raise StoreError(f"{self.path}: not an ooc store (no '{FORMAT}' format attribute)")
         if not attrs.get("complete"):
@@ -99,6 +117,7 @@ class Store:
                 f"{self.path}: store format version {attrs.get('format_version')} is not supported "
                 f"by this ooc (expects {FORMAT_VERSION}); convert the input again"
             )
+        check_attrs(self.path, attrs)
         self.attrs = attrs
         self.n_rows, self.n_cols = (int(x) for x in attrs["shape"])
         self.shape = (self.n_rows, self.n_cols)
@@ -109,7 +128,7 @@ class Store:
         self.classes = attrs["classes"]
         self.layouts = tuple(attrs["layouts"])
         self.fingerprint = attrs["fingerprint"]
-        self._block_ptr = {lay: backend.read(array_name(lay, BLOCK_PTR)) for lay in self.layouts}
+        self._block_ptr = check_arrays(backend, attrs)
         self._cached: dict[str, np.ndarray] = {}
         self._label_window: tuple | None = None  # (start, stop, labels) of the label chunks read last
         # (layout, first line, end line) -> (first entry, end entry) of line ranges read before:

@@ -359,7 +359,14 @@ class StoreWriter:
             self.backend.write(L.LABELS, s, mapped)
 
     def finalize(self, attrs: dict, layouts) -> None:
-        """Write the attributes, ``complete`` last."""
+        """Write the attributes, then their digest, ``complete`` last.
+
+        The store records that every chunk was written (the backends write chunks of
+        zeros too), and the digest (:func:`ooc.store.integrity.seal_attrs`) makes an
+        attribute edited or damaged later refused on open.
+        """
+        from .integrity import seal_attrs  # here: this method is the only part of the writer that seals
+
         h = hashlib.blake2b(digest_size=16)
         for k in (L.INDPTR, L.INDICES, L.DATA, L.LABELS):
             h.update(k.encode())
@@ -379,7 +386,9 @@ class StoreWriter:
             "block_bytes": self.block_bytes,
             "chunk_len": self.chunk_len,
             "fingerprint": h.hexdigest(),
+            L.ALL_CHUNKS_WRITTEN: True,
         })
         self.backend.set_attrs(attrs)
+        seal_attrs(self.backend)
         self.backend.set_attrs({"complete": True})
         self.backend.close()

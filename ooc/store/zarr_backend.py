@@ -15,7 +15,17 @@ A chunk of ``chunk_len`` elements is a shard (one file) of up to
 its own, so a read that needs part of a chunk reads and decodes only its inner
 chunks (:mod:`ooc.store.chunk_files` reads local stores that way, bypassing Zarr).
 Stores written with other codecs or without shards (earlier versions) stay
-readable: Zarr records the codecs of each array. Paths may be local directories
+readable: Zarr records the codecs of each array.
+
+Every chunk is written, zeros included (Zarr's ``write_empty_chunks``): by default Zarr
+writes no file for a chunk that holds only the fill value and reads a missing file as
+zeros, so a deleted chunk file would read as zeros and train a wrong model. With the
+option, a shard is written whole, every inner chunk that holds an element of the array
+included (measured with zarr 3.1: an all-zero array of three shards gets three files
+and no inner chunk marked empty, but for those wholly past the end of the last shard).
+Stores record it (:data:`ooc.store.layout.ALL_CHUNKS_WRITTEN`), and for them
+:meth:`ZarrBackend.check_chunks` lists each array's chunk files at open and the direct
+reader refuses a file or inner chunk that is missing. Paths may be local directories
 or fsspec URLs (``file://``, ``s3://`` ...), which Zarr opens natively, so Dask
 workers on other machines can read a store.
 """
@@ -29,8 +39,9 @@ import threading
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
+from zarr.storage import LocalStore
 
-from .backend import Backend, StoreError
+from .backend import Backend, StoreCorruptError, StoreError, one_line
 from .chunk_files import ChunkReader, direct_io_default, direct_reader
 from .layout import inner_chunk_len, worth_compressing
 
@@ -39,6 +50,8 @@ _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCode
 #: as they are behind its 16-byte header, so decoding is a copy and every array keeps one
 #: codec chain (the direct chunk reader's)
 _STORED = (BloscCodec(cname="lz4", clevel=0, shuffle="noshuffle"), Crc32cCodec())
+#: Zarr's runtime option for the arrays ooc writes: every chunk gets its file (see the module docstring)
+_WRITE_EVERY_CHUNK = {"write_empty_chunks": True}
 
 
 def _is_url(path: str) -> bool:
@@ -101,6 +114,14 @@ class ZarrBackend(Backend):
                 a = self._g[name]
             except KeyError:
                 raise StoreError(f"{self.path}: array {name!r} is missing") from None
+            except Exception as exc:  # a damaged zarr.json: any of the errors of parsing it
+                raise StoreCorruptError(f"{self.path}: array {name!r}: its metadata (zarr.json) is unreadable: "
+                                        f"{one_line(exc)}") from exc
+            if not isinstance(a, zarr.Array) or len(a.shape) != 1:
+                raise StoreCorruptError(f"{self.path}: {name!r} is not a 1-D array (its zarr.json says "
+                                        f"{type(a).__name__} {getattr(a, 'shape', '')})")
+            if self._writable:  # the arrays this writer appends to keep every chunk, as they were created
+                a = a.with_config(_WRITE_EVERY_CHUNK)
             self._arrays[name] = a
         return a
 
@@ -109,6 +130,7 @@ class ZarrBackend(Backend):
         a = self._g.create_array(
             name, shape=(int(length),), chunks=(inner,), shards=(int(chunk_len),) if inner < chunk_len else None,
             dtype=np.dtype(dtype), compressors=_COMPRESSORS if worth_compressing(sample) else _STORED, fill_value=0,
+            config=_WRITE_EVERY_CHUNK,
         )
         self._arrays[name] = a
         self._direct.pop(name, None)
@@ -139,8 +161,33 @@ class ZarrBackend(Backend):
             if name not in self._direct:
                 if self._direct_io is None:
                     self._direct_io = False if _is_url(self.path) else direct_io_default(self.bytes_on_disk())
-                self._direct[name] = direct_reader(self._array(name), self._direct_io)
+                self._direct[name] = direct_reader(self._array(name), self._direct_io, self.every_chunk)
             return self._direct[name]
+
+    def require_every_chunk(self):
+        super().require_every_chunk()
+        with self._direct_lock:  # readers made before are lenient: make them again
+            self._direct.clear()
+
+    def check_chunks(self, name):
+        if not self.every_chunk:
+            return
+        a = self._array(name)
+        n, cl = int(a.shape[0]), _file_len(a)
+        if n == 0:
+            return
+        try:
+            stored = _stored_keys(a)
+        except Exception as exc:  # a file system's or a remote store's own errors
+            raise StoreError(f"{self.path}: array {name!r}: cannot list its chunk files: {one_line(exc)}") from exc
+        enc = a.metadata.chunk_key_encoding
+        for k in range(-(-n // cl)):
+            key = enc.encode_chunk_key((k,))
+            if key not in stored:
+                raise StoreCorruptError(
+                    f"{self.path}: array {name!r}, chunk {k} (elements {k * cl}..{min(n, (k + 1) * cl) - 1}): "
+                    f"chunk file {self.path.rstrip('/')}/{name}/{key} is missing (the store was written with "
+                    "every chunk)")
 
     def _read(self, name, start, stop):
         fast = self._direct_reader(name)
@@ -202,3 +249,23 @@ class ZarrBackend(Backend):
 
     def set_attrs(self, attrs):
         self._g.attrs.update(attrs)
+
+
+def _stored_keys(a: "zarr.Array") -> set:
+    """Keys (relative to the array, ``/``-separated) of every object stored under array ``a``: one listing."""
+    store, prefix = a.store_path.store, a.store_path.path.strip("/")
+    if isinstance(store, LocalStore):  # a directory walk: no event loop, and the common case
+        root = os.path.join(str(store.root), *[p for p in prefix.split("/") if p])
+        keys = set()
+        for d, _, files in os.walk(root):
+            rel = os.path.relpath(d, root).replace(os.sep, "/")
+            keys.update(f if rel == "." else f"{rel}/{f}" for f in files)
+        return keys
+    from zarr.core.sync import sync
+
+    head = f"{prefix}/" if prefix else ""
+
+    async def listing():
+        return [k async for k in store.list_prefix(head)]
+
+    return {k[len(head):] for k in sync(listing())}
