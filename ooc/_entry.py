@@ -29,3 +29,8 @@ def main():
     except KeyboardInterrupt:  # between the handlers above and the command's own error handling
         print("ooc: interrupted", file=sys.stderr)
         sys.exit(130)
+    finally:
+        # the command is over, its outputs are in place: a signal now would only interrupt the
+        # interpreter's shutdown (joining finished threads) and turn the exit status into a death by signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
