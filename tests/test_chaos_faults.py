@@ -85,6 +85,7 @@ def test_overwrite_killed_at_random_moments(chaos):
 
 
 # -- signal --------------------------------------------------------------------------------------
+@pytest.mark.slow  # the quick suite has test_no_hangs / test_run_integrity for these; the soak runs more
 def test_signal_train_and_resume(chaos):
     run_trials(chaos, "signal", 4, [
         dict(memory_mode="memory", target="train", sig=signal.SIGINT, timing="after-checkpoint"),
@@ -99,6 +100,7 @@ def test_signal_at_random_moments(chaos):
 
 
 # -- damage --------------------------------------------------------------------------------------
+@pytest.mark.slow  # the quick suite has test_no_hangs / test_run_integrity for these; the soak runs more
 def test_damaged_run_file_then_resume(chaos):
     run_trials(chaos, "damage", 6, [
         dict(memory_mode="memory", victim="checkpoint state.npz", action="flip"),

@@ -27,6 +27,8 @@ from ooc.cli import main as cli
 TRAIN = ["--l2", "1e-3", "--tol", "1e-9", "--max-epochs", "6", "--seed", "2", "--checkpoint-every", "0"]
 
 
+pytestmark = pytest.mark.usefixtures("no_plot")  # the plot is not under test here
+
 def _invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
 

@@ -30,6 +30,8 @@ MODES = {"memory": [], "paged": ["--memory", "4KiB"]}
 END = "6"
 
 
+pytestmark = pytest.mark.usefixtures("no_plot")  # the plot is not under test here
+
 def _invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
 
