@@ -11,8 +11,10 @@ superblock, object headers and chunk indexes carry checksums of their own, so a 
 byte in the file's metadata fails on open or read instead of being believed. Measured on
 a small store, flipping bytes of the metadata of a file in the default (1.8-compatible)
 format read different values without any error in about 3 % of the positions tried
-(chunk index entries, datatype and dataspace messages have no checksum there). Files
-written before stay readable, with that weakness. Every error h5py raises on a damaged
+(chunk index entries, datatype and dataspace messages have no checksum there). The
+attributes are one fixed-length JSON byte string in the root group's object header, not
+a variable-length string: those live in the global heap, which has no checksum in any
+format. Files written before stay readable, with those weaknesses. Every error h5py raises on a damaged
 file (``OSError``, ``KeyError``, ``RuntimeError``, ``ValueError``... depending on where the
 damage is) becomes one :class:`~ooc.store.backend.StoreError` line naming the file and
 the array or attribute.
@@ -157,7 +159,7 @@ class HDF5Backend(Backend):
     @property
     def attrs(self):
         try:
-            raw = self._f.attrs.get("ooc")
+            raw = self._f.attrs.get("ooc")  # bytes (fixed length), or str (older stores: variable length)
             return json.loads(raw) if raw is not None else {}
         except Exception as exc:  # a damaged attribute message, or JSON that no longer parses
             raise StoreCorruptError(f"{self.path}: the store's attributes are unreadable: {one_line(exc)}") from exc
@@ -165,5 +167,8 @@ class HDF5Backend(Backend):
     def set_attrs(self, attrs):
         merged = self.attrs
         merged.update(attrs)
-        self._f.attrs["ooc"] = json.dumps(merged)
+        # fixed-length bytes, kept in the (checksummed) object header: a variable-length string
+        # lives in HDF5's global heap, which has no checksum (measured: a flipped byte of its
+        # size field made reading the attribute hang)
+        self._f.attrs["ooc"] = np.bytes_(json.dumps(merged).encode())
         self._f.flush()

@@ -109,13 +109,14 @@ class Store:
         if not isinstance(attrs, dict):
             raise StoreError(f"{self.path}: not an ooc store (its attributes are not a dict)")
         if attrs.get("format") != FORMAT:
-            raise StoreError(f"{self.path}: not an ooc store (no '{FORMAT}' format attribute)")
-        if not attrs.get("complete"):
-            raise StoreError(f"{self.path}: incomplete store (a convert did not finish); convert again")
+            raise StoreError(f"{self.path}: not an ooc store (attribute 'format' is not '{FORMAT}')")
+        if attrs.get("complete") is not True:
+            raise StoreError(f"{self.path}: incomplete store (attribute 'complete' is not true: a convert did not "
+                             "finish); convert again")
         if attrs.get("format_version") != FORMAT_VERSION:
             raise StoreError(
-                f"{self.path}: store format version {attrs.get('format_version')} is not supported "
-                f"by this ooc (expects {FORMAT_VERSION}); convert the input again"
+                f"{self.path}: store format version {attrs.get('format_version')} (attribute 'format_version') is "
+                f"not supported by this ooc (expects {FORMAT_VERSION}); convert the input again"
             )
         check_attrs(self.path, attrs)
         self.attrs = attrs
