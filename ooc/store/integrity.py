@@ -33,12 +33,41 @@ import json
 
 import numpy as np
 
-from . import layout as L
 from .backend import Backend, StoreCorruptError
+from .layout import (
+    ALL_CHUNKS_WRITTEN,
+    ATTRS_DIGEST,
+    BINARY,
+    BLOCK_PTR,
+    COL_NNZ,
+    COL_SQNORM,
+    DATA,
+    DATA_DTYPES,
+    FACTOR,
+    FACTOR_A_SQNORM,
+    FACTOR_BLOCK_PTR,
+    FACTOR_U,
+    FACTOR_VT,
+    INDICES,
+    INDPTR,
+    INDPTR_DTYPE,
+    LABEL_DTYPE,
+    LABEL_KINDS,
+    LABELS,
+    LAYOUTS,
+    REGRESSION,
+    REQUIRED_ATTRS,
+    ROW_NNZ,
+    ROW_SQNORM,
+    ROWS,
+    STAT_FLOAT,
+    array_name,
+    index_dtype_for,
+)
 
 #: Attributes the digest leaves out: ``complete`` is written after it (last of all), and the
 #: digest cannot cover itself.
-UNSEALED = ("complete", L.ATTRS_DIGEST)
+UNSEALED = ("complete", ATTRS_DIGEST)
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
@@ -68,7 +97,7 @@ def seal_attrs(backend: Backend) -> None:
     Call after writing attributes, before ``complete``; a writer that changes the
     attributes of a complete store (:mod:`ooc.store.factorize`) seals again.
     """
-    backend.set_attrs({L.ATTRS_DIGEST: attrs_digest(backend.attrs)})
+    backend.set_attrs({ATTRS_DIGEST: attrs_digest(backend.attrs)})
 
 
 # -- attributes ------------------------------------------------------------------------
@@ -83,7 +112,7 @@ def check_attrs(path: str, attrs: dict) -> None:
     StoreCorruptError
         One line naming ``path`` and the attribute.
     """
-    for key in L.REQUIRED_ATTRS:
+    for key in REQUIRED_ATTRS:
         if key not in attrs:
             raise StoreCorruptError(f"{path}: attribute {key!r} is missing")
     _check_digest(path, attrs)
@@ -91,39 +120,39 @@ def check_attrs(path: str, attrs: dict) -> None:
     _require(path, attrs, "shape", isinstance(shape, list) and len(shape) == 2 and all(map(_is_count, shape)),
              "two counts [rows, columns]")
     _require(path, attrs, "nnz", _is_count(attrs["nnz"]), "a count")
-    _require(path, attrs, "dtype", attrs["dtype"] in [str(t) for t in L.DATA_DTYPES], "float32 or float64")
+    _require(path, attrs, "dtype", attrs["dtype"] in [str(t) for t in DATA_DTYPES], "float32 or float64")
     _require(path, attrs, "index_dtype", attrs["index_dtype"] in [str(t) for t in _INDEX_DTYPES],
              "int32 or int64")
     lays = attrs["layouts"]
     _require(path, attrs, "layouts", isinstance(lays, list) and 0 < len(lays) == len(set(map(str, lays)))
-             and all(lay in L.LAYOUTS for lay in lays), f"a non-empty list of distinct layouts out of {L.LAYOUTS}")
+             and all(lay in LAYOUTS for lay in lays), f"a non-empty list of distinct layouts out of {LAYOUTS}")
     _require(path, attrs, "block_bytes", _is_count(attrs["block_bytes"]) and attrs["block_bytes"] > 0,
              "a positive byte count")
     _require(path, attrs, "fingerprint", isinstance(attrs["fingerprint"], str), "a string")
     if "chunk_len" in attrs:
         _require(path, attrs, "chunk_len", _is_count(attrs["chunk_len"]) and attrs["chunk_len"] > 0,
                  "a positive count")
-    if L.ALL_CHUNKS_WRITTEN in attrs:
-        _require(path, attrs, L.ALL_CHUNKS_WRITTEN, attrs[L.ALL_CHUNKS_WRITTEN] is True, "true")
+    if ALL_CHUNKS_WRITTEN in attrs:
+        _require(path, attrs, ALL_CHUNKS_WRITTEN, attrs[ALL_CHUNKS_WRITTEN] is True, "true")
     if "stats" in attrs:
         _require(path, attrs, "stats", isinstance(attrs["stats"], dict), "a dict of statistics")
     if "index_base" in attrs:
         _require(path, attrs, "index_base", attrs["index_base"] in (0, 1), "0 or 1")
     _check_labels(path, attrs)
-    factor = attrs.get(L.FACTOR)
+    factor = attrs.get(FACTOR)
     if factor:
-        _require(path, attrs, L.FACTOR, isinstance(factor, dict) and _is_count(factor.get("k")) and factor["k"] > 0
+        _require(path, attrs, FACTOR, isinstance(factor, dict) and _is_count(factor.get("k")) and factor["k"] > 0
                  and _is_count(factor.get("blocks")), "a dict with k >= 1 and a block count")
 
 
 def _check_digest(path: str, attrs: dict) -> None:
-    stored = attrs.get(L.ATTRS_DIGEST)
+    stored = attrs.get(ATTRS_DIGEST)
     if stored is None:
-        if attrs.get(L.ALL_CHUNKS_WRITTEN) is not None:  # written by an ooc that seals: the digest was removed
-            raise StoreCorruptError(f"{path}: attribute {L.ATTRS_DIGEST!r} is missing")
+        if attrs.get(ALL_CHUNKS_WRITTEN) is not None:  # written by an ooc that seals: the digest was removed
+            raise StoreCorruptError(f"{path}: attribute {ATTRS_DIGEST!r} is missing")
         return  # a store written before digests: the checks below are all there is
     if not isinstance(stored, dict) or not all(isinstance(v, str) for v in stored.values()):
-        raise StoreCorruptError(f"{path}: attribute {L.ATTRS_DIGEST!r} is damaged (not a dict of digests)")
+        raise StoreCorruptError(f"{path}: attribute {ATTRS_DIGEST!r} is damaged (not a dict of digests)")
     actual = attrs_digest(attrs)
     for key in sorted(set(stored) | set(actual)):
         if key not in actual:
@@ -138,11 +167,11 @@ def _check_digest(path: str, attrs: dict) -> None:
 
 def _check_labels(path: str, attrs: dict) -> None:
     kind, classes = attrs["label_kind"], attrs["classes"]
-    _require(path, attrs, "label_kind", kind in L.LABEL_KINDS, f"one of {L.LABEL_KINDS}")
-    if kind == L.REGRESSION:
+    _require(path, attrs, "label_kind", kind in LABEL_KINDS, f"one of {LABEL_KINDS}")
+    if kind == REGRESSION:
         _require(path, attrs, "classes", classes is None, "null for label_kind 'regression'")
     else:
-        most = 2 if kind == L.BINARY else None
+        most = 2 if kind == BINARY else None
         ok = (isinstance(classes, list) and len(classes) >= 1 and (most is None or len(classes) <= most)
               and all(map(_is_number, classes)) and all(a < b for a, b in zip(classes, classes[1:])))
         _require(path, attrs, "classes", ok, f"an increasing list of {'1 or 2' if most else 'at least 1'} "
@@ -155,7 +184,7 @@ def _check_labels(path: str, attrs: dict) -> None:
     if counts is not None:
         ok = isinstance(counts, dict) and all(map(_is_count, counts.values()))
         _require(path, attrs, "label_counts", ok, "a dict of counts")
-        if kind != L.REGRESSION:
+        if kind != REGRESSION:
             _require(path, attrs, "label_counts", len(counts) == len(classes), "one count per class")
 
 
@@ -194,44 +223,44 @@ def check_arrays(backend: Backend, attrs: dict) -> dict[str, np.ndarray]:
     StoreCorruptError
         One line naming the store, the array and the attribute it contradicts.
     """
-    if attrs.get(L.ALL_CHUNKS_WRITTEN):
+    if attrs.get(ALL_CHUNKS_WRITTEN):
         backend.require_every_chunk()
     check = _ArrayCheck(backend, attrs)
     (n, d), nnz = attrs["shape"], attrs["nnz"]
-    check(L.LABELS, n, "shape", L.LABEL_DTYPE)
-    check(L.ROW_NNZ, n, "shape", np.dtype(np.int64))
-    check(L.ROW_SQNORM, n, "shape", L.STAT_FLOAT)
-    check(L.COL_NNZ, d, "shape", np.dtype(np.int64))
-    check(L.COL_SQNORM, d, "shape", L.STAT_FLOAT)
+    check(LABELS, n, "shape", LABEL_DTYPE)
+    check(ROW_NNZ, n, "shape", np.dtype(np.int64))
+    check(ROW_SQNORM, n, "shape", STAT_FLOAT)
+    check(COL_NNZ, d, "shape", np.dtype(np.int64))
+    check(COL_SQNORM, d, "shape", STAT_FLOAT)
     ptrs = {}
     for lay in attrs["layouts"]:
-        lines = n if lay == L.ROWS else d
-        ipn = L.array_name(lay, L.INDPTR)
-        check(ipn, lines + 1, "shape", L.INDPTR_DTYPE)
+        lines = n if lay == ROWS else d
+        ipn = array_name(lay, INDPTR)
+        check(ipn, lines + 1, "shape", INDPTR_DTYPE)
         # row ids of the column layout take the smallest dtype that holds n (ooc.store.ingest.build_columns)
-        index_dtype = np.dtype(attrs["index_dtype"]) if lay == L.ROWS else L.index_dtype_for(n)
-        check(L.array_name(lay, L.INDICES), nnz, "nnz", index_dtype, "index_dtype" if lay == L.ROWS else None)
-        check(L.array_name(lay, L.DATA), nnz, "nnz", np.dtype(attrs["dtype"]), "dtype")
+        index_dtype = np.dtype(attrs["index_dtype"]) if lay == ROWS else index_dtype_for(n)
+        check(array_name(lay, INDICES), nnz, "nnz", index_dtype, "index_dtype" if lay == ROWS else None)
+        check(array_name(lay, DATA), nnz, "nnz", np.dtype(attrs["dtype"]), "dtype")
         first, last = (int(backend.read(ipn, i, i + 1)[0]) for i in (0, lines))
         if first != 0:
             raise StoreCorruptError(f"{backend.path}: array {ipn!r} starts at {first}, expected 0")
         if last != nnz:
             raise StoreCorruptError(f"{backend.path}: array {ipn!r} ends at {last}, but attribute 'nnz' = {nnz}")
-        ptrs[lay] = check.pointer(L.array_name(lay, L.BLOCK_PTR), lines)
+        ptrs[lay] = check.pointer(array_name(lay, BLOCK_PTR), lines)
     counts = attrs.get("label_counts")
-    if counts is not None and attrs["label_kind"] != L.REGRESSION and sum(counts.values()) != n:
+    if counts is not None and attrs["label_kind"] != REGRESSION and sum(counts.values()) != n:
         # after the arrays: a shape that disagrees with them is named as such first
         raise StoreCorruptError(f"{backend.path}: attribute 'label_counts' counts {sum(counts.values())} labels, "
                                 f"but attribute 'shape' = {_short(attrs['shape'])} means {n}")
-    factor = attrs.get(L.FACTOR)
+    factor = attrs.get(FACTOR)
     if factor:
         k, dtype = factor["k"], np.dtype(attrs["dtype"])
-        check(L.FACTOR_U, n * k, "factor", dtype)
-        check(L.FACTOR_VT, d * k, "factor", dtype)
-        check(L.FACTOR_A_SQNORM, n, "shape", L.STAT_FLOAT)
-        ptr = check.pointer(L.FACTOR_BLOCK_PTR, n)
+        check(FACTOR_U, n * k, "factor", dtype)
+        check(FACTOR_VT, d * k, "factor", dtype)
+        check(FACTOR_A_SQNORM, n, "shape", STAT_FLOAT)
+        ptr = check.pointer(FACTOR_BLOCK_PTR, n)
         if len(ptr) - 1 != factor["blocks"]:
-            raise StoreCorruptError(f"{backend.path}: array {L.FACTOR_BLOCK_PTR!r} has {len(ptr) - 1} blocks, "
+            raise StoreCorruptError(f"{backend.path}: array {FACTOR_BLOCK_PTR!r} has {len(ptr) - 1} blocks, "
                                     f"but attribute 'factor' says {factor['blocks']}")
     return ptrs
 
