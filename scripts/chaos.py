@@ -423,6 +423,16 @@ class Chaos:
         """Note a failure of the current trial and go on with it (a hang, then the recovery checked)."""
         self._problems.append((exc, sys._getframe(1).f_lineno))
 
+    def full_disk_line(self, r, what: str):
+        """The one 'ooc: error:' line of a command that ran out of space (a problem if it is not one line
+        saying the disk is full); None when there is no such line."""
+        line = one_error_line(r)
+        if line is None:
+            self.problem(AssertionError(f"{what} exited {r.returncode} without ONE 'ooc: error:' line: "
+                                        f"{r.stderr[-400:]!r}"))
+        elif "space" not in line.lower() and "disk is full" not in line.lower():
+            self.problem(AssertionError(f"{what}: the error does not say the disk is full: {line!r}"))
+        return line
     def record(self, kind: str, fn) -> bool:
         """Run one trial; False when it is void (the ooc sources changed under it: not counted)."""
         if source_hash() != self.src:
@@ -1040,13 +1050,7 @@ class Chaos:
                 self.landed[kind]["train fit in the space left"] += 1
                 self.check_result(run, last_json(r.stdout), self.ref[mode], "train with enough space")
             else:
-                line = one_error_line(r)
-                if line is None:
-                    self.problem(AssertionError(f"train on a full disk ({mode}, {leave} B free) exited {r.returncode} "
-                                                f"without ONE 'ooc: error:' line: {r.stderr[-400:]!r}"))
-                elif "space" not in line.lower() and "disk is full" not in line.lower():
-                    self.problem(AssertionError(f"train on a full disk ({mode}): the error does not say the disk "
-                                                f"is full: {line!r}"))
+                line = self.full_disk_line(r, f"train on a full disk ({mode}, {leave} B free)")
                 self.landed[kind][f"train failed: {full_where(line or last_line(r.stderr))}"] += 1
             os.remove(filler)
             if r.returncode != 0:
@@ -1071,13 +1075,7 @@ class Chaos:
                     raise AssertionError("predict --out exited 0 on a nearly full disk but F is not the predictions")
             else:
                 self.landed[kind]["predict failed (disk full)"] += 1
-                line = one_error_line(r)
-                if line is None:
-                    self.problem(AssertionError(f"predict --out on a full disk exited {r.returncode} without ONE "
-                                                f"'ooc: error:' line: {r.stderr[-400:]!r}"))
-                elif "space" not in line.lower() and "disk is full" not in line.lower():
-                    self.problem(AssertionError(f"predict --out on a full disk: the error does not say the disk is "
-                                                f"full: {line!r}"))
+                line = self.full_disk_line(r, "predict --out on a full disk")
                 if now != known:
                     self.problem(RunLost(f"predict --out on a full disk changed F ({len(now)} bytes now)"))
             if left:
