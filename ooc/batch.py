@@ -304,6 +304,7 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
     from .train import resume, train
 
     t0 = time.perf_counter()
+    _worker_share()
     try:
         metrics_path = os.path.join(run_dir, "model", "metrics.json")
         # what a previous batch left here counts only if it was trained on the store as it is now
@@ -333,6 +334,21 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
         msg = (str(exc).splitlines() or [type(exc).__name__])[0]
         return _row(run_dir, options, status="failed", error=f"{type(exc).__name__}: {msg}",
                     seconds=time.perf_counter() - t0)
+
+
+def _worker_share() -> None:
+    """On a Dask worker, ``--memory auto`` is bounded by the worker's memory limit too: the workers of a
+    machine share it (a local cluster gives each its share of the machine), none plans for all of it."""
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+    except (ImportError, ValueError, AttributeError):  # not on a worker
+        return
+    if limit:
+        from ._memlimit import Limit, add_limit
+
+        add_limit(Limit(int(limit), "Dask worker memory limit"))
 
 
 def run_path(out: str, path_spec: dict, validation: str | None = None) -> list[dict]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -105,6 +106,43 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+@contextlib.contextmanager
+def _whole_process():
+    """An explicit ``--memory`` counts the whole process while a command runs (:mod:`ooc._memlimit`)."""
+    from . import _memlimit
+
+    before = _memlimit.counts_whole_process()
+    _memlimit.whole_process(True)
+    try:
+        yield
+    finally:
+        _memlimit.whole_process(before)
+
+
+class _EchoHandler(logging.Handler):
+    def emit(self, record):
+        click.echo(f"ooc: {record.getMessage()}", err=True)
+
+
+@contextlib.contextmanager
+def _log_lines(show: bool):
+    """The ``ooc`` logger's INFO records (the memory training chose) as ``ooc: ...`` lines on stderr while
+    a command runs, when ``show`` (with its progress: on a terminal, or ``-v``; a script gets them in
+    ``--json``, and an error stays the only line on stderr)."""
+    if not show:
+        yield
+        return
+    logger = logging.getLogger("ooc")
+    handler, level = _EchoHandler(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 class _OneLineErrors(click.Group):
     """click's group, but a usage error (a bad option value, a missing argument) is one line too."""
 
@@ -112,7 +150,8 @@ class _OneLineErrors(click.Group):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
-            with interrupts.stop_on_signals():  # SIGTERM stops any command like Ctrl-C
+            # SIGTERM stops any command like Ctrl-C; --memory counts the whole process
+            with interrupts.stop_on_signals(), _whole_process():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "ooc"
@@ -143,7 +182,8 @@ def main():
 @click.option("--format", "fmt", type=click.Choice(["zarr", "hdf5"]), default="zarr", show_default=True,
               help="Store backend.")
 @click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True)
-@click.option("--memory", default="1GiB", show_default=True, help="Memory bound for the conversion.")
+@click.option("--memory", default="auto", show_default=True,
+              help="Memory for the whole process ('auto': what it may use: cgroup limit, RLIMIT_AS, available RAM).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True)
 @click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz"]), default=None,
               help="Input format (default: from the file name and content).")
@@ -196,18 +236,35 @@ def _store_info(st) -> dict:
     return {**st.info(), **resident_memory(st)}
 
 
+def _info_defaults():
+    from .config import TrainConfig
+
+    return TrainConfig()
+
+
 @main.command()
 @click.argument("store", type=click.Path())
+@click.option("--memory", default="auto", show_default=True,
+              help="Say whether and how a run fits this much memory (the whole process; 'auto': what this "
+                   "process may use).")
+@click.option("--block-bytes", default=_info_defaults().block_bytes, show_default=True,
+              help="The training option of that name.")
+@click.option("--mix-blocks", type=int, default=_info_defaults().mix_blocks, show_default=True,
+              help="The training option of that name.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_user_errors
-def info(store, as_json):
-    """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes."""
-    from .solvers.registry import explain_auto
+def info(store, memory, block_bytes, mix_blocks, as_json):
+    """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes, and
+    whether a run fits --memory."""
+    from .config import TrainConfig
+    from .solvers.registry import explain_auto, memory_fit
     from .store import open_store
 
+    cfg = TrainConfig(memory=memory, block_bytes=block_bytes, mix_blocks=mix_blocks)  # checks them as train does
     with open_store(store) as st:
         i = _store_info(st)
         i["auto"] = explain_auto(i, st.has_layout("cols"))
+        i["memory_fit"] = memory_fit(st, cfg.memory_bytes, cfg.train_block_bytes, cfg.mix_blocks)
         f = st.attrs.get("factor")
         # the factor (ooc.store.factorize) is reported here, not in Store.info, to keep it in one module
         i.update({"factorized": bool(f), "factor_k": f["k"] if f else None,
@@ -216,6 +273,25 @@ def info(store, as_json):
         _emit_json(i)
         return
     click.echo(format_info(i))
+
+
+def _format_fit(f: dict) -> list[str]:
+    """``ooc info``'s memory lines: for each solver family, whether a run fits and how."""
+    src = f["memory_source"]
+    head = (f"memory       {_fmt_bytes(f['memory'])} ({src}); a training process holds about "
+            f"{_fmt_bytes(f['process_bytes'])} with its kernels, leaving {_fmt_bytes(f['work_bytes'])}")
+    lines = [head]
+    for name, fam in f["families"].items():
+        need = ("--memory" if src == "--memory" else "a limit of") + f" {_fmt_bytes(fam['smallest_memory'])}"
+        how = [f"O(d) vectors {_fmt_bytes(fam['fixed'])}"]
+        if "group" in fam:
+            how.append(f"groups of {_fmt_bytes(fam['group'])} ({fam['blocks']} blocks of <= "
+                       f"{_fmt_bytes(fam['block_bytes'])}), {_fmt_bytes(fam['read_ahead'])} read ahead")
+        how.append(f"O(n) vectors {'in memory' if fam['vectors'] == 'memory' else 'paged'}")
+        how.append(f"cache {_fmt_bytes(fam['cache'])}")
+        verdict = "fits" if fam["fits"] else "does NOT fit"
+        lines.append(f"             {name}: {verdict} ({', '.join(how)}); needs at least {need}")
+    return lines
 
 
 def _fmt_bytes(n) -> str:
@@ -257,6 +333,8 @@ def format_info(i: dict) -> str:
     ]
     for j, line in enumerate(i.get("auto") or []):
         lines.append(("auto solver  " if j == 0 else "             ") + line)
+    if i.get("memory_fit"):
+        lines += _format_fit(i["memory_fit"])
     if i.get("factorized"):
         lines.insert(-1, f"factorized   A = U V, K = {i['factor_k']} (U = X G^T, V = G, seed {i['factor_seed']}); "
                          f"max row norm of A {i['factor_R']:.4g}; read by --solver dspdc")
@@ -296,12 +374,14 @@ def _report(result: dict, as_json: bool) -> None:
                f"relative gap {result['rel_gap']:.3g} (tol {result['tol']:g}), nnz(w) {result['nnz_w']}, "
                f"{result['seconds']:.2f} s")
     click.echo(f"run directory: {result['run']}")
+    if result.get("memory_budget") is not None:
+        click.echo(f"memory: {_fmt_bytes(result['memory_budget'])} for training ({result['memory_source']})")
 
 
 #: ``ooc train``'s options in the order ``--help`` lists them (their defaults, types, choices and
 #: help come from :class:`ooc.config.TrainConfig`).
 TRAIN_OPTION_ORDER = (
-    "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "mix_blocks", "inner_passes",
+    "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "block_bytes", "mix_blocks", "inner_passes",
     "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "memory", "bias",
     "class_weight", "seed", "checkpoint_every", "distributed",
 )
@@ -348,7 +428,7 @@ def train(store, out, overwrite, as_json, verbose, **options):
 
     bar = EpochProgress(wanted(verbose), options["max_epochs"])
     try:
-        with _training_warnings():
+        with _training_warnings(), _log_lines(wanted(verbose)):
             run = do_train(store, out, overwrite=overwrite, progress=bar, **options)
     finally:
         bar.close()
@@ -367,7 +447,7 @@ def resume(run, max_epochs, as_json, verbose):
 
     bar = EpochProgress(wanted(verbose), max_epochs or 0)
     try:
-        with _training_warnings():
+        with _training_warnings(), _log_lines(wanted(verbose)):
             r = do_resume(run, max_epochs=max_epochs, progress=bar)
     finally:
         bar.close()
@@ -381,7 +461,8 @@ def resume(run, max_epochs, as_json, verbose):
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
               help="Write predictions here (default: stdout).")
 @click.option("--proba", is_flag=True, help="Print the probability of the positive class (logistic).")
-@click.option("--memory", default="256MiB", show_default=True)
+@click.option("--memory", default="auto", show_default=True,
+              help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
 @_user_errors
 def predict(run, input, out_file, proba, memory):
     """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
@@ -408,7 +489,8 @@ def _fmt_label(x) -> str:
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
 @click.argument("input", type=click.Path())
-@click.option("--memory", default="256MiB", show_default=True)
+@click.option("--memory", default="auto", show_default=True,
+              help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
 @click.option("--json", "as_json", is_flag=True)
 @_user_errors
 def evaluate(run, input, memory, as_json):

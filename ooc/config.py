@@ -22,10 +22,17 @@ from .objectives.losses import LOSS_NAMES, Logistic, loss_spec
 from .solvers.dgpd import DEFAULTS as _DGPD
 from .solvers.dgpd import DUAL_STEPS
 from .solvers.registry import AUTO, CRAMMER_SINGER, OVR, SOLVER_NAMES, solver_spec
-from .store.ingest import parse_bytes
+from .store.ingest import AUTO_MEMORY, parse_bytes, parse_memory
 
 #: Options whose ``None`` is a value (not "use the default").
 NONE_IS_A_VALUE = ("class_weight", "multiclass", "distributed")
+#: ``--block-bytes``'s value for the store's own blocks (runs made before the option existed).
+STORE_BLOCKS = "store"
+#: Training blocks' default size: four (``--mix-blocks``) plus one read ahead fit beside the
+#: interpreter and 2**22 features' vectors in a 300 MiB container.
+DEFAULT_TRAIN_BLOCK = "8MiB"
+#: Smallest ``--block-bytes``: one indptr slot and a few entries.
+MIN_TRAIN_BLOCK = 64
 PAGINGS = ("shuffled", "gap")
 
 
@@ -53,14 +60,18 @@ class TrainConfig:
                                     "ada-uniform, ada-gap, gap-per-epoch.")
     tol: float = _opt(1e-6, "Relative duality gap to certify.")
     max_epochs: int = _opt(100)
-    memory: str = _opt("1GiB", "Memory for blocks in hand, read ahead and cached, and the duals when they fit in "
-                               "a quarter.")
+    memory: str = _opt(AUTO_MEMORY, "Memory for the whole process (the command line; Python: what training adds): "
+                                    "'auto' is what the process may use (cgroup limit, RLIMIT_AS, available RAM) "
+                                    "less what it holds. Never changes the iterates.")
     bias: float = _opt(0.0, "Intercept feature value B (0: none).")
     class_weight: str | None = _opt(None, choices=("balanced",))
     seed: int = _opt(0)
     checkpoint_every: float = _opt(300.0, "Seconds between checkpoints.")
     distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
     inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
+    block_bytes: str = _opt(DEFAULT_TRAIN_BLOCK, "Decoded bytes per training block: the store's blocks cut to at most "
+                                                 "this ('store': as converted). With --seed and --mix-blocks it fixes "
+                                                 "the order rows are visited in.")
     mix_blocks: int = _opt(4, "Row blocks whose rows are visited in one random permutation (memory: about twice "
                               "that many blocks are resident).")
     paging: str = _opt("shuffled", "rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.",
@@ -75,8 +86,10 @@ class TrainConfig:
                                                "coordinates (>= 0).")
     dgpd_dual_step: str = _opt(_DGPD["dual_step"], "dgpd: dual step size, the largest safe one (Prox-SDCA's on the "
                                                    "submatrix) or the paper's Theorem 4.2 (shorter).", DUAL_STEPS)
-    #: ``memory`` in bytes, parsed once when the configuration is built (not an option)
-    memory_bytes: int = field(init=False, repr=False, compare=False, default=0)
+    #: ``memory`` in bytes (None: ``auto``), parsed once when the configuration is built (not an option)
+    memory_bytes: int | None = field(init=False, repr=False, compare=False, default=0)
+    #: ``block_bytes`` in bytes (None: the store's blocks), parsed likewise
+    train_block_bytes: int | None = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self):
         loss = loss_spec(self.loss)
@@ -85,7 +98,8 @@ class TrainConfig:
         _check_values(self, loss)
         _check_dgpd(self)
         _check_requested_solver(self, loss)
-        _set(self, "memory_bytes", parse_bytes(self.memory))
+        _set(self, "memory_bytes", parse_memory(self.memory, "--memory"))
+        _set(self, "train_block_bytes", _parse_block_bytes(self.block_bytes))
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -99,8 +113,13 @@ class TrainConfig:
 
     @classmethod
     def from_run_config(cls, config: dict, **override) -> TrainConfig:
-        """The configuration a ``run.json`` was written with; options added since take their defaults."""
-        return cls.from_options({**{k: config[k] for k in option_names() if k in config}, **override})
+        """The configuration a ``run.json`` was written with; options added since take their defaults.
+
+        But ``block_bytes``: a run made before it existed visited the store's own blocks, and
+        goes on doing so (its iterates must not change on resume).
+        """
+        old = {"block_bytes": STORE_BLOCKS} if "block_bytes" not in config else {}
+        return cls.from_options({**old, **{k: config[k] for k in option_names() if k in config}, **override})
 
     def options(self) -> dict:
         """The fields as a dict (``run.json``'s ``config`` keys, in order)."""
@@ -125,6 +144,18 @@ def defaults() -> dict:
 def _set(cfg: TrainConfig, name: str, value) -> None:
     # normalising in __post_init__ (int(), float()) is the one place a frozen config is written
     object.__setattr__(cfg, name, value)
+
+
+def _parse_block_bytes(text) -> int | None:
+    if str(text).strip().lower() == STORE_BLOCKS:
+        return None
+    try:
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise ValueError(f"--block-bytes: {exc} or 'store'") from None
+    if value < MIN_TRAIN_BLOCK:
+        raise ValueError(f"--block-bytes must be at least {MIN_TRAIN_BLOCK} bytes or 'store' (got {text!r})")
+    return value
 
 
 def _check_values(cfg: TrainConfig, loss) -> None:

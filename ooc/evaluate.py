@@ -31,7 +31,7 @@ from .model import LinearModel, proba_from_margins
 from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
-from .store.ingest import parse_bytes
+from .store.ingest import memory_budget
 from .store.readers import InputError
 
 
@@ -74,8 +74,11 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
             is_store = True
         except StoreError:
             is_store = False
+    budget = memory_budget(memory)
     if is_store:
-        st = open_store(source)
+        # the store's blocks cut to what the budget holds: a block, its CSR copy for the kernel, the
+        # labels and the predictions (about three block sizes at once)
+        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget // 4, 1 << 16))))
         _too_wide(source, "the store", st.n_cols, model)
         vals = st.label_values
         for b in range(st.n_blocks(L.ROWS)):
@@ -87,7 +90,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
         return
     if not os.path.exists(source):
         raise InputError(source, "no such file or store")
-    chunk_bytes = int(min(64 << 20, max(parse_bytes(memory) // 12, 1 << 16)))
+    chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
     fmt = detect_format(source)
     if fmt == "npz":
         rows, y = load_npz(source, labels_required=labels)
@@ -136,7 +139,7 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
     raise InputError(source, f"row {piece.row + k}: {msg}")
 
 
-def iter_predictions(run: str, source: str, proba: bool = False, memory="256MiB") -> Iterator[np.ndarray]:
+def iter_predictions(run: str, source: str, proba: bool = False, memory="auto") -> Iterator[np.ndarray]:
     """Predicted labels (or positive-class probabilities) of ``source``, piece by piece.
 
     ``source`` is a store or a file (svmlight, CSV, .npz, which may come without labels); its
@@ -156,7 +159,7 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="256MiB"
             yield model.predict_from_margins(m)
 
 
-def evaluate(run: str, source: str, memory="256MiB") -> dict:
+def evaluate(run: str, source: str, memory="auto") -> dict:
     """Metrics of the run's model on ``source``.
 
     Classification: ``accuracy``, ``logloss`` (logistic), and the ``primal`` objective of

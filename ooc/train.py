@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import warnings
 
 import numpy as np
 
+from ._memlimit import auto_budget, counts_whole_process, held_bytes, kernels_loaded, process_limit, work_budget
 from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import run as run_solver
@@ -30,6 +32,9 @@ from .solvers.registry import (
 )
 from .store import layout as L
 from .store import open_store
+from .store.ingest import format_bytes
+
+log = logging.getLogger("ooc")
 
 LOSSES = LOSS_NAMES
 SOLVERS = AVAILABLE_SOLVERS = SOLVER_NAMES
@@ -55,7 +60,7 @@ def _validate(opts: dict, store) -> dict:
     ``auto`` chose, or the solver CoCoA+ distributes) and ``memory_bytes``.
     """
     cfg = TrainConfig.from_options(opts)
-    o = dict(cfg.options(), memory_bytes=cfg.memory_bytes)
+    o = dict(cfg.options(), memory_bytes=cfg.memory_bytes, train_block_bytes=cfg.train_block_bytes)
     _check_task(o, cfg.loss_spec, store)
     _choose_solver(o, cfg.loss_spec, store)
     return o
@@ -192,7 +197,34 @@ def _warm_source(path: str, st, o: dict):
         raise RunError(f"warm start from {path}: {exc}") from None
     if cfg.get("distributed"):
         raise RunError(f"warm start from {path}: warm starts from distributed runs are not supported")
-    return final_duals_reader(prev.path, m, st.block_ptr(L.ROWS))
+    old_ptr = st.with_blocks(TrainConfig.from_run_config(cfg).train_block_bytes).block_ptr(L.ROWS)
+    new_ptr = st.with_blocks(o["train_block_bytes"]).block_ptr(L.ROWS)
+    read = final_duals_reader(prev.path, m, old_ptr)
+    return read if np.array_equal(old_ptr, new_ptr) else _rows_as_blocks(read, old_ptr, new_ptr)
+
+
+def _rows_as_blocks(read, old_ptr: np.ndarray, new_ptr: np.ndarray):
+    """``read(b)`` over the blocks ``new_ptr`` of duals ``read`` gives over the blocks ``old_ptr``
+    (a warm start from a run with another ``--block-bytes``: the same rows, cut differently)."""
+    last = {}
+
+    def old(i):
+        if i not in last:  # blocks are asked for in order: keep the one old block they share
+            last.clear()
+            last[i] = read(i)
+        return last[i]
+
+    def read_new(b):
+        s, e = int(new_ptr[b]), int(new_ptr[b + 1])
+        first = int(np.searchsorted(old_ptr, s, side="right")) - 1
+        parts, i = [], first
+        while i < len(old_ptr) - 1 and old_ptr[i] < e:
+            lo, hi = max(s, int(old_ptr[i])), min(e, int(old_ptr[i + 1]))
+            parts.append(np.asarray(old(i))[:, lo - int(old_ptr[i]):hi - int(old_ptr[i])])
+            i += 1
+        return np.concatenate(parts, axis=1) if parts else np.zeros((1, 0))
+
+    return read_new
 
 
 def train(store, out: str | None = None, *, overwrite: bool = False, progress=None, warm_start: str | None = None,
@@ -271,17 +303,21 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
-    pb = make_problem(st, o)
+    # the solvers visit training blocks (the store's cut to --block-bytes), never the store's own
+    pb = make_problem(st.with_blocks(o["train_block_bytes"]), o)
+    memory = _memory_budget(o)
     solver = driver_class(o["solver_used"], o["distributed"], o["multiclass"])(
-        pb, rd, {"tol": o["tol"], "memory": o["memory_bytes"], "seed": o["seed"],
+        pb, rd, {"tol": o["tol"], **memory, "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
                  "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
                  "l1_radius": o.get("l1_radius"),
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},
-                 "train_options": {k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")}},
+                 "train_options": {**{k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")},
+                           "block_bytes": o["train_block_bytes"]}},
         progress=progress)
     res = run_solver(solver, o["max_epochs"], resume=resume)
+    kernels_loaded()
     # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
     del solver
     w = np.atleast_2d(res.pop("w"))
@@ -307,6 +343,9 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
         "epochs": res["epochs"], "seconds": res["total_seconds"], "state_seconds": res["seconds"],
         "nnz_w": res["nnz_w"], "converged": res["converged"], "bytes_read": res["bytes_read"],
         "cache_hit_rate": res["cache_hit_rate"], "tol": o["tol"],
+        # what training was given (bytes it may add to the process) and where that figure came from
+        "memory_budget": memory["memory"],
+        "memory_source": memory["memory_limit"].source if "memory_limit" in memory else "--memory",
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
     result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
@@ -320,6 +359,28 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
         warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
                       f"{o['tol']:g}; 'ooc resume {rd.path} --max-epochs N' continues", ConvergenceWarning)
     return Run(rd.path, result)
+
+
+def _memory_budget(o: dict) -> dict:
+    """The solver's memory options: ``memory`` (bytes the work may add to this process), and under
+    ``auto`` the limit it came from (``memory_limit``) and what the process held (``memory_held``).
+
+    Logged on the ``ooc`` logger (the command line prints it): what ``auto`` chose, or what an
+    explicit ``--memory`` leaves once the process's own size is counted.
+    """
+    held = held_bytes()
+    if o["memory_bytes"] is None:
+        limit = process_limit()
+        budget = auto_budget(limit, held)
+        log.info("memory: auto, %s for training (%s %s, the process holds %s)", format_bytes(budget),
+                 limit.source, format_bytes(limit.bytes), format_bytes(held))
+        return {"memory": budget, "memory_limit": limit, "memory_held": held}
+    budget = work_budget(o["memory_bytes"], held)
+    if not counts_whole_process():  # a Python caller: memory is what training adds to its process
+        return {"memory": budget, "memory_held": 0}
+    log.info("memory: --memory %s, %s for training (the process holds %s)", format_bytes(o["memory_bytes"]),
+             format_bytes(budget), format_bytes(held))
+    return {"memory": budget, "memory_held": held}
 
 
 def plot_convergence(rd: RunDir) -> str:

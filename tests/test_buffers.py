@@ -31,7 +31,7 @@ def test_grows_when_free_arrays_are_too_small():
     assert big.shape == (1000,) and p.allocated == 2
     del big
     again = p.take(500, np.int64)
-    assert p.reused == 1 and again.base is not None and again.base.size == 1000
+    assert p.reused == 1 and again.base is not None and again.base.size == 1000 + 1000 // 32  # with its room
 
 
 def test_replaces_a_free_array_of_another_size_when_full():
@@ -40,3 +40,14 @@ def test_replaces_a_free_array_of_another_size_when_full():
     del a
     c = p.take(300, np.float64)  # one free (too small), the pool full: the free one is replaced
     assert c.shape == (300,) and not np.shares_memory(b, c)
+
+
+def test_free_arrays_too_small_are_not_kept_beside_a_new_one():
+    """Groups of varying sizes: the pool never holds a free array too small for the request beside the
+    new one it allocates (each would stay committed, beyond what the memory plan counts)."""
+    p = BufferPool(per_dtype=3)
+    held = [p.take(100, np.float64), p.take(90, np.float64)]
+    held.pop(1)  # the 90 is free
+    c = p.take(120, np.float64)  # too big for it: it goes, the new one is kept
+    assert len(p._bufs[np.dtype(np.float64)]) == 2
+    assert all(b.size >= 100 for b in p._bufs[np.dtype(np.float64)]) and c.size == 120

@@ -328,7 +328,7 @@ class RunDir:
             os.rename(tmp, final)
             fsync_dir(self.state)
             # read back what was just written (not the dual files: those are verified on resume)
-            self._read_checkpoint(final, check_duals=False)
+            self._read_checkpoint(final, check_duals=False, keep=False)
             atomic_write_bytes(os.path.join(self.path, "LATEST"), name.encode())
             fsync_dir(self.path)
         # older checkpoints are no longer needed (their dual buffers may already be overwritten)
@@ -371,8 +371,13 @@ class RunDir:
             return arrays, meta
         return None
 
-    def _read_checkpoint(self, ck: str, check_duals: bool) -> tuple[dict, dict, dict]:
-        """``(arrays, meta, dual checksums)`` of checkpoint directory ``ck``, verified; else :class:`RunError`."""
+    def _read_checkpoint(self, ck: str, check_duals: bool, keep: bool = True) -> tuple[dict, dict, dict]:
+        """``(arrays, meta, dual checksums)`` of checkpoint directory ``ck``, verified; else :class:`RunError`.
+
+        ``keep=False`` (a checkpoint just written, read back): each array is checked and dropped
+        before the next is read, so the check holds one ``O(d)`` array at a time, not the state
+        again; the arrays returned are then None.
+        """
         try:
             sealed = read_sealed_json(os.path.join(ck, "meta.json"), required=self.config["state_format"] >= 2)
         except (OSError, ValueError) as exc:
@@ -380,20 +385,26 @@ class RunDir:
         if "arrays" not in sealed:  # state format 1: the metadata alone, no checksums
             sealed = {"meta": sealed, "arrays": None, "files": {}, "duals": []}
         meta, sums = sealed["meta"], sealed["arrays"]
-        try:
-            with np.load(os.path.join(ck, "state.npz"), allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-            for k in sealed["files"]:
-                arrays[k] = np.load(os.path.join(ck, f"{k}.npy"), mmap_mode="r", allow_pickle=False)
-        except Exception as exc:  # zipfile.BadZipFile, a bad CRC, a truncated array ...
-            raise RunError(f"{ck}: checkpoint unreadable ({type(exc).__name__}: {exc})") from None
         expected = dict(sums or {}, **sealed["files"])
-        if sums is not None and set(arrays) != set(expected):
-            raise RunError(f"{ck}: checkpoint damaged (arrays {sorted(arrays)} instead of {sorted(expected)})")
-        for k, a in arrays.items():
+
+        def check(k, a):
             if sums is not None and array_checksum(a) != expected[k]:
                 raise RunError(f"{ck}: array {k!r} of the checkpoint failed its checksum (damaged)")
             _check_finite(a, f"{ck}: array {k!r} of the checkpoint")
+            return a if keep else None
+
+        try:
+            with np.load(os.path.join(ck, "state.npz"), allow_pickle=False) as z:
+                names = list(z.files) + list(sealed["files"])
+                if sums is not None and set(names) != set(expected):
+                    raise RunError(f"{ck}: checkpoint damaged (arrays {sorted(names)} instead of {sorted(expected)})")
+                arrays = {k: check(k, z[k]) for k in z.files}
+            for k in sealed["files"]:
+                arrays[k] = check(k, np.load(os.path.join(ck, f"{k}.npy"), mmap_mode="r", allow_pickle=False))
+        except RunError:
+            raise
+        except Exception as exc:  # zipfile.BadZipFile, a bad CRC, a truncated array ...
+            raise RunError(f"{ck}: checkpoint unreadable ({type(exc).__name__}: {exc})") from None
         duals = {int(b): (int(buf), int(crc)) for b, buf, crc in sealed["duals"]}
         if check_duals:
             for b, (buf, crc) in duals.items():

@@ -51,13 +51,15 @@ class BufferPool:
             if fit:
                 self.reused += 1
                 return min(fit, key=lambda buf: buf.size)[:n]
-            if len(bufs) >= self.per_dtype:
-                if not free:  # all in use: an array the pool does not keep
-                    self.allocated += 1
-                    return np.empty(n, dtype=dtype)
-                # too small for this request: let it go (by identity: == on arrays compares elements)
-                del bufs[next(i for i, buf in enumerate(bufs) if buf is free[0])]
-            buf = np.empty(n, dtype=dtype)
+            # free arrays too small for this request go: kept, each would stay committed beside the new
+            # one (groups differ in size, so this happens every few groups), beyond what --memory planned
+            # (by identity: == on arrays compares elements)
+            bufs[:] = [buf for buf in bufs if not any(buf is f for f in free)]
+            if len(bufs) >= self.per_dtype:  # all in use: an array the pool does not keep
+                self.allocated += 1
+                return np.empty(n, dtype=dtype)
+            # a little room, so that the next group, a few rows longer, reuses it
+            buf = np.empty(n + n // 32, dtype=dtype)
             bufs.append(buf)
             self.allocated += 1
             return buf[:n]

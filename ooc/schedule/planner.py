@@ -11,12 +11,15 @@ row/column block and ``mix`` the blocks of a row group (``--mix-blocks``):
     \qquad
     \text{vectors} = a_n\,n + a_{kn}\,k\,n .
 
-``beyond`` is held whatever ``--memory`` is (``O(d)`` vectors and one block's ``O(rows)`` ones);
-the ``O(n)`` ``vectors`` (duals, margins, labels, weights) stay in memory, charged to the budget
-``M``, when ``vectors <= floor(M / 4)``, otherwise they are paged, streamed or memory-mapped.
+``beyond`` is held whatever the plan (``O(d)`` vectors and one block's ``O(rows)`` ones): a
+solver passes it to :func:`plan` as ``fixed`` and it comes out of the budget first (``--memory``
+is a promise about the whole process: :mod:`ooc._memlimit` takes what the process already holds
+off it). Of the rest, ``M``, the ``O(n)`` ``vectors`` (duals, margins, labels, weights) stay in
+memory, charged to ``M``, when ``vectors <= floor(M / 4)``, otherwise they are paged, streamed or
+memory-mapped.
 
-The planner (:func:`plan`) splits ``M`` (``M / K`` for each of ``K`` workers) by the family's
-policy into a :class:`Plan`:
+The planner (:func:`plan`) splits ``M`` (each of ``K`` workers gets ``floor(budget / K)``, less its
+``fixed``) by the family's policy into a :class:`Plan`:
 
 * ``row-groups`` (sdca, acc-sdca, rcd-dual, dspdc, Crammer-Singer): with ``V`` the in-memory
   vectors, ``B`` the decoded bytes of a row block, ``G = mix B`` a group and ``F = M - V``,
@@ -108,7 +111,10 @@ class Plan(NamedTuple):
     ``read_depth``, ``ahead_blocks``: groups read at once and blocks of the next group read while
     one is worked on (row-groups); ``line_bytes``: per layout, for DGPD's resident active lines;
     ``free``: the budget left once the vectors are charged; ``warning``: the
-    :class:`MemoryBudgetWarning` text when the budget cannot hold what is always held, else None.
+    :class:`MemoryBudgetWarning` text when the budget cannot hold what is always held, else None;
+    ``fixed``: what the solver holds outside the plan, taken off ``memory`` first; ``minimum``: the
+    smallest ``memory`` that holds ``fixed`` and what a pass needs at once (row-groups: a group
+    and one block read ahead; the O(n) vectors paged); ``readahead``: bytes read ahead (row-groups).
     """
 
     memory: int
@@ -120,6 +126,9 @@ class Plan(NamedTuple):
     line_bytes: int = 0
     free: int = 0
     warning: str | None = None
+    fixed: int = 0
+    minimum: int = 0
+    readahead: int = 0
 
 
 def worker_memory(memory: int, workers: int) -> int:
@@ -128,7 +137,7 @@ def worker_memory(memory: int, workers: int) -> int:
 
 
 def plan(footprint: Footprint | str, store, memory: int, k: int = 1, mix: int = 1, vectors: str | None = None,
-         workers: int = 1, warn: bool = True) -> Plan:
+         workers: int = 1, warn: bool = True, fixed: int = 0) -> Plan:
     """Split ``memory`` for a solver of ``footprint`` (or solver name) reading ``store``.
 
     Parameters
@@ -149,25 +158,84 @@ def plan(footprint: Footprint | str, store, memory: int, k: int = 1, mix: int = 
         decides by the budget (``vectors <= floor(M / 4)``).
     warn : bool
         Emit the :class:`MemoryBudgetWarning` (row-groups) when the plan has one.
+    fixed : int
+        Bytes the solver (each worker) holds whatever the plan: its ``O(d)`` vectors and one
+        block's ``O(rows)`` ones (:meth:`Footprint.beyond_memory`), taken off the budget first.
     """
     fp = footprint
-    mem = worker_memory(memory, workers)
+    share = worker_memory(memory, workers)
+    fixed = max(0, int(fixed))
+    mem = max(0, share - fixed)
     need = fp.vectors(int(store.n_rows), int(k))
     in_mem = vectors == "memory" or (vectors is None and need <= mem // VECTOR_SHARE)
     vec = need if in_mem else 0
+    short = (f"--memory {format_bytes(share)} is less than this run holds at once: the O(d) vectors and one "
+             f"block's ({format_bytes(fixed)}); raise --memory") if share < fixed else None
     if fp.policy == "cache":
-        return Plan(mem, in_mem, vec, max(0, mem - vec), free=mem - vec)
-    if fp.policy == "halves":
-        return Plan(mem, in_mem, vec, max(0, mem // 2 - vec), line_bytes=mem // 4, free=mem - vec)
-    if fp.policy != "row-groups":
+        p = Plan(mem, in_mem, vec, max(0, mem - vec), free=mem - vec, fixed=fixed, minimum=fixed, warning=short)
+    elif fp.policy == "halves":
+        p = Plan(mem, in_mem, vec, max(0, mem // 2 - vec), line_bytes=mem // 4, free=mem - vec, fixed=fixed,
+                 minimum=fixed, warning=short)
+    elif fp.policy == "row-groups":
+        p = _plan_row_groups(store, mem, in_mem, vec, int(mix), fixed)
+    else:
         raise ValueError(f"unknown memory policy {fp.policy!r}")
-    p = _plan_row_groups(store, mem, in_mem, vec, int(mix))
     if warn and p.warning:
         warnings.warn(p.warning, MemoryBudgetWarning, stacklevel=3)
     return p
 
 
-def _plan_row_groups(store, mem: int, in_mem: bool, vec: int, mix: int) -> Plan:
+def fixed_bytes(footprint: Footprint, store, k: int, dim: int, mix: int = 1) -> int:
+    """What a solver of ``footprint`` holds whatever the plan, on ``store`` as it reads it
+    (:meth:`Footprint.beyond_memory` with its widest row and column blocks)."""
+    return footprint.beyond_memory(dim, k, rows=_widest(store, L.ROWS), cols=_widest(store, L.COLS), mix=mix)
+
+
+def _widest(store, layout: str) -> int:
+    n, d = store.shape
+    return int(np.max(np.diff(store.block_ptr(layout)))) if store.has_layout(layout) and n and d else 0
+
+
+def budget_option(options: dict) -> int:
+    """A solver's ``memory`` option in bytes: what :func:`ooc.train` resolved, or ``auto`` when None."""
+    from .._memlimit import work_budget
+
+    m = options.get("memory")
+    return work_budget(None) if m is None else int(m)
+
+
+class MemoryLimitError(ValueError):
+    """``--memory auto`` under a limit smaller than what the run holds at once (one line: the smallest that works)."""
+
+
+def refuse_or_warn(p: Plan, limit=None, held: int = 0) -> None:
+    """Report a plan that cannot keep its promise, before the first epoch.
+
+    With an explicit ``--memory`` the run goes on at the plan's minimum (above the number the
+    user gave: a :class:`MemoryBudgetWarning` naming the smallest that works, ``held + minimum``, with
+    ``held`` what the process held when it planned where ``--memory`` counts the whole process, else 0);
+    under ``auto`` the limit is real (a cgroup kills the process beyond it), so :class:`MemoryLimitError`
+    names the smallest limit that works: ``held + minimum`` and the margin.
+    """
+    if not p.warning:
+        return
+    parts = p.warning.split(": ", 1)[1].split("; ")[0]  # what the run holds at once, item by item
+    if limit is None:
+        warnings.warn(f"--memory is less than this run holds at once ({parts}); it goes on above it: the smallest "
+                      f"--memory that works here is {format_bytes(held + p.minimum)}"
+                      + (" (the process holds " + format_bytes(held) + " of it)" if held else ""),
+                      MemoryBudgetWarning, stacklevel=3)
+        return
+    from .._memlimit import smallest_limit
+
+    need = smallest_limit(held + p.minimum)
+    raise MemoryLimitError(
+        f"this process may use {format_bytes(limit.bytes)} ({limit.source}) and holds {format_bytes(held)}; "
+        f"training needs at least {format_bytes(need)} in all ({parts}): raise the limit, or lower --block-bytes / "
+        "--mix-blocks")
+
+
+def _plan_row_groups(store, mem: int, in_mem: bool, vec: int, mix: int, fixed: int = 0) -> Plan:
     """The row-groups split (module docstring): read-ahead depth and blocks, then the cache.
 
     Two groups are read at once when the budget holds three and the data would not fit in the
@@ -184,34 +252,47 @@ def _plan_row_groups(store, mem: int, in_mem: bool, vec: int, mix: int) -> Plan:
     depth = 2 if 0 < 3 * group_bytes <= free < nb * block_bytes + 2 * group_bytes else 1
     readahead = 2 * group_bytes if depth == 2 else min(group_bytes, max(block_bytes, free - group_bytes))
     ahead = max(1, readahead // block_bytes) if block_bytes > 0 else mix
+    held = _held_at_once(store, mix)
     return Plan(mem, in_mem, vec, max(0, free - group_bytes - readahead), depth, ahead, 0, free,
-                _row_groups_warning(store, mix, mem, free, vec))
+                _row_groups_warning(store, mix, mem, free, vec, fixed), fixed, fixed + held, readahead)
 
 
-def _row_groups_warning(store, mix: int, memory: int, free: int, vec: int) -> str | None:
-    """The warning text when ``free`` cannot hold a group and one block read ahead, else None.
+def _held_at_once(store, mix: int) -> tuple[int, int]:
+    """Bytes a pass holds at once: a group and, when there are more blocks, one block read ahead.
 
     Blocks are cut at ``block_bytes`` of decoded rows; a small store's only block is smaller, so
     the size of a block is ``min(block_bytes, ceil((nnz (index + value bytes) + 16 n) / nb))``.
     """
+    return sum(group_and_ahead(store, mix))
+
+
+def group_and_ahead(store, mix: int) -> tuple[int, int]:
+    """Bytes of a group of ``mix`` row blocks, and of one block read ahead (0 when a group is all of them)."""
     n, nb = int(store.n_rows), store.n_blocks(L.ROWS)
     per_nnz = np.dtype(store.index_dtype).itemsize + np.dtype(store.dtype).itemsize
     mean = (store.nnz * per_nnz + 16 * n) / max(1, nb)
     block_bytes = int(min(int(store.attrs.get("block_bytes", 0)), math.ceil(mean)))
-    group_bytes = mix * block_bytes
-    held = group_bytes + (block_bytes if nb > mix else 0)
+    return mix * block_bytes, (block_bytes if nb > mix else 0)
+
+
+def _row_groups_warning(store, mix: int, memory: int, free: int, vec: int, fixed: int = 0) -> str | None:
+    """The warning text when ``free`` cannot hold a group and one block read ahead, else None."""
+    group_bytes, ahead = group_and_ahead(store, mix)
+    held = group_bytes + ahead
     if held <= free:
         return None
     blocks = f"{mix} block{'s' if mix > 1 else ''}"
     parts = [f"a group of {blocks} (--mix-blocks, {format_bytes(group_bytes)})"]
-    if held > group_bytes:
-        parts.append(f"one block read ahead ({format_bytes(block_bytes)})")
+    if ahead:
+        parts.append(f"one block read ahead ({format_bytes(ahead)})")
     if vec:
         parts.append(f"the duals ({format_bytes(vec)})")
-    return (f"--memory {format_bytes(memory)} is less than this run holds at once: {', '.join(parts)}, "
-            f"about {format_bytes(held + vec)}; raise --memory"
-            + (" or lower --mix-blocks (the iterates depend on --mix-blocks, never on --memory)"
-               if mix > 1 else ""))
+    if fixed:
+        parts.insert(0, f"the O(d) vectors ({format_bytes(fixed)})")
+    return (f"--memory {format_bytes(memory + fixed)} is less than this run holds at once: {', '.join(parts)}, "
+            f"about {format_bytes(fixed + held + vec)}; raise --memory"
+            + (" or lower --mix-blocks or --block-bytes (the iterates depend on them, never on --memory)"
+               if mix > 1 else " or lower --block-bytes (the iterates depend on it, never on --memory)"))
 
 
 def store_resident(footprint: Footprint, store) -> dict:
@@ -225,8 +306,4 @@ def store_resident(footprint: Footprint, store) -> dict:
     """
     n, d = store.shape
     k = len(store.classes) if store.label_kind == L.MULTICLASS and store.classes else 1
-
-    def widest(layout):
-        return int(np.max(np.diff(store.block_ptr(layout)))) if store.has_layout(layout) and n and d else 0
-
-    return footprint.resident(n, d + 1, k, rows=widest(L.ROWS), cols=widest(L.COLS))
+    return footprint.resident(n, d + 1, k, rows=_widest(store, L.ROWS), cols=_widest(store, L.COLS))

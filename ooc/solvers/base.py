@@ -40,7 +40,7 @@ from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
 from ..schedule.buffers import BufferPool
 from ..schedule.cache import BlockCache
-from ..schedule.planner import ROW_GROUPS
+from ..schedule.planner import ROW_GROUPS, budget_option, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
@@ -183,14 +183,25 @@ class BlockLoopSolver(StoreSolver):
         self.mix = min(max(1, int(options.get("mix_blocks") or 1)), max(self.nb, 1))
         #: the split of --memory (ooc.schedule.planner): duals in memory or paged, the group being worked
         #: on, the groups read meanwhile (read_depth, ahead_blocks) and the cache (the rest)
-        self.plan = plan_memory(self.footprint, self.store, int(options["memory"]), k=self.k, mix=self.mix,
-                                vectors=options.get("dual_store"))
+        self.plan = plan_memory(self.footprint, self.store, budget_option(options), k=self.k, mix=self.mix,
+                                vectors=options.get("dual_store"), warn=False, fixed=self._fixed_bytes())
+        refuse_or_warn(self.plan, options.get("memory_limit"), int(options.get("memory_held") or 0))
         self.duals = make_duals(rundir, self.row_ptr, self.k, self.plan.vectors_in_memory)
         self.read_depth, self.ahead_blocks = self.plan.read_depth, self.plan.ahead_blocks
-        self.cache = BlockCache(self.plan.cache_bytes)
+        # a checkpoint written while the run goes on copies the state first (w, v, the snapshot and the
+        # duals in memory): only when the cache can give up that much, else it is written in place
+        copies = 8 * self.k * self.dim * 3 + (8 * self.k * self.n if self.plan.vectors_in_memory else 0)
+        self._copy_checkpoints = self.plan.cache_bytes >= copies
+        self.cache = BlockCache(self.plan.cache_bytes - (copies if self._copy_checkpoints else 0))
         self._gate, self._positions = None, {}
         # the arrays of blocks and groups read from the store, reused once nothing refers to them
         self._buffers = BufferPool(2 + self.read_depth)
+
+    def _fixed_bytes(self) -> int:
+        """What this solver holds whatever the plan (:func:`ooc.schedule.planner.fixed_bytes`), one
+        ``O(d)`` vector per problem less when ``v`` is ``w`` (:meth:`v_is_w`)."""
+        fixed = fixed_bytes(self.footprint, self.store, self.k, self.dim, self.mix)
+        return fixed - (8 * self.k * self.dim if self.v_is_w() else 0)
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
@@ -395,7 +406,7 @@ class BlockLoopSolver(StoreSolver):
         # next blocks are worked on (paged duals must be durable before their buffer is reused)
         arrays = {"w": self.w, "v": self.v, "w_prev": self.w_prev, **self.extra}
         meta = {"position": self._pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
-        return {**arrays, **self.duals.checkpoint_arrays()}, meta, self.duals.kind == "memory"
+        return {**arrays, **self.duals.checkpoint_arrays()}, meta, self.duals.kind == "memory" and self._copy_checkpoints
 
     def at_epoch_start(self) -> bool:
         return self._pos == 0

@@ -36,7 +36,7 @@ from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
-from ..schedule.planner import COCOA_WORKER
+from ..schedule.planner import COCOA_WORKER, budget_option, fixed_bytes
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import row_order
 from .base import StoreSolver, load_train_block
@@ -57,8 +57,11 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_worke
         if st.fingerprint != fingerprint:
             raise RuntimeError(f"{store_path}: the store seen by this worker differs from the driver's "
                                f"(fingerprint {st.fingerprint} != {fingerprint})")
-        plan = plan_memory(COCOA_WORKER, st, memory, workers=n_workers, vectors="paged")
-        ctx = (st, make_problem(st, opts), BlockCache(plan.cache_bytes))
+        st = st.with_blocks(opts.get("block_bytes"))  # the driver's training blocks
+        pb = make_problem(st, opts)
+        plan = plan_memory(COCOA_WORKER, st, memory, workers=n_workers, vectors="paged", warn=False,
+                           fixed=fixed_bytes(COCOA_WORKER, st, 1, st.n_cols + (1 if pb.bias > 0 else 0)))
+        ctx = (st, pb, BlockCache(plan.cache_bytes))
         _CONTEXTS[key] = ctx
     return ctx
 
@@ -166,7 +169,7 @@ class CoCoASolver(StoreSolver):
         K, v, rnd = len(workers), self.v, ctx.epoch
         t_round = time.perf_counter()
         topts = dict(opt["train_options"], loss_object=pb.loss)
-        futures = [client.submit(local_round, self.store.path, self.store.fingerprint, topts, int(opt["memory"]),
+        futures = [client.submit(local_round, self.store.path, self.store.fingerprint, topts, budget_option(opt),
                                  self.rd.path, parts[k], v, rnd, k, K, ctx.update, int(opt.get("local_passes", 1)),
                                  self.rd.dual_checksums(parts[k]), workers=[workers[k]], allow_other_workers=True,
                                  pure=False)

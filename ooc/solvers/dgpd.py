@@ -84,6 +84,7 @@ from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.planner import DGPD as DGPD_FOOTPRINT
+from ..schedule.planner import budget_option, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
@@ -249,7 +250,9 @@ class DGPDSolver(StoreSolver):
             raise ValueError(f"dgpd_vectors {forced!r}: expected one of {VECTORS}")
         #: the split of --memory (ooc.schedule.planner): the per-example vectors in memory (taken from the
         #: cache's half) or re-read per row block at every search, the cache, the resident active lines
-        self.plan = plan_memory(self.footprint, st, int(options["memory"]), k=self.k, vectors=forced or None)
+        self.plan = plan_memory(self.footprint, st, budget_option(options), k=self.k, vectors=forced or None,
+                                warn=False, fixed=fixed_bytes(self.footprint, st, self.k, self.dim))
+        refuse_or_warn(self.plan, options.get("memory_limit"), int(options.get("memory_held") or 0))
         self.vectors = "memory" if self.plan.vectors_in_memory else "streamed"
         self.cache = BlockCache(self.plan.cache_bytes)
         self.line_budget = self.plan.line_bytes  # per layout, for the resident full active lines

@@ -125,7 +125,7 @@ from ..objectives.losses import Logistic
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import OnDisk, RunDir
 from ..schedule.cache import BlockCache
-from ..schedule.planner import RCD_PRIMAL
+from ..schedule.planner import RCD_PRIMAL, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
 from ..schedule.sampling import (
     GAP_BASED,
@@ -341,8 +341,10 @@ class RCDPrimalSolver(StoreSolver):
         # sampling "blocks": the column blocks, then the intercept as a virtual one
         self.nblk = self.ncb + (1 if self.bias > 0 else 0)
         #: the split of --memory (ooc.schedule.planner): margins, labels, weights in memory or mapped; the cache
-        self.plan = plan_memory(self.footprint, st, int(options["memory"]), k=self.k,
-                                vectors=options.get("margin_store"))
+        self.plan = plan_memory(self.footprint, st, budget_option(options), k=self.k,
+                                vectors=options.get("margin_store"), warn=False,
+                                fixed=fixed_bytes(self.footprint, st, self.k, self.dim))
+        refuse_or_warn(self.plan, options.get("memory_limit"), int(options.get("memory_held") or 0))
         self.in_memory = self.plan.vectors_in_memory
         self.cache = BlockCache(self.plan.cache_bytes)
         self._alloc_vectors()

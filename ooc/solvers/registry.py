@@ -15,7 +15,16 @@ import importlib
 from typing import NamedTuple
 
 from ..objectives.losses import LOSS_NAMES, loss_spec, make_loss
-from ..schedule.planner import DGPD, RCD_PRIMAL, ROW_GROUPS, Footprint, store_resident
+from ..schedule.planner import (
+    DGPD,
+    RCD_PRIMAL,
+    ROW_GROUPS,
+    Footprint,
+    fixed_bytes,
+    group_and_ahead,
+    plan,
+    store_resident,
+)
 from ..schedule.sampling import normalize_sampling
 from ..store.layout import COLS, MULTICLASS, ROWS
 
@@ -122,6 +131,49 @@ def resident_memory(store) -> dict:
     return {"resident_k": k,
             "resident_bytes": {s: e["beyond_memory"] for s, e in figures.items()},
             "resident_vector_bytes": {s: e["vectors"] for s, e in figures.items()}}
+
+
+def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> dict:
+    """Whether and how a run of each solver family fits ``memory`` on ``store`` (``ooc info --memory``).
+
+    ``memory`` is the whole process (None: what this process may use, ``auto``); the process is
+    assumed to hold :data:`ooc._memlimit.TRAIN_PROCESS_BYTES` and the kernels when it plans, with no
+    bias feature, ``--l1 0`` and ``k`` one-vs-rest problems (a multiclass store's classes, else 1). Per family:
+    ``fits``, ``smallest_memory`` (the smallest ``--memory``, or limit under ``auto``, that holds the
+    O(d) vectors and what a pass holds at once), ``fixed`` (the O(d) vectors), and the plan:
+    ``vectors`` ('memory' or 'paged'), ``group``/``read_ahead`` (row-groups), ``cache``.
+    """
+    from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, auto_budget, process_limit, smallest_limit
+
+    view = store.with_blocks(block_bytes)
+    held = TRAIN_PROCESS_BYTES + KERNELS_BYTES
+    limit = process_limit() if memory is None else None
+    budget = auto_budget(limit, held) if memory is None else max(0, int(memory) - held)
+    k = len(store.classes) if store.label_kind == MULTICLASS and store.classes else 1
+    out = {"memory": int(memory) if memory is not None else limit.bytes,
+           "memory_source": "--memory" if memory is not None else limit.source,
+           "process_bytes": held, "work_bytes": budget, "k": k, "families": {}}
+    seen = []
+    for name, spec in SOLVER_REGISTRY.items():
+        fp = spec.footprint
+        if any(fp is other for other in seen):
+            continue
+        seen.append(fp)
+        m = mix if fp.policy == "row-groups" else 1
+        fixed = fixed_bytes(fp, view, k, view.n_cols, m)
+        if fp is ROW_GROUPS:  # with --l1 0 (the default) v is w: one O(d) vector less (BlockLoopSolver)
+            fixed -= 8 * k * view.n_cols
+        p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
+        least = held + p.minimum
+        fam = {"fits": p.warning is None, "fixed": p.fixed,
+               "smallest_memory": least if memory is not None else smallest_limit(least),
+               "vectors": "memory" if p.vectors_in_memory else "paged", "vector_bytes": p.vector_bytes,
+               "cache": p.cache_bytes}
+        if fp.policy == "row-groups":
+            fam.update(group=group_and_ahead(view, m)[0], read_ahead=p.readahead, blocks=view.n_blocks(ROWS),
+                       block_bytes=int(view.attrs["block_bytes"]))
+        out["families"][name] = fam
+    return out
 
 
 def driver_class(name: str, distributed: str | None = None, multiclass: str | None = None) -> type:

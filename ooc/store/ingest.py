@@ -35,6 +35,7 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
 from . import layout as L
@@ -77,6 +78,30 @@ def parse_bytes(text: str | int | None, default: int = 1 << 30) -> int:
     if unit not in units or not num:
         raise ValueError(f"cannot read a memory size from {text!r} (try 512MiB, 2GiB)")
     return int(float(num) * units[unit])
+
+
+#: A memory option's value for "what this process may use" (:mod:`ooc._memlimit`).
+AUTO_MEMORY = "auto"
+
+
+def parse_memory(text, option: str = "--memory") -> int | None:
+    """A memory option's bytes, or None for ``auto`` (resolved when the work is planned:
+    :func:`memory_budget`)."""
+    if text is None or str(text).strip().lower() == AUTO_MEMORY:
+        return None
+    try:
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc} or 'auto'") from None
+    if value <= 0:
+        raise ValueError(f"{option} must be > 0 bytes or 'auto' (got {text!r})")
+    return value
+
+
+def memory_budget(text, option: str = "--memory") -> int:
+    """The bytes a command's work may add to this process for a memory option (see :mod:`ooc._memlimit`:
+    ``auto``, and the whole process on the command line)."""
+    return work_budget(parse_memory(text, option))
 
 
 def format_bytes(n) -> str:
@@ -695,7 +720,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
         raise ValueError(f"unknown layout {layout!r}; expected both, rows or cols")
     if np.dtype(dtype) not in L.DATA_DTYPES:
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
-    mem = parse_bytes(memory)
+    mem = memory_budget(memory)
     bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
     cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
     chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))

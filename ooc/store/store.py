@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import NamedTuple
 
@@ -24,6 +25,7 @@ from .layout import (
     ROW_SQNORM,
     ROWS,
     array_name,
+    block_boundaries,
     entry_bytes,
 )
 from .zarr_backend import ZarrBackend
@@ -402,6 +404,40 @@ class Store:
         }
         out.update(a.get("stats", {}))
         return out
+
+    def with_blocks(self, block_bytes: int | None) -> Store:
+        """This store with every block of each layout cut to at most ``block_bytes`` decoded bytes.
+
+        The store's blocks are how it was written (``ooc convert --block-bytes``); training and
+        prediction visit *their* blocks, which must fit the memory of the machine they run on.
+        Each stored block is cut by the rule that cut the store (:func:`ooc.store.layout.block_boundaries`:
+        whole lines, entries plus an indptr slot each, a line larger than the budget alone), applied
+        to its lines' nonzero counts: the result depends on the store and ``block_bytes`` only. A
+        block that fits stays whole, so ``block_bytes`` at least the store's leaves it as it is
+        (``None`` too). The view shares this store's backend (closing either closes both) and the
+        store reads any line range, so nothing is rewritten.
+        """
+        stored = int(self.attrs.get("block_bytes") or 0)
+        if block_bytes is None or (stored and int(block_bytes) >= stored):
+            return self
+        block_bytes = int(block_bytes)
+        if block_bytes <= 0:
+            raise ValueError(f"block size must be > 0 bytes (got {block_bytes})")
+        entry = entry_bytes(self.dtype, self.index_dtype)
+        ptrs = {}
+        for layout in self.layouts:
+            name = ROW_NNZ if layout == ROWS else COL_NNZ
+            ptr = self._block_ptr[layout]
+            cut = [np.zeros(1, dtype=np.int64)]
+            for b in range(len(ptr) - 1):
+                s, e = int(ptr[b]), int(ptr[b + 1])
+                # this block's line counts only: O(block) memory, whatever the store's size
+                cut.append(block_boundaries(self.backend.read(name, s, e), entry, block_bytes)[1:] + s)
+            ptrs[layout] = np.concatenate(cut)
+        view = copy.copy(self)
+        view._block_ptr = ptrs
+        view.attrs = {**self.attrs, "block_bytes": block_bytes}
+        return view
 
     def close(self) -> None:
         self.backend.close()

@@ -1,0 +1,194 @@
+"""What memory this process may use: the limits set on it, what it holds, and ``--memory auto``.
+
+A process on Linux is bounded by the tightest of
+
+* its memory cgroup's ``memory.max`` (v2) or ``memory.limit_in_bytes`` (v1), and those of the
+  cgroups above it: the kernel kills the process when the group's memory (page cache included,
+  though the kernel reclaims clean cache before it kills) exceeds it;
+* ``RLIMIT_AS``: an allocation beyond it fails (``MemoryError``);
+* the RAM available on the machine (``MemAvailable`` of ``/proc/meminfo``, plus what this process
+  already holds: that is in use, not available).
+
+``--memory auto`` is that bound, less what the process holds when training starts (the interpreter,
+numpy, Numba and their caches: :func:`rss_bytes`) and a margin for what is not planned (Numba
+compiling a kernel, the allocator's slack, thread stacks): :data:`MARGIN_FRACTION` of the bound, at
+least :data:`MARGIN_MIN`.
+
+The command line counts the whole process: ``--memory X`` leaves ``X`` less the process's resident
+size when the work is planned (:func:`whole_process`, :func:`work_budget`) to the work. Python callers (``ooc.train``, the
+estimators) pass what training may add to their process as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from typing import NamedTuple
+
+__all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
+           "held_bytes", "kernels_loaded", "smallest_limit",
+           "MARGIN_MIN", "KERNELS_BYTES", "TRAIN_PROCESS_BYTES"]
+
+#: Bytes left unplanned under ``auto`` at least (Numba's compiler, allocator slack, stacks).
+MARGIN_MIN = 32 << 20
+#: ... and this fraction of the limit.
+MARGIN_FRACTION = 0.08
+
+_UNLIMITED = 1 << 62
+#: What loading the compiled kernels costs a process the first time it trains (Numba reads them from
+#: its cache, or compiles them, into memory that stays): measured 60 MiB for the sdca family on a
+#: warm cache (a process's resident size during its first pass over a 2**22-feature store, less
+#: the same during its second training).
+KERNELS_BYTES = 64 << 20
+#: What an ``ooc train`` process holds when it plans, before its kernels (measured: 124 MiB, Python 3.11,
+#: numpy 2, Numba, Zarr 3): ``ooc info --memory`` assumes it.
+TRAIN_PROCESS_BYTES = 128 << 20
+_kernels_loaded = False
+
+
+class Limit(NamedTuple):
+    """The tightest bound on this process's memory: ``bytes`` and where it comes from (``source``)."""
+
+    bytes: int
+    source: str
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _cgroup_limit(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
+    """The smallest memory limit of this process's cgroup and its ancestors, or None."""
+    text = _read(proc_cgroup)
+    if not text:
+        return None
+    best = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":  # v2: one unified hierarchy
+            base, names = root, ("memory.max",)
+        elif "memory" in controllers.split(","):
+            base = os.path.join(root, "memory") if os.path.isdir(os.path.join(root, "memory")) else root
+            names = ("memory.limit_in_bytes",)
+        else:
+            continue
+        rel = path.strip("/")
+        # this cgroup and every ancestor: a parent's limit binds its children too
+        while True:
+            for name in names:
+                value = _read(os.path.join(base, rel, name))
+                if value and value != "max" and value.isdigit() and int(value) < _UNLIMITED:
+                    best = int(value) if best is None else min(best, int(value))
+            if not rel:
+                break
+            rel = os.path.dirname(rel)
+    return best
+
+
+def _mem_available() -> int | None:
+    text = _read("/proc/meminfo")
+    for line in (text or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (``/proc/self/statm``; the peak where that is unreadable)."""
+    text = _read("/proc/self/statm")
+    if text:
+        return int(text.split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+# limits set on this process from outside the kernel's view (a Dask worker's share: add_limit)
+_EXTRA: list[Limit] = []
+
+
+def add_limit(limit: Limit) -> None:
+    """Count ``limit`` too from now on (a batch worker's share of its machine: :func:`ooc.batch.run_one`)."""
+    if limit not in _EXTRA:
+        _EXTRA.append(limit)
+
+
+def process_limit() -> Limit:
+    """The tightest of the cgroup limit, ``RLIMIT_AS``, the RAM available (module docstring) and the
+    limits added with :func:`add_limit`."""
+    found = list(_EXTRA)
+    cg = _cgroup_limit()
+    if cg is not None:
+        found.append(Limit(cg, "cgroup memory limit"))
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+        found.append(Limit(int(soft), "RLIMIT_AS"))
+    avail = _mem_available()
+    if avail is not None:
+        found.append(Limit(avail + rss_bytes(), "available RAM"))
+    if not found:
+        return Limit(_UNLIMITED, "no limit found")
+    return min(found, key=lambda lim: lim.bytes)
+
+
+def margin(limit: int) -> int:
+    """What ``auto`` leaves unplanned below ``limit``."""
+    return max(MARGIN_MIN, int(limit * MARGIN_FRACTION))
+
+
+def smallest_limit(need: int) -> int:
+    """The smallest limit under which ``auto`` leaves ``need`` bytes (the process and its work) planned."""
+    return max(need + MARGIN_MIN, -(-int(need) * 100 // int(100 - 100 * MARGIN_FRACTION)))
+
+
+def auto_budget(limit: Limit | None = None, held: int | None = None) -> int:
+    """``--memory auto`` in bytes the work may add: the limit less the process and the margin (>= 0)."""
+    limit = limit or process_limit()
+    held = rss_bytes() if held is None else held
+    return max(0, limit.bytes - held - margin(limit.bytes))
+
+
+# set by the command line, which owns its process: an explicit --memory counts the whole process
+_WHOLE_PROCESS = False
+
+
+def whole_process(on: bool = True) -> None:
+    """From now on an explicit ``--memory X`` means the whole process: the work gets ``X`` less
+    the process's resident size when it plans (:func:`work_budget`).
+
+    Called by the command line; not called, ``X`` is what the work may add to the caller's process
+    (a Python session holding data of its own).
+    """
+    global _WHOLE_PROCESS
+    _WHOLE_PROCESS = bool(on)
+
+
+def counts_whole_process() -> bool:
+    """Whether an explicit memory size counts the whole process (see :func:`whole_process`)."""
+    return _WHOLE_PROCESS
+
+
+def work_budget(memory: int | None, held: int | None = None) -> int:
+    """Bytes the work may add to this process for a memory option parsed to ``memory`` (None: ``auto``);
+    ``held``: what the process holds (default :func:`rss_bytes`)."""
+    held = rss_bytes() if held is None else held
+    if memory is None:
+        return auto_budget(held=held)
+    return max(0, int(memory) - (held if _WHOLE_PROCESS else 0))
+
+
+def kernels_loaded() -> None:
+    """The kernels are in memory now (a first training finished): :func:`held_bytes` stops adding them."""
+    global _kernels_loaded
+    _kernels_loaded = True
+
+
+def held_bytes() -> int:
+    """What the process holds before training plans: its resident size, plus :data:`KERNELS_BYTES` until
+    a training in this process has loaded them."""
+    return rss_bytes() + (0 if _kernels_loaded else KERNELS_BYTES)
