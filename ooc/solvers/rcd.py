@@ -125,7 +125,7 @@ from ..objectives.losses import Logistic
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import OnDisk, RunDir
 from ..schedule.cache import BlockCache
-from ..schedule.planner import RCD_PRIMAL, fixed_bytes, refuse_or_warn
+from ..schedule.planner import RCD_PRIMAL, budget_option, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
 from ..schedule.sampling import (
     GAP_BASED,
