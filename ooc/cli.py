@@ -324,10 +324,10 @@ def format_info(i: dict) -> str:
         f"size         {_fmt_bytes(i['bytes_on_disk'])} on disk, {_fmt_bytes(i['bytes_decoded'])} decoded "
         f"(compression {i['compression_ratio']:.2f}x)" if i.get("compression_ratio") else
         f"size         {_fmt_bytes(i['bytes_on_disk'])} on disk",
-        "resident     beyond --memory (O(d) vectors and one block's rows, k = "
+        "resident     held whatever the split of --memory (O(d) vectors and one block's rows, k = "
         f"{i['resident_k']} problems): " + ", ".join(f"{s} {_fmt_bytes(b)}" for s, b in i["resident_bytes"].items())
         + " (dgpd: + its active submatrix)",
-        "             O(n) vectors, inside --memory when they fit in a quarter of it (else paged, streamed "
+        "             O(n) vectors, in memory when they fit in a quarter of what is left (else paged, streamed "
         "or memory-mapped): " + ", ".join(f"{s} {_fmt_bytes(b)}" for s, b in i["resident_vector_bytes"].items()),
         f"fingerprint  {i['fingerprint']}",
     ]

@@ -41,15 +41,21 @@ Read throughput, what each figure means:
   ``cat`` rates. During update passes the reader shares the two cores with the kernel
   and is not the bottleneck, so these are lower than the read-bound pass's figure.
 
-Defaults: a 270M cgroup and ``--mix-blocks 1`` (the documented low-memory setting: at ten
-times below the store's size there is no room for groups of several 16 MiB blocks beside
-the interpreter), ``--memory 48MiB`` (three blocks: the one worked on and two read ahead,
-no cache).
+5. The smallest limit ``ooc info STORE --json`` names for sdca under ``auto``
+   (``memory_fit.families.sdca.smallest_memory``): the same cold training under a cgroup of
+   exactly that size (``second_cap``): it must finish without an OOM kill, with the same
+   coefficients' objective.
+
+Defaults: the store written with the default convert options (``ooc synth`` as ``ooc convert``:
+64 MiB blocks) and 2**22 features, trained with the default train options (``--memory auto``,
+which reads the cgroup's limit; 8 MiB training blocks, ``--mix-blocks 4``) under a 400M cgroup:
+the interpreter with its kernels (~190 MiB) and the O(d) vectors (~100 MiB) leave about 100 MiB
+for the blocks, ~1/40 of the store. ``--memory``/``--train-args`` try other settings.
 
 Usage::
 
-    NUMBA_CACHE_DIR=/tmp/nc python scripts/bench_scale.py                    # ~3.0 GB under 270M
-    python scripts/bench_scale.py --rows 2000000 --cap 100M --min-ratio 1    # a quick try
+    NUMBA_CACHE_DIR=/tmp/nc python scripts/bench_scale.py                    # ~4.3 GB under 400M
+    python scripts/bench_scale.py --rows 2000000 --cap 300M --min-ratio 1    # a quick try
 """
 
 from __future__ import annotations
@@ -140,14 +146,15 @@ def reader_figures(h: list[dict], store_bytes: int, disk_capped: float, disk_unc
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=14_000_000)
-    ap.add_argument("--cols", type=int, default=200_000)
+    ap.add_argument("--rows", type=int, default=18_000_000)
+    ap.add_argument("--cols", type=int, default=1 << 22)
     ap.add_argument("--nnz", type=int, default=20)
-    ap.add_argument("--cap", default="270M", help="memory cgroup limit of the cold run (run-capped syntax)")
-    ap.add_argument("--memory", default="48MiB", help="--memory of the capped run (blocks read ahead, cache)")
-    ap.add_argument("--synth-memory", default="128MiB", help="--memory of ooc synth (blocks are 1/8 of it)")
+    ap.add_argument("--cap", default="400M", help="memory cgroup limit of the cold run (run-capped syntax)")
+    ap.add_argument("--memory", default="auto", help="--memory of the capped run (default: auto, the cgroup's)")
+    ap.add_argument("--synth-memory", default=None, help="--memory of ooc synth (default: synth's, 64 MiB blocks)")
     ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--train-args", default="--mix-blocks 1", help="extra ooc train options")
+    ap.add_argument("--train-args", default="", help="extra ooc train options")
+    ap.add_argument("--no-second-cap", action="store_true", help="skip the run at the smallest limit ooc info names")
     ap.add_argument("--l2", type=float, default=1e-6)
     ap.add_argument("--min-ratio", type=float, default=10.0, help="store size on disk / cap, at least")
     ap.add_argument("--workdir", default="/tmp/ooc-bench-scale")
@@ -176,7 +183,8 @@ def main(argv=None):
         t0 = time.monotonic()
         p = subprocess.run(ooc_exe() + ["synth", store, "--rows", str(args.rows), "--cols", str(args.cols),
                                         "--nnz-per-row", str(args.nnz), "--values", "gaussian", "--dtype", "float64",
-                                        "--layout", "rows", "--memory", args.synth_memory, "--overwrite", "--json"],
+                                        "--layout", "rows", "--overwrite", "--json",
+                                        *(["--memory", args.synth_memory] if args.synth_memory else [])],
                            capture_output=True, text=True)
         if p.returncode != 0:
             raise SystemExit(f"ooc synth failed: {p.stderr.strip()[-500:]}")
@@ -285,6 +293,24 @@ def main(argv=None):
     result["read_throughput_target"] = 0.8
     result["reader"] = reader_figures(history(cold_run), on_disk, result["disk_cold_read"]["bytes_per_s"],
                                       result["disk_cold_read_uncapped"]["bytes_per_s"])
+    result["cold_memory_budget"] = json.loads(cold["stdout"].strip().splitlines()[-1]).get("memory_budget")
+
+    # 5. the smallest limit ooc info names for this store (auto, default options): train under it
+    if not args.no_second_cap:
+        fit = info["memory_fit"]["families"]["sdca"]
+        second = f"{-(-fit['smallest_memory'] // 2**20)}M"
+        run2 = os.path.join(args.workdir, "run-second-cap")
+        shutil.rmtree(run2, ignore_errors=True)
+        r2 = capped(second, ooc_exe() + train + ["--out", run2, "--memory", args.memory])
+        cp2 = passes(history(run2)) if r2["exit"] == 0 else []
+        result["second_cap"] = {
+            "cap": second, "named_by": "ooc info STORE --json: memory_fit.families.sdca.smallest_memory",
+            "exit": r2["exit"], "oom_kills": r2.get("oom_kills"), "peak": r2.get("peak"),
+            "wall_seconds": r2["wall_seconds"], "pass_seconds": [round(p["seconds"], 3) for p in cp2],
+            "same_primal_as_cold": (json.loads(r2["stdout"].strip().splitlines()[-1])["primal"]
+                                    == json.loads(cold["stdout"].strip().splitlines()[-1])["primal"])
+            if r2["exit"] == 0 else None,
+            **({"error": r2.get("stderr_tail") or r2["stdout"][-300:]} if r2["exit"] != 0 else {})}
     result["oom_kills_target"] = 0
     result["seconds_total"] = round(time.monotonic() - t_all, 1)
     print(json.dumps(result))

@@ -80,3 +80,52 @@ def test_convert_under_memory_cap(tmp_path, fmt):
         blk = st.block("rows", st.n_blocks("rows") // 2)
         assert blk.indptr[-1] == st.row_nnz[blk.start:blk.stop].sum()
         assert int(st.col_nnz.sum()) == nnz
+
+
+def _cgroup_or_skip():
+    if not os.path.exists(RUN_CAPPED):
+        pytest.skip(f"{RUN_CAPPED} not found")
+    probe = subprocess.run([RUN_CAPPED, "64M", "--", "true"], capture_output=True, text=True)
+    if probe.returncode == 3:
+        pytest.skip(f"run-capped: no writable memory cgroup here ({probe.stderr.strip().splitlines()[-1]})")
+
+
+#: the training cap: the interpreter with its kernels (~190 MiB), 2**18 features' vectors, a group
+#: of four 8 MiB training blocks and one read ahead, and the margin
+TRAIN_CAP = os.environ.get("OOC_CAPPED_TRAIN_LIMIT", "320M")
+
+
+@pytest.mark.cgroup
+def test_train_default_options_under_memory_cap(tmp_path):
+    """A store several times the cap, converted with the default 64 MiB blocks (more than the cap
+    leaves for data), trains with default options (``--memory auto``: the cgroup's limit): no OOM
+    kill, a finished model, and the same coefficients as the same run without a cap (the iterates
+    never depend on the memory)."""
+    _cgroup_or_skip()
+    cap = _bytes(TRAIN_CAP)
+    store = str(tmp_path / "big.zarr")
+    rows = int(3 * cap / (20 * 12))  # 20 float64 values and int32 ids a row: ~3x the cap on disk
+    env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", "/tmp/ooc_nc")}
+    subprocess.run(_ooc() + ["synth", store, "--rows", str(rows), "--cols", str(1 << 18), "--nnz-per-row", "20",
+                             "--values", "gaussian", "--dtype", "float64", "--layout", "rows"],
+                   check=True, capture_output=True, env=env, timeout=1800)
+    with open_store(store) as st:
+        assert st.bytes_on_disk() >= 2.5 * cap and int(st.attrs["block_bytes"]) == 64 << 20
+    train = ["train", store, "--max-epochs", "2", "--tol", "1e-12", "--json"]
+    r = subprocess.run([RUN_CAPPED, TRAIN_CAP, "--cold", "--"] + _ooc() + train + ["--out", str(tmp_path / "capped")],
+                       capture_output=True, text=True, timeout=1800, env=env)
+    report = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    assert r.returncode == 0, f"train under a {TRAIN_CAP} cap failed: {r.stderr[-2000:]}"
+    m = re.search(r"oom_kills=(\d+)", report)
+    assert m and m.group(1) == "0", report
+    import json
+
+    import numpy as np
+
+    capped = json.loads(r.stdout.strip().splitlines()[-1])
+    assert capped["memory_source"] == "cgroup memory limit" and capped["memory_budget"] < cap
+    free = subprocess.run(_ooc() + train + ["--out", str(tmp_path / "free")], capture_output=True, text=True,
+                          timeout=1800, env=env, check=True)
+    assert json.loads(free.stdout.strip().splitlines()[-1])["primal"] == capped["primal"]
+    assert np.array_equal(np.load(tmp_path / "capped" / "model" / "coef.npy"),
+                          np.load(tmp_path / "free" / "model" / "coef.npy"))

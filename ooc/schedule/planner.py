@@ -223,7 +223,8 @@ def refuse_or_warn(p: Plan, limit=None, held: int = 0) -> None:
     if limit is None:
         warnings.warn(f"--memory is less than this run holds at once ({parts}); it goes on above it: the smallest "
                       f"--memory that works here is {format_bytes(held + p.minimum)}"
-                      + (" (the process holds " + format_bytes(held) + " of it)" if held else ""),
+                      + (" (the process holds " + format_bytes(held) + " of it)" if held else "")
+                      + "; or lower --mix-blocks / --block-bytes (the iterates depend on them, never on --memory)",
                       MemoryBudgetWarning, stacklevel=3)
         return
     from .._memlimit import smallest_limit
@@ -298,10 +299,10 @@ def _row_groups_warning(store, mix: int, memory: int, free: int, vec: int, fixed
 def store_resident(footprint: Footprint, store) -> dict:
     """``{"beyond_memory", "vectors"}`` of ``footprint`` on ``store`` (what ``ooc info`` prints).
 
-    ``beyond_memory``: held whatever ``--memory`` is (``O(d)`` vectors and one block's ``O(rows)``
-    ones), so a run keeps at most ``--memory`` plus this; ``vectors``: the ``O(n)`` vectors, kept
-    in memory and charged to ``--memory`` when they fit in a quarter of it, otherwise paged,
-    streamed or memory-mapped. Computed for ``k`` one-vs-rest problems (the classes of a
+    ``beyond_memory`` (the name is older than the whole-process budget): held whatever the split
+    (``O(d)`` vectors and one block's ``O(rows)`` ones), taken off ``--memory`` first; ``vectors``:
+    the ``O(n)`` vectors, kept in memory when they fit in a quarter of what is left, otherwise
+    paged, streamed or memory-mapped. Computed for ``k`` one-vs-rest problems (the classes of a
     multiclass store, else 1), with a bias feature and ``mix = 4``.
     """
     n, d = store.shape

@@ -169,7 +169,7 @@ def convert_factorized(source, store, k: int, *, seed: int = 0, overwrite: bool 
     of ``V``) and ``seed`` (of ``G``). Returns the opened store.
     """
     from .backend import MemoryBackend
-    from .ingest import convert, parse_bytes
+    from .ingest import convert, memory_budget
 
     store = os.fspath(store)
     exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
@@ -179,7 +179,7 @@ def convert_factorized(source, store, k: int, *, seed: int = 0, overwrite: bool 
     tmp = temporary_path(store)
     try:
         convert(source, tmp, **convert_options).close()
-        factorize_in_place(tmp, k, seed, parse_bytes(convert_options.get("memory", "1GiB")))
+        factorize_in_place(tmp, k, seed, memory_budget(convert_options.get("memory", "1GiB")))
         publish(tmp, store, replace=exists)
     except BaseException:
         remove_path(tmp)
