@@ -379,7 +379,9 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         all on the same pass), or the Crammer-Singer multiclass hinge (``loss='hinge'`` or
         ``'smooth-hinge'``). Ignored for two classes.
     memory : str or int
-        Block cache budget (e.g. ``'1GiB'``).
+        What training may add to this process (e.g. ``'1GiB'``); ``'auto'`` (the default): what the
+        process may use (cgroup limit, RLIMIT_AS, available RAM) less what it holds. Never changes the
+        result.
     seed : int
         Seed of the block and row orders (the result is deterministic).
     run_dir : str or None

@@ -240,7 +240,8 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
     **options
         ``loss`` ('logistic', 'squared', 'smooth-hinge', 'hinge'), ``gamma``, ``l2``, ``l1``,
         ``solver``, ``sampling``, ``tol`` (relative duality gap), ``max_epochs``, ``memory``
-        (block cache budget), ``bias``, ``class_weight`` ('balanced'), ``seed``,
+        (what training may add to this process, or ``'auto'``: see :mod:`ooc._memlimit`), ``block_bytes``
+        (training blocks: the store's cut to this size, or ``'store'``), ``bias``, ``class_weight`` ('balanced'), ``seed``,
         ``checkpoint_every`` (seconds), ``distributed`` ('local:N' or a scheduler address);
         for ``solver='dgpd'``: ``dgpd_rounds``, ``dgpd_batch``, ``dgpd_growth``,
         ``dgpd_dual_step`` (see :class:`ooc.solvers.dgpd.DGPDSolver`).
@@ -303,9 +304,11 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
+    # what the process holds comes off --memory first: measured before the store is read, with the
+    # reader's buffers it will hold once it is (the cut below reads already)
+    memory = _memory_budget(o, st.reader_bytes())
     # the solvers visit training blocks (the store's cut to --block-bytes), never the store's own
     pb = make_problem(st.with_blocks(o["train_block_bytes"]), o)
-    memory = _memory_budget(o)
     solver = driver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], **memory, "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
@@ -361,14 +364,15 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     return Run(rd.path, result)
 
 
-def _memory_budget(o: dict) -> dict:
+def _memory_budget(o: dict, reader: int = 0) -> dict:
     """The solver's memory options: ``memory`` (bytes the work may add to this process), and under
     ``auto`` the limit it came from (``memory_limit``) and what the process held (``memory_held``).
 
-    Logged on the ``ooc`` logger (the command line prints it): what ``auto`` chose, or what an
-    explicit ``--memory`` leaves once the process's own size is counted.
+    ``reader``: the store reader's buffers, not yet allocated. Logged on the ``ooc`` logger (the command
+    line prints it): what ``auto`` chose, or what an explicit ``--memory`` leaves once the process's own
+    size is counted.
     """
-    held = held_bytes()
+    held = held_bytes() + reader
     if o["memory_bytes"] is None:
         limit = process_limit()
         budget = auto_budget(limit, held)

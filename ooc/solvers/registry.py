@@ -137,7 +137,8 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
     """Whether and how a run of each solver family fits ``memory`` on ``store`` (``ooc info --memory``).
 
     ``memory`` is the whole process (None: what this process may use, ``auto``); the process is
-    assumed to hold :data:`ooc._memlimit.TRAIN_PROCESS_BYTES` and the kernels when it plans, with no
+    assumed to hold :data:`ooc._memlimit.TRAIN_PROCESS_BYTES`, the kernels and the store reader's
+    buffers when it plans, with no
     bias feature, ``--l1 0`` and ``k`` one-vs-rest problems (a multiclass store's classes, else 1). Per family:
     ``fits``, ``smallest_memory`` (the smallest ``--memory``, or limit under ``auto``, that holds the
     O(d) vectors and what a pass holds at once), ``fixed`` (the O(d) vectors), and the plan:
@@ -146,7 +147,7 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
     from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, auto_budget, process_limit, smallest_limit
 
     view = store.with_blocks(block_bytes)
-    held = TRAIN_PROCESS_BYTES + KERNELS_BYTES
+    held = TRAIN_PROCESS_BYTES + KERNELS_BYTES + store.reader_bytes()
     limit = process_limit() if memory is None else None
     budget = auto_budget(limit, held) if memory is None else max(0, int(memory) - held)
     k = len(store.classes) if store.label_kind == MULTICLASS and store.classes else 1

@@ -170,6 +170,10 @@ class Backend(ABC):
             if stop > start:
                 out[...] = self.read(name, start, stop)
 
+    def reader_bytes(self, names) -> int:
+        """Bytes this backend's reader holds once it has read arrays ``names`` (buffers, caches): 0 here."""
+        return 0
+
     def file_bytes_read(self) -> int | None:
         """Encoded bytes read from the medium so far, where the backend counts them (else None)."""
         return None

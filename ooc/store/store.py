@@ -405,6 +405,11 @@ class Store:
         out.update(a.get("stats", {}))
         return out
 
+    def reader_bytes(self) -> int:
+        """Bytes the backend's reader holds once blocks are read (its buffers: part of what a process
+        reading this store holds whatever its ``--memory`` split)."""
+        return self.backend.reader_bytes([array_name(lay, f) for lay in self.layouts for f in (INDICES, DATA)])
+
     def with_blocks(self, block_bytes: int | None) -> Store:
         """This store with every block of each layout cut to at most ``block_bytes`` decoded bytes.
 

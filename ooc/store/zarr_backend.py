@@ -42,7 +42,7 @@ from zarr.codecs import BloscCodec, Crc32cCodec
 from zarr.storage import LocalStore
 
 from .backend import Backend, StoreCorruptError, StoreError, one_line
-from .chunk_files import ChunkReader, direct_io_default, direct_reader
+from .chunk_files import READ_BUFFERS, ChunkReader, direct_io_default, direct_reader
 from .layout import inner_chunk_len, worth_compressing
 
 _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
@@ -220,6 +220,12 @@ class ZarrBackend(Backend):
 
     def decodes_whole_chunks(self, name):
         return self._direct_reader(name) is None
+
+    def reader_bytes(self, names) -> int:
+        """The chunk reader's buffers of encoded bytes (:data:`ooc.store.chunk_files.READ_BUFFERS`, and a
+        thread's own for reads that are not pipelined), each up to a chunk file of the widest array."""
+        widest = max((self.chunk_len(n) * self.dtype(n).itemsize for n in names if self.has(n)), default=0)
+        return (READ_BUFFERS + 1) * widest
 
     def file_bytes_read(self):
         return sum(a.file_bytes for a in list(self._direct.values()) if a is not None)
