@@ -48,13 +48,15 @@ Read throughput, what each figure means:
 
 Defaults: the store written with the default convert options (``ooc synth`` as ``ooc convert``:
 64 MiB blocks) and 2**22 features, trained with the default train options (``--memory auto``,
-which reads the cgroup's limit; 8 MiB training blocks, ``--mix-blocks 4``) under a 400M cgroup:
-the interpreter with its kernels (~190 MiB) and the O(d) vectors (~100 MiB) leave about 100 MiB
-for the blocks, ~1/40 of the store. ``--memory``/``--train-args`` try other settings.
+which reads the cgroup's limit; 8 MiB training blocks, ``--mix-blocks 4``) under a 480M cgroup:
+the interpreter with its kernels and the store reader's buffers (~230 MiB) and the O(d) vectors
+(~100 MiB) leave about 110 MiB for the blocks (a group and the next one read ahead), ~1/45 of
+the store. The second cap (~405 MiB for this store) leaves room for a group and one block read
+ahead only. ``--memory``/``--train-args`` try other settings.
 
 Usage::
 
-    NUMBA_CACHE_DIR=/tmp/nc python scripts/bench_scale.py                    # ~4.3 GB under 400M
+    NUMBA_CACHE_DIR=/tmp/nc python scripts/bench_scale.py                    # ~5.2 GB under 480M
     python scripts/bench_scale.py --rows 2000000 --cap 300M --min-ratio 1    # a quick try
 """
 
@@ -146,10 +148,10 @@ def reader_figures(h: list[dict], store_bytes: int, disk_capped: float, disk_unc
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=18_000_000)
+    ap.add_argument("--rows", type=int, default=22_500_000)
     ap.add_argument("--cols", type=int, default=1 << 22)
     ap.add_argument("--nnz", type=int, default=20)
-    ap.add_argument("--cap", default="400M", help="memory cgroup limit of the cold run (run-capped syntax)")
+    ap.add_argument("--cap", default="480M", help="memory cgroup limit of the cold run (run-capped syntax)")
     ap.add_argument("--memory", default="auto", help="--memory of the capped run (default: auto, the cgroup's)")
     ap.add_argument("--synth-memory", default=None, help="--memory of ooc synth (default: synth's, 64 MiB blocks)")
     ap.add_argument("--epochs", type=int, default=3)

@@ -66,6 +66,11 @@ def test_grid_with_a_broken_entry_finishes_the_others_and_rerun_skips(data):
         assert m.coef_.shape == (300,)
     again = run_batch(spec, workers=2)
     assert sorted(r.get("state") for r in again if r["status"] == "ok") == ["skipped", "skipped"]
+    # --memory auto on a worker: its share of the machine (Dask's memory limit), not all of it
+    for r in by_store[store]:
+        with open(os.path.join(out, r["run"], "model", "metrics.json")) as f:
+            metrics = json.load(f)
+        assert metrics["memory_source"] == "Dask worker memory limit", metrics
 
 
 def test_batch_spec_errors_name_the_file(tmp_path):
