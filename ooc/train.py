@@ -13,11 +13,12 @@ from ._memlimit import auto_budget, counts_whole_process, held_bytes, kernels_lo
 from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import run as run_solver
-from .fsutil import atomic_write_bytes, read_sealed_json, remove_stale_temporaries, seal_json
+from .fsutil import atomic_write_bytes, read_sealed_json, remove_stale_temporaries, remove_tree, seal_json
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
+from .schedule.planner import MemoryLimitError
 from .solvers.problem import make_problem
 from .solvers.registry import (
     ADDED_L2,
@@ -271,8 +272,14 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         raise ValueError(f"{o['solver_used']} does not take warm starts (a finished run's duals start {able} only)")
     warm = _warm_source(warm_start, st, o) if warm_start else None
     rd = RunDir.create(out, config, overwrite=overwrite, inputs=[st.path, warm_start])
-    with rd.lock():
-        return _execute(rd, st, o, resume=False, progress=progress, warm=warm)
+    try:
+        with rd.lock():
+            return _execute(rd, st, o, resume=False, progress=progress, warm=warm)
+    except MemoryLimitError:
+        # refused before its first epoch (the limit cannot hold it): the same command under a larger
+        # limit must find no run directory in its way
+        remove_tree(rd.path)
+        raise
 
 
 def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:

@@ -95,6 +95,7 @@ def _cgroup_or_skip():
 TRAIN_CAP = os.environ.get("OOC_CAPPED_TRAIN_LIMIT", "320M")
 
 
+@pytest.mark.slow
 @pytest.mark.cgroup
 def test_train_default_options_under_memory_cap(tmp_path):
     """A store several times the cap, converted with the default 64 MiB blocks (more than the cap
@@ -129,3 +130,27 @@ def test_train_default_options_under_memory_cap(tmp_path):
     assert json.loads(free.stdout.strip().splitlines()[-1])["primal"] == capped["primal"]
     assert np.array_equal(np.load(tmp_path / "capped" / "model" / "coef.npy"),
                           np.load(tmp_path / "free" / "model" / "coef.npy"))
+
+
+@pytest.mark.cgroup
+def test_auto_under_a_cgroup_too_small_says_the_limit_that_works(tmp_path):
+    """``--memory auto`` under a cgroup that cannot hold the O(d) vectors of 2**22 features beside
+    the interpreter: one line before the first epoch naming the limit that will work, no OOM kill;
+    under that limit the same command trains."""
+    _cgroup_or_skip()
+    store = str(tmp_path / "wide.zarr")
+    env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", "/tmp/ooc_nc")}
+    subprocess.run(_ooc() + ["synth", store, "--rows", "2000", "--cols", str(1 << 22), "--nnz-per-row", "10",
+                             "--layout", "rows"], check=True, capture_output=True, env=env, timeout=600)
+    cmd = _ooc() + ["train", store, "--out", str(tmp_path / "run"), "--max-epochs", "2", "--json"]
+    r = subprocess.run([RUN_CAPPED, "250M", "--"] + cmd, capture_output=True, text=True, timeout=600, env=env)
+    lines = [ln for ln in r.stderr.splitlines() if not ln.startswith("run-capped:")]
+    assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("ooc: error:"), r.stderr
+    assert "cgroup memory limit" in lines[0] and "Traceback" not in r.stderr
+    assert re.search(r"oom_kills=0", r.stderr), r.stderr
+    need = re.search(r"training needs at least ([\d.]+) MiB", lines[0])
+    assert need, lines[0]
+    ok = subprocess.run([RUN_CAPPED, f"{int(float(need.group(1))) + 1}M", "--"] + cmd, capture_output=True, text=True,
+                        timeout=600, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert re.search(r"oom_kills=0", ok.stderr), ok.stderr

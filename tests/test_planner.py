@@ -105,7 +105,7 @@ def test_solvers_take_the_recorded_split(stores, mem, mix):
 
     s, w = make(SDCASolver)
     kind, depth, ahead, cache, warns = RECORDED["plans"][f"blocks/bin/{mem}/{mix}"]
-    copies = 8 * s.k * s.dim * 3 + (8 * s.k * s.n if kind == "memory" else 0)
+    copies = 8 * s.k * s.dim * (s.state_vectors - (1 if s.v_is_w() else 0)) + (8 * s.k * s.n if kind == "memory" else 0)
     assert [s.duals.kind, s.read_depth, s.ahead_blocks, s.cache.budget, bool(w)] \
         == [kind, depth, ahead, cache - (copies if cache >= copies else 0), bool(warns)]
     r, _ = make(RCDPrimalSolver, sampling="uniform")

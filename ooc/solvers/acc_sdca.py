@@ -70,6 +70,9 @@ class AccSDCASolver(BlockLoopSolver):
         self.inner_passes = int(options.get("inner_passes") or 1)
         self.l2_inner = float(self.params.l2_inner)
 
+    #: w, v, w_prev, and the outer loop's center, w(t-1) and the pass's v snapshot
+    state_vectors = 6
+
     # -- state -----------------------------------------------------------------------------------------
     def fresh_state(self) -> dict:
         state = super().fresh_state()  # plain v = 1/(l2 n) sum a_i x_i (zeros unless warm-started)

@@ -190,18 +190,29 @@ class BlockLoopSolver(StoreSolver):
         self.read_depth, self.ahead_blocks = self.plan.read_depth, self.plan.ahead_blocks
         # a checkpoint written while the run goes on copies the state first (w, v, the snapshot and the
         # duals in memory): only when the cache can give up that much, else it is written in place
-        copies = 8 * self.k * self.dim * 3 + (8 * self.k * self.n if self.plan.vectors_in_memory else 0)
+        copies = (8 * self.k * self.dim * (self.state_vectors - (1 if self.v_is_w() else 0))
+                  + (8 * self.k * self.n if self.plan.vectors_in_memory else 0))
         self._copy_checkpoints = self.plan.cache_bytes >= copies
         self.cache = BlockCache(self.plan.cache_bytes - (copies if self._copy_checkpoints else 0))
         self._gate, self._positions = None, {}
         # the arrays of blocks and groups read from the store, reused once nothing refers to them
         self._buffers = BufferPool(2 + self.read_depth)
 
+    #: ``(k, dim)`` arrays of the state (checkpointed): ``w``, ``v``, the pass snapshot ``w_prev``
+    state_vectors = 3
+
+    @classmethod
+    def held_vectors(cls, l1: float) -> int:
+        """``(k, dim)`` arrays held at once: the state's, and the result's copy at the end."""
+        return cls.state_vectors + 1
+
     def _fixed_bytes(self) -> int:
-        """What this solver holds whatever the plan (:func:`ooc.schedule.planner.fixed_bytes`), one
-        ``O(d)`` vector per problem less when ``v`` is ``w`` (:meth:`v_is_w`)."""
+        """What this solver holds whatever the plan: the footprint's rows terms
+        (:func:`ooc.schedule.planner.fixed_bytes`) with its own count of ``O(d)`` vectors
+        (:meth:`held_vectors`: its state, the result) in place of the family's."""
         fixed = fixed_bytes(self.footprint, self.store, self.k, self.dim, self.mix)
-        return fixed - (8 * self.k * self.dim if self.v_is_w() else 0)
+        family = self.footprint.per_k_dim * self.k * self.dim
+        return fixed - family + 8 * self.k * self.dim * self.held_vectors(float(self.pb.penalty.l1))
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:

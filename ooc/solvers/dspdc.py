@@ -174,6 +174,10 @@ class DSPDCSolver(BlockLoopSolver):
             self.theta, self.tau, self.sigma = 0.0, 1.0 / self.l2, 1.0
         self.qdual = self.n / self.sigma
 
+    #: w, w_prev, and six vectors of the inner dimension (dim on a plain store, K on a factorized one:
+    #: counted as dim, an upper bound)
+    state_vectors = 8
+
     # -- state ----------------------------------------------------------------------------------------------
     def fresh_state(self) -> dict:
         k, dim, ki = self.k, self.dim, self.k_in

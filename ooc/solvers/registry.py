@@ -134,13 +134,14 @@ def resident_memory(store) -> dict:
 
 
 def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> dict:
-    """Whether and how a run of each solver family fits ``memory`` on ``store`` (``ooc info --memory``).
+    """Whether and how a run of each solver fits ``memory`` on ``store`` (``ooc info --memory``).
 
     ``memory`` is the whole process (None: what this process may use, ``auto``); the process is
     assumed to hold :data:`ooc._memlimit.TRAIN_PROCESS_BYTES`, the kernels and the store reader's
     buffers when it plans, with no
     bias feature, ``--l1 0`` and ``k`` one-vs-rest problems (a multiclass store's classes, else 1). Per family:
-    ``fits``, ``smallest_memory`` (the smallest ``--memory``, or limit under ``auto``, that holds the
+    (each solver: those of the row-block family differ in their O(d) vectors) ``fits``,
+    ``smallest_memory`` (the smallest ``--memory``, or limit under ``auto``, that holds the
     O(d) vectors and what a pass holds at once), ``fixed`` (the O(d) vectors), and the plan:
     ``vectors`` ('memory' or 'paged'), ``group``/``read_ahead`` (row-groups), ``cache``.
     """
@@ -154,16 +155,12 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
     out = {"memory": int(memory) if memory is not None else limit.bytes,
            "memory_source": "--memory" if memory is not None else limit.source,
            "process_bytes": held, "work_bytes": budget, "k": k, "families": {}}
-    seen = []
     for name, spec in SOLVER_REGISTRY.items():
         fp = spec.footprint
-        if any(fp is other for other in seen):
-            continue
-        seen.append(fp)
         m = mix if fp.policy == "row-groups" else 1
         fixed = fixed_bytes(fp, view, k, view.n_cols, m)
-        if fp is ROW_GROUPS:  # with --l1 0 (the default) v is w: one O(d) vector less (BlockLoopSolver)
-            fixed -= 8 * k * view.n_cols
+        if fp is ROW_GROUPS:  # the solver's own O(d) vectors (BlockLoopSolver.held_vectors), with --l1 0
+            fixed += 8 * k * view.n_cols * (driver_class(name).held_vectors(0.0) - fp.per_k_dim // 8)
         p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
         least = held + p.minimum
         fam = {"fits": p.warning is None, "fixed": p.fixed,
@@ -171,7 +168,8 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
                "vectors": "memory" if p.vectors_in_memory else "paged", "vector_bytes": p.vector_bytes,
                "cache": p.cache_bytes}
         if fp.policy == "row-groups":
-            fam.update(group=group_and_ahead(view, m)[0], read_ahead=p.readahead, blocks=view.n_blocks(ROWS),
+            group, ahead = group_and_ahead(view, m)
+            fam.update(group=group, read_ahead=p.readahead if ahead else 0, blocks=view.n_blocks(ROWS),
                        block_bytes=int(view.attrs["block_bytes"]))
         out["families"][name] = fam
     return out

@@ -27,6 +27,10 @@ class SDCASolver(BlockLoopSolver):
 
     name = "sdca"
 
+    @classmethod
+    def held_vectors(cls, l1: float) -> int:
+        return super().held_vectors(l1) - (1 if float(l1) == 0.0 else 0)  # v is w (v_is_w)
+
     def v_is_w(self) -> bool:
         # soft_threshold(v, 0) = v exactly; the bias entry is v too
         return float(self.pb.penalty.l1) == 0.0
