@@ -1,4 +1,5 @@
-"""What the processor's caches hold: whether prefetching a gathered vector pays.
+"""The processor: what its caches hold (whether prefetching a gathered vector pays), and the cores
+this process may use (``--threads``).
 
 A sweep over rows in storage order reads ``indices`` and ``data`` sequentially and
 gathers ``w[indices[p]]``. When ``w`` stays in the last-level cache the processor's
@@ -13,10 +14,13 @@ from __future__ import annotations
 
 import functools
 import glob
+import math
 import os
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["gather_prefetch_pays", "last_level_cache_bytes"]
+__all__ = ["gather_prefetch_pays", "last_level_cache_bytes", "available_cpus", "resolve_threads", "map_threads"]
 
 
 def _parse_size(text: str) -> int | None:
@@ -52,3 +56,95 @@ def gather_prefetch_pays(nbytes: int) -> bool:
     """
     llc = last_level_cache_bytes()
     return llc is None or nbytes > llc // 2
+
+
+def _cgroup_cpu_quota(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> float | None:
+    """CPUs the cgroup quota allows this process (``quota / period``, the tightest on its path), or None."""
+    try:
+        with open(proc_cgroup) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        rel = path.strip("/")
+        while True:
+            quota = None
+            if controllers == "":  # v2: "max 100000" or "200000 100000"
+                text = _read_text(os.path.join(root, rel, "cpu.max"))
+                if text and not text.startswith("max"):
+                    q, p = text.split()[:2]
+                    quota = int(q) / int(p)
+            elif "cpu" in controllers.split(","):
+                base = os.path.join(root, "cpu,cpuacct") if os.path.isdir(os.path.join(root, "cpu,cpuacct")) else (
+                    os.path.join(root, "cpu"))
+                q = _read_text(os.path.join(base, rel, "cpu.cfs_quota_us"))
+                p = _read_text(os.path.join(base, rel, "cpu.cfs_period_us"))
+                if q and p and int(q) > 0 and int(p) > 0:
+                    quota = int(q) / int(p)
+            if quota is not None and quota > 0:
+                best = quota if best is None else min(best, quota)
+            if not rel:
+                break
+            rel = os.path.dirname(rel)
+    return best
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except (OSError, ValueError):
+        return None
+
+
+def available_cpus() -> int:
+    """Cores this process may use: its CPU affinity, bounded by its cgroup's CPU quota (rounded up), >= 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        n = min(n, max(1, math.ceil(quota)))
+    return max(1, n)
+
+
+def resolve_threads(threads: int | None) -> int:
+    """``--threads``: a count >= 1 as given, or 0/None for :func:`available_cpus`."""
+    t = int(threads or 0)
+    if t < 0:
+        raise ValueError(f"--threads must be >= 0 (0: every core this process may use; got {threads})")
+    return t or available_cpus()
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def compute_pool(threads: int) -> ThreadPoolExecutor | None:
+    """A long-lived pool of ``threads`` compute threads (the kernels release the GIL), None for 1."""
+    if threads <= 1:
+        return None
+    with _POOLS_LOCK:
+        pool = _POOLS.get(threads)
+        if pool is None:
+            pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="ooc-compute")
+        return pool
+
+
+def map_threads(fn, items, threads: int) -> list:
+    """``[fn(x) for x in items]``, on ``threads`` compute threads when more than one and more than one item.
+
+    The results come back in ``items``' order and each ``fn(x)`` is the same computation whatever
+    ``threads`` is, so a caller whose items write disjoint outputs gets the same numbers bit for bit.
+    """
+    items = list(items)
+    pool = compute_pool(threads) if len(items) > 1 else None
+    if pool is None:
+        return [fn(x) for x in items]
+    return list(pool.map(fn, items))

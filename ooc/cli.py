@@ -381,8 +381,8 @@ def _report(result: dict, as_json: bool) -> None:
 #: ``ooc train``'s options in the order ``--help`` lists them (their defaults, types, choices and
 #: help come from :class:`ooc.config.TrainConfig`).
 TRAIN_OPTION_ORDER = (
-    "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "block_bytes", "mix_blocks", "inner_passes",
-    "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "memory", "bias",
+    "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "block_bytes", "mix_blocks",
+    "threads", "inner_passes", "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "memory", "bias",
     "class_weight", "seed", "checkpoint_every", "distributed",
 )
 
@@ -463,8 +463,10 @@ def resume(run, max_epochs, as_json, verbose):
 @click.option("--proba", is_flag=True, help="Print the probability of the positive class (logistic).")
 @click.option("--memory", default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
+@click.option("--threads", type=int, default=0, show_default=True,
+              help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
 @_user_errors
-def predict(run, input, out_file, proba, memory):
+def predict(run, input, out_file, proba, memory, threads):
     """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
     from .evaluate import iter_predictions
     from .fsutil import atomic_output, contains
@@ -475,7 +477,7 @@ def predict(run, input, out_file, proba, memory):
             if "://" not in path and os.path.lexists(path) and contains(path, out_file):
                 raise UserError(f"--out {out_file}: is {what} {path} or inside it; choose another file")
     with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
-        for pred in iter_predictions(run, input, proba=proba, memory=memory):
+        for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads):
             fh.write("\n".join(_fmt_label(p) for p in pred))
             if len(pred):
                 fh.write("\n")
@@ -491,13 +493,15 @@ def _fmt_label(x) -> str:
 @click.argument("input", type=click.Path())
 @click.option("--memory", default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
+@click.option("--threads", type=int, default=0, show_default=True,
+              help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
 @click.option("--json", "as_json", is_flag=True)
 @_user_errors
-def evaluate(run, input, memory, as_json):
+def evaluate(run, input, memory, threads, as_json):
     """Score RUN's model on INPUT: accuracy, logloss, primal objective, ..."""
     from .evaluate import evaluate as do_evaluate
 
-    m = do_evaluate(run, input, memory=memory)
+    m = do_evaluate(run, input, memory=memory, threads=threads)
     if as_json:
         _emit_json(m)
         return

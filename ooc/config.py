@@ -72,6 +72,9 @@ class TrainConfig:
     block_bytes: str = _opt(DEFAULT_TRAIN_BLOCK, "Decoded bytes per training block: the store's blocks cut to at most "
                                                  "this ('store': as converted). With --seed and --mix-blocks it fixes "
                                                  "the order rows are visited in.")
+    threads: int = _opt(0, "Threads (0: every core the process may use: CPU affinity and cgroup quota; recorded "
+                           "in run.json, resume keeps it). The classes of one-vs-rest train on several at "
+                           "once; the iterates do not depend on it.")
     mix_blocks: int = _opt(4, "Row blocks whose rows are visited in one random permutation (memory: about twice "
                               "that many blocks are resident).")
     paging: str = _opt("shuffled", "rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.",
@@ -116,9 +119,11 @@ class TrainConfig:
         """The configuration a ``run.json`` was written with; options added since take their defaults.
 
         But ``block_bytes``: a run made before it existed visited the store's own blocks, and
-        goes on doing so (its iterates must not change on resume).
+        goes on doing so (its iterates must not change on resume); and ``threads``, 1 for such a run.
         """
         old = {"block_bytes": STORE_BLOCKS} if "block_bytes" not in config else {}
+        if "threads" not in config:  # made before --threads: one thread
+            old["threads"] = 1
         return cls.from_options({**old, **{k: config[k] for k in option_names() if k in config}, **override})
 
     def options(self) -> dict:
@@ -170,6 +175,13 @@ def _check_values(cfg: TrainConfig, loss) -> None:
         if not np.isfinite(x) or x < 0:
             raise ValueError(f"--{key} must be a finite number >= 0 (got {getattr(cfg, key)!r})")
         _set(cfg, key, x)
+    try:
+        threads = int(cfg.threads)
+    except (TypeError, ValueError):
+        threads = -1
+    if threads < 0 or threads != cfg.threads:
+        raise ValueError(f"--threads must be an integer >= 0 (0: every core the process may use; got {cfg.threads!r})")
+    _set(cfg, "threads", threads)
     for key in ("inner_passes", "mix_blocks"):
         if int(getattr(cfg, key)) < 1:
             raise ValueError(f"--{key.replace('_', '-')} must be >= 1")

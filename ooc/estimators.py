@@ -41,6 +41,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
+from ._cpu import resolve_threads
 from .config import TrainConfig
 from .model import proba_from_margins
 from .objectives.losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, loss_spec
@@ -163,9 +164,18 @@ class _OOCLinear(BaseEstimator):
     def _train_options(self) -> dict:
         opts = {"loss": self.loss, "l2": None if self.l2 is None else float(self.l2), "l1": float(self.l1),
                 "tol": float(self.tol), "max_epochs": int(self.max_epochs), "bias": float(self.bias),
-                "solver": self.solver, "memory": self.memory, "seed": int(self.seed)}
+                "solver": self.solver, "memory": self.memory, "seed": int(self.seed), "threads": self._threads()}
         opts.update(self._extra_options())
         return opts
+
+    def _threads(self) -> int:
+        """``n_jobs`` as ``--threads``: None or -1 every core the process may use, else that many."""
+        n = self.n_jobs
+        if n is None or n == -1:
+            return 0
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"n_jobs={n!r}: expected None, -1 or an integer >= 1")
+        return int(n)
 
     def _extra_options(self) -> dict:
         return {}
@@ -339,7 +349,8 @@ class _OOCLinear(BaseEstimator):
             out = []
             for b in range(st.n_blocks(L.ROWS)):
                 blk = st.block(L.ROWS, b)
-                out.append(self.model_.decision_csr(np.asarray(blk.indptr, dtype=np.int64), blk.indices, blk.data))
+                out.append(self.model_.decision_csr(np.asarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
+                                                    resolve_threads(self._threads())))
             return np.concatenate(out) if out else np.zeros(0)
         _check_sparse(X)
         X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32], reset=False)
@@ -387,6 +398,10 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
     run_dir : str or None
         Keep the run directory (checkpoints, history, model) there; None uses a
         temporary directory, removed after ``fit``.
+    n_jobs : int or None
+        Threads (``ooc train --threads``): None or -1, every core the process may use; the
+        classes of one-vs-rest train at once and predictions are computed on them. The result
+        does not depend on it.
 
     Attributes
     ----------
@@ -412,7 +427,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
 
     def __init__(self, loss=_D.loss, l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs, bias=1.0,
                  class_weight=_D.class_weight, gamma=_D.gamma, solver=_D.solver, multiclass="ovr", memory=_D.memory,
-                 seed=_D.seed, run_dir=None):
+                 seed=_D.seed, run_dir=None, n_jobs=None):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1
@@ -426,6 +441,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         self.memory = memory
         self.seed = seed
         self.run_dir = run_dir
+        self.n_jobs = n_jobs
 
     def _is_multiclass(self) -> bool:
         return len(getattr(self, "classes_", ())) > 2
@@ -531,7 +547,7 @@ class LinearRegressor(RegressorMixin, _OOCLinear):
     _losses = REGRESSION_LOSSES
 
     def __init__(self, loss=REGRESSION_LOSSES[0], l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs, bias=1.0,
-                 solver=_D.solver, memory=_D.memory, seed=_D.seed, run_dir=None):
+                 solver=_D.solver, memory=_D.memory, seed=_D.seed, run_dir=None, n_jobs=None):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1
@@ -542,6 +558,7 @@ class LinearRegressor(RegressorMixin, _OOCLinear):
         self.memory = memory
         self.seed = seed
         self.run_dir = run_dir
+        self.n_jobs = n_jobs
 
     def _encode_y(self, y, reset: bool):
         return np.asarray(y, dtype=np.float64)

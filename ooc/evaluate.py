@@ -27,6 +27,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from ._cpu import resolve_threads
 from .model import LinearModel, proba_from_margins
 from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
@@ -139,7 +140,7 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
     raise InputError(source, f"row {piece.row + k}: {msg}")
 
 
-def iter_predictions(run: str, source: str, proba: bool = False, memory="auto") -> Iterator[np.ndarray]:
+def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0) -> Iterator[np.ndarray]:
     """Predicted labels (or positive-class probabilities) of ``source``, piece by piece.
 
     ``source`` is a store or a file (svmlight, CSV, .npz, which may come without labels); its
@@ -149,17 +150,18 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto") 
     module docstring).
     """
     model = LinearModel.load(run)
+    nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
     if proba and not loss_spec(model.loss).proba:
         raise ValueError(f"--proba needs a logistic model (this one: {model.loss})")
     for piece in _iter_rows(model, source, memory, labels=False):
-        m = model.decision_csr(piece.indptr, piece.indices, piece.data)
+        m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         if proba:
             yield 1.0 / (1.0 + np.exp(-m))
         else:
             yield model.predict_from_margins(m)
 
 
-def evaluate(run: str, source: str, memory="auto") -> dict:
+def evaluate(run: str, source: str, memory="auto", threads: int = 0) -> dict:
     """Metrics of the run's model on ``source``.
 
     Classification: ``accuracy``, ``logloss`` (logistic), and the ``primal`` objective of
@@ -173,6 +175,7 @@ def evaluate(run: str, source: str, memory="auto") -> dict:
         row, and the model's classes), or more feature columns than the model (module docstring).
     """
     model = LinearModel.load(run)
+    nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
     meta = model.meta
     cs = meta.get("multiclass") == "crammer-singer"
     loss = make_loss(model.loss, gamma=meta.get("gamma", 1.0))
@@ -189,7 +192,7 @@ def evaluate(run: str, source: str, memory="auto") -> dict:
     for piece in _iter_rows(model, source, memory):
         _check_labels(model, source, piece)
         y = piece.labels
-        m = model.decision_csr(piece.indptr, piece.indices, piece.data)
+        m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         n += len(y)
         if model.task == L.BINARY:
             pos = model.classes_[-1]

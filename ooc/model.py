@@ -65,14 +65,26 @@ class LinearModel:
         out = X @ self.coef_.T
         return np.asarray(out) + self.intercept_
 
-    def decision_csr(self, indptr, indices, data) -> np.ndarray:
-        """Margins of CSR rows given as arrays (streamed prediction); ids >= d ignored."""
+    def decision_csr(self, indptr, indices, data, threads: int = 1) -> np.ndarray:
+        """Margins of CSR rows given as arrays (streamed prediction); ids >= d ignored.
+
+        ``threads``: rows split into that many consecutive ranges computed at once (each row's
+        margin is the same sum whatever the split).
+        """
+        from ._cpu import map_threads
         from .kernels.predict import csr_margins
 
         w = self.coef_ if self.coef_.ndim == 2 else self.coef_[None, :]
-        out = np.empty((len(indptr) - 1, w.shape[0]))
-        for k in range(w.shape[0]):
-            out[:, k] = csr_margins(indptr, indices, data, w[k])
+        n = len(indptr) - 1
+        out = np.empty((n, w.shape[0]))
+        cuts = np.linspace(0, n, max(1, min(int(threads), n)) + 1).astype(np.int64)
+
+        def part(job):
+            k, a, b = job
+            out[a:b, k] = csr_margins(indptr[a:b + 1], indices, data, w[k])
+
+        map_threads(part, [(k, int(a), int(b)) for k in range(w.shape[0]) for a, b in zip(cuts[:-1], cuts[1:])],
+                    int(threads))
         out += self.intercept_
         return out if self.coef_.ndim == 2 else out[:, 0]
 

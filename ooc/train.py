@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from ._cpu import resolve_threads
 from ._memlimit import auto_budget, counts_whole_process, held_bytes, kernels_loaded, process_limit, work_budget
 from ._version import __version__
 from .config import TrainConfig, defaults
@@ -62,6 +63,8 @@ def _validate(opts: dict, store) -> dict:
     """
     cfg = TrainConfig.from_options(opts)
     o = dict(cfg.options(), memory_bytes=cfg.memory_bytes, train_block_bytes=cfg.train_block_bytes)
+    # 0 becomes this machine's count here, so that run.json records the number a resume keeps
+    o["threads"] = resolve_threads(o["threads"])
     _check_task(o, cfg.loss_spec, store)
     _choose_solver(o, cfg.loss_spec, store)
     return o
@@ -320,6 +323,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
         pb, rd, {"tol": o["tol"], **memory, "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
+                 "threads": o["threads"],
                  "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
                  "l1_radius": o.get("l1_radius"),
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},

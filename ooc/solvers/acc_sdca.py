@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._cpu import map_threads
 from ..kernels.accel import momentum_into, recenter_v, shift_v
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import sdca_pass
@@ -129,6 +130,8 @@ class AccSDCASolver(BlockLoopSolver):
     def update_block(self, blk: TrainBlock, alpha, epoch, w, v) -> None:
         pb = self.pb
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
-        for c in range(self.k):
-            sdca_pass(self.update_loss, Rows(blk.indptr, blk.indices, blk.data), Labels(pb.sub_labels(blk.y, c), blk.c),
-                      alpha[c], order, v[c], w[c], Reg(self.l2_inner, float(pb.penalty.l1), float(self.n), float(pb.bias)))
+        rows = Rows(blk.indptr, blk.indices, blk.data)
+        reg = Reg(self.l2_inner, float(pb.penalty.l1), float(self.n), float(pb.bias))
+        # one-vs-rest classes on --threads threads: each touches only its own duals, v and w
+        map_threads(lambda c: sdca_pass(self.update_loss, rows, Labels(pb.sub_labels(blk.y, c), blk.c), alpha[c],
+                                        order, v[c], w[c], reg), range(self.k), self.threads)

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._cpu import gather_prefetch_pays
+from .._cpu import gather_prefetch_pays, map_threads
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.duals import make_duals
@@ -143,6 +143,8 @@ class StoreSolver:
         self.dim = st.n_cols + (1 if problem.bias > 0 else 0)
         self.nb = st.n_blocks(L.ROWS)
         self.row_ptr = st.block_ptr(L.ROWS)
+        #: compute threads (``--threads``): the problems solved side by side run on several at once
+        self.threads = max(1, int(options.get("threads") or 1))
 
     def at_epoch_start(self) -> bool:
         """Whether the next epoch step starts a new epoch (no part of it done yet)."""
@@ -336,11 +338,14 @@ class BlockLoopSolver(StoreSolver):
                   dsum: np.ndarray) -> None:
         """Add the block's terms of P (at ``w_state``) and D (at ``alpha``, before its update)."""
         pb = self.pb
-        for c in range(self.k):
+
+        def one(c):  # problem c alone: its own entries of psum, dsum (the same sums whatever the threads)
             yc = pb.sub_labels(blk.y, c)
             psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c], pb.bias,
                                           gather_prefetch_pays(w_state[c].nbytes))
             dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+
+        map_threads(one, range(self.k), self.threads)
 
     def export_w(self, w: np.ndarray) -> np.ndarray:
         """``w`` as (problems, dim) for the model."""

@@ -16,6 +16,7 @@ permutation that depends on ``(seed, epoch, block)`` only.
 
 from __future__ import annotations
 
+from .._cpu import map_threads
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import block_dual_loss, sdca_pass_gap
 from ..schedule.scheduler import row_order
@@ -41,9 +42,15 @@ class SDCASolver(BlockLoopSolver):
             return super().work_block(blk, alpha, epoch, w, v, w_state, psum, dsum, update)
         pb = self.pb
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
-        for c in range(self.k):  # one-vs-rest: every class on the block already in memory
+        rows = Rows(blk.indptr, blk.indices, blk.data)
+        reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))
+
+        def one(c):
+            # one-vs-rest: every class on the block already in memory; classes touch only their own duals,
+            # v, w and sums, so they run on --threads threads with the same results as one after the other
             yc = pb.sub_labels(blk.y, c)
             dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])  # before the update
-            psum[c] += sdca_pass_gap(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c],
-                                     order, v[c], w[c], Reg(float(pb.penalty.l2), float(pb.penalty.l1),
-                                                            float(self.n), float(pb.bias)), w_state[c])[1]
+            psum[c] += sdca_pass_gap(pb.loss, rows, Labels(yc, blk.c), alpha[c], order, v[c], w[c], reg, w_state[c])[1]
+
+        map_threads(one, range(self.k), self.threads)
+
