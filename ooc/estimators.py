@@ -500,6 +500,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`, computed without overflow for two classes."""
         m = self._margins(X)
         if m.ndim == 2:
             return np.log(self.predict_proba(X))
