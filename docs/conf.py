@@ -4,7 +4,7 @@ Build (strict: every warning is an error)::
 
     python -m sphinx -W -b html docs docs/_build/html
 
-Nothing here fetches from the network (no intersphinx): the build works offline.
+Nothing here downloads anything (no intersphinx): the build works offline.
 """
 
 import os

@@ -45,7 +45,7 @@ def test_sphinx_build_is_strict_and_offline(built_docs):
     assert (built_docs / "index.html").exists()
     with open(os.path.join(DOCS, "conf.py")) as f:
         conf = f.read()
-    assert "sphinx.ext.intersphinx" not in conf  # the CI has no network but PyPI: nothing may be fetched
+    assert "sphinx.ext.intersphinx" not in conf  # the CI has no network but PyPI: nothing may be downloaded
 
 
 # -- docstrings ----------------------------------------------------------------------------------
