@@ -1,4 +1,4 @@
-"""The ``ooc`` command line (the contract in DESIGN.md: scripts and tests rely on it).
+"""The ``ooc`` command line (the contract in docs/cli.rst: scripts and tests rely on it).
 
 Errors users can cause (bad input, missing store, bad option values) end in one
 line on stderr and a non-zero exit status, never a traceback. ``--json`` prints
@@ -181,16 +181,19 @@ def main():
 @click.argument("store", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["zarr", "hdf5"]), default="zarr", show_default=True,
               help="Store backend.")
-@click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True)
+@click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True,
+              help="Matrix layouts to store: by rows (dual solvers), by columns (rcd-primal), or both.")
 @click.option("--memory", default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use: cgroup limit, RLIMIT_AS, available RAM).")
-@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True)
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
+              help="Type of the stored values.")
 @click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz"]), default=None,
               help="Input format (default: from the file name and content).")
 @click.option("--zero-based", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Whether svmlight feature ids start at 0.")
 @click.option("--label-kind", type=click.Choice(["auto", "binary", "multiclass", "regression"]),
-              default="auto", show_default=True)
+              default="auto", show_default=True,
+              help="Task of the labels (auto: two values binary, up to 1000 integers multiclass, else regression).")
 @click.option("--n-features", type=int, default=None, help="Number of features (default: from the data).")
 @click.option("--block-bytes", default=None, help="Decoded bytes per block (default 64MiB, at most memory/8).")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists.")
@@ -419,8 +422,8 @@ def train_options(fn):
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory to create.")
 @train_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
+@click.option("-v", "--verbose", is_flag=True, help="Show progress (and the memory chosen) even when not on a terminal.")
 @_user_errors
 def train(store, out, overwrite, as_json, verbose, **options):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
@@ -438,8 +441,8 @@ def train(store, out, overwrite, as_json, verbose, **options):
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
 @click.option("--max-epochs", type=int, default=None, help="New epoch limit (default: the run's).")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
+@click.option("-v", "--verbose", is_flag=True, help="Show progress (and the memory chosen) even when not on a terminal.")
 @_user_errors
 def resume(run, max_epochs, as_json, verbose):
     """Continue RUN from its last checkpoint (exactly as if it had never stopped)."""
@@ -495,7 +498,7 @@ def _fmt_label(x) -> str:
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
 @click.option("--threads", type=int, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as one JSON object.")
 @_user_errors
 def evaluate(run, input, memory, threads, as_json):
     """Score RUN's model on INPUT: accuracy, logloss, primal objective, ..."""
@@ -515,7 +518,7 @@ def evaluate(run, input, memory, threads, as_json):
 @click.option("--scheduler", default=None, help="Address of an existing Dask scheduler (default: a LocalCluster).")
 @click.option("--workers", type=int, default=None, help="Worker processes of the LocalCluster (default: min(4, cores)).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-v", "--verbose", is_flag=True, help="Show the runs' progress even when not on a terminal.")
 @_user_errors
 def batch(spec, scheduler, workers, as_json, verbose):
     """Run the grid / regularization path of the TOML SPEC as Dask tasks (see ooc/batch.py)."""
@@ -549,25 +552,30 @@ def batch(spec, scheduler, workers, as_json, verbose):
 # -- synth -----------------------------------------------------------------------------------------
 @main.command()
 @click.argument("store", type=click.Path())
-@click.option("--rows", type=int, required=True)
-@click.option("--cols", type=int, required=True)
-@click.option("--nnz-per-row", type=int, required=True)
+@click.option("--rows", type=int, required=True, help="Number of examples.")
+@click.option("--cols", type=int, required=True, help="Number of features.")
+@click.option("--nnz-per-row", type=int, required=True, help="Nonzeros per example.")
 @click.option("--task", type=click.Choice(["binary", "multiclass", "regression"]), default="binary",
-              show_default=True)
-@click.option("--classes", "n_classes", type=int, default=3, show_default=True)
+              show_default=True, help="Kind of labels, drawn from a planted sparse model.")
+@click.option("--classes", "n_classes", type=int, default=3, show_default=True, help="Classes of --task multiclass.")
 @click.option("--zipf", type=float, default=1.1, show_default=True, help="Feature popularity exponent.")
-@click.option("--informative", type=int, default=100, show_default=True)
-@click.option("--noise", type=float, default=0.05, show_default=True)
+@click.option("--informative", type=int, default=100, show_default=True,
+              help="Nonzero weights of the planted model.")
+@click.option("--noise", type=float, default=0.05, show_default=True,
+              help="Label flip probability (classification), or noise std relative to the signal (regression).")
 @click.option("--values", type=click.Choice(["normalized", "gaussian", "binary"]), default="normalized",
-              show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["zarr", "hdf5"]), default="zarr", show_default=True)
-@click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True)
-@click.option("--memory", default="1GiB", show_default=True)
-@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True)
-@click.option("--overwrite", is_flag=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.option("-v", "--verbose", is_flag=True)
+              show_default=True, help="Nonzero values: 1/sqrt(nnz-per-row) (unit-norm rows), standard Gaussian, or ones.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generator.")
+@click.option("--format", "fmt", type=click.Choice(["zarr", "hdf5"]), default="zarr", show_default=True,
+              help="Store backend.")
+@click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True,
+              help="Matrix layouts to store (as in convert).")
+@click.option("--memory", default="1GiB", show_default=True, help="Memory for writing the store (as in convert).")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
+              help="Type of the stored values.")
+@click.option("--overwrite", is_flag=True, help="Replace STORE if it exists (only an ooc store).")
+@click.option("--json", "as_json", is_flag=True, help="Print the store summary as JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def synth(store, rows, cols, nnz_per_row, task, n_classes, zipf, informative, noise, values, seed, fmt,
           layout, memory, dtype, overwrite, as_json, verbose):
@@ -592,7 +600,8 @@ def synth(store, rows, cols, nnz_per_row, task, n_classes, zipf, informative, no
 @main.command()
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
               help="Where to put the demo files (default: a new temporary directory).")
-@click.option("--rows", type=int, default=20000, show_default=True)
+@click.option("--rows", type=int, default=20000, show_default=True,
+              help="Training rows to generate (a quarter as many test rows).")
 @_user_errors
 def demo(workdir, rows):
     """Generate text-like data, convert it, describe it, train a certified model, evaluate it."""

@@ -49,23 +49,27 @@ class TrainConfig:
     ``run.json``'s. ``memory_bytes`` is ``memory`` parsed.
     """
 
-    loss: str = _opt(Logistic.name, choices=LOSS_NAMES)
+    loss: str = _opt(Logistic.name, "Loss phi(x.w, y): logistic, squared, smooth-hinge (--gamma) or hinge.",
+                     choices=LOSS_NAMES)
     gamma: float = _opt(1.0, "Smoothing of the smooth hinge.")
-    multiclass: str | None = _opt(None, choices=(OVR, CRAMMER_SINGER))
+    multiclass: str | None = _opt(None, "Multiclass stores: one-vs-rest (ovr, the default) or the max-of-hinge "
+                                        "loss of crammer-singer (sdca).", choices=(OVR, CRAMMER_SINGER))
     l2: float = _opt(1e-6, "L2 weight (LIBLINEAR C = 1/(l2 n)). 0 with --l1 > 0: pure L1 (rcd-primal, or sdca/acc-sdca "
                            "with an added L2 small enough to certify the L1 problem).")
     l1: float = _opt(0.0, "L1 weight.")
-    solver: str = _opt(AUTO, choices=SOLVER_NAMES)
+    solver: str = _opt(AUTO, "Algorithm; auto picks from the store's statistics (ooc info says what it would run).",
+                       choices=SOLVER_NAMES)
     sampling: str = _opt("uniform", "rcd-primal/rcd-dual: uniform, importance, supportSet-uniform, adaptive, "
                                     "ada-uniform, ada-gap, gap-per-epoch.")
     tol: float = _opt(1e-6, "Relative duality gap to certify.")
-    max_epochs: int = _opt(100)
+    max_epochs: int = _opt(100, "Most passes over the data; the run stops there, converged or not.")
     memory: str = _opt(AUTO_MEMORY, "Memory for the whole process (the command line; Python: what training adds): "
                                     "'auto' is what the process may use (cgroup limit, RLIMIT_AS, available RAM) "
                                     "less what it holds. Never changes the iterates.")
     bias: float = _opt(0.0, "Intercept feature value B (0: none).")
-    class_weight: str | None = _opt(None, choices=("balanced",))
-    seed: int = _opt(0)
+    class_weight: str | None = _opt(None, "balanced: weight each example by n / (classes x its class's count).",
+                                    choices=("balanced",))
+    seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")
     checkpoint_every: float = _opt(300.0, "Seconds between checkpoints.")
     distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
     inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")

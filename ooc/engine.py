@@ -17,7 +17,7 @@ The contract (:class:`ooc.solvers.base.StoreSolver` documents the methods):
   row-block dual solvers, CoCoA+) sums the certificate of ``S_e`` during the same pass
   that updates it and keeps ``S_e`` (its duals and the snapshot of ``w``) intact until
   the pass is certified, so the result can be ``S_e`` even after its update ran.
-* "Converged" always means ``gap <= tol * max(1, |P|)`` (DESIGN.md): the run then returns
+* "Converged" always means ``gap <= tol * max(1, |P|)`` (docs/training.rst): the run then returns
   ``S_e``. With ``e = max_epochs`` the pass only certifies (no update) and the run returns
   that state, converged or not.
 * Fused solvers that set ``predicts_certified`` get certify-only passes when the last two
@@ -173,7 +173,7 @@ class _Engine:
 
     # -- certificates --------------------------------------------------------------------------------
     def converged(self, cert: Certificate) -> bool:
-        """DESIGN.md's "converged": the relative duality gap is at most ``tol``."""
+        """The documented "converged" (docs/training.rst): the relative duality gap is at most ``tol``."""
         return cert.rel_gap <= self.tol
 
     def record(self, ctx: EpochContext, cert: Certificate, fields: dict) -> bool:

@@ -14,7 +14,7 @@ trailing features never occur). A sparse matrix's index arrays are checked
 (:func:`ooc.store.ingest.check_sparse_structure`) before scikit-learn's validation passes it to
 scipy's compiled code, which trusts them.
 
-The objective is DESIGN.md's::
+The objective is ooc's (docs/training.rst)::
 
     P(w) = 1/n sum_i c_i phi(x_i . w + B w_B, y_i) + l2/2 ||w||^2 + l1 ||w||_1
 
@@ -516,6 +516,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`, computed without overflow for two classes."""
         m = self._margins(X)
         if m.ndim == 2:
             return np.log(self.predict_proba(X))

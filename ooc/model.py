@@ -41,6 +41,7 @@ class LinearModel:
 
     @property
     def n_features(self) -> int:
+        """Number of features ``d`` (the last axis of ``coef_``)."""
         return self.coef_.shape[-1]
 
     def decision_function(self, X) -> np.ndarray:
@@ -89,6 +90,8 @@ class LinearModel:
         return out if self.coef_.ndim == 2 else out[:, 0]
 
     def predict_from_margins(self, m: np.ndarray) -> np.ndarray:
+        """Predictions from margins: the margin itself (regression), ``classes_[1]`` where ``m > 0``
+        else ``classes_[0]`` (binary), the class of the largest margin (multiclass)."""
         if self.task == "regression":
             return m
         if self.task == "binary":
@@ -96,6 +99,7 @@ class LinearModel:
         return self.classes_[np.argmax(m, axis=1)]
 
     def predict(self, X) -> np.ndarray:
+        """Predicted values of the rows of ``X``, in the original label values."""
         return self.predict_from_margins(self.decision_function(X))
 
     def predict_proba(self, X) -> np.ndarray:
@@ -106,6 +110,8 @@ class LinearModel:
 
     # -- persistence ------------------------------------------------------------------------------
     def save(self, path: str) -> None:
+        """Write ``coef.npy`` and the sealed ``model.json`` (with the CRC-32 of ``coef.npy``) into ``path``,
+        each atomically."""
         os.makedirs(path, exist_ok=True)
         atomic_save_npy(os.path.join(path, "coef.npy"), self.coef_, fsync=True)
         meta = {

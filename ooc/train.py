@@ -171,10 +171,12 @@ class Run:
 
     @property
     def history(self) -> list[dict]:
+        """The lines of ``RUN/history.jsonl``, one dict per certified state."""
         return RunDir.open(self.path).history()
 
     @property
     def model(self) -> LinearModel:
+        """The run's final :class:`~ooc.model.LinearModel` (``RUN/model/``)."""
         return LinearModel.load(self.path)
 
     def __repr__(self) -> str:

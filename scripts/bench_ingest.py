@@ -9,7 +9,7 @@ popularity over 2**20 features, values with 6 significant digits) of at least
 * ``ooc convert --layout rows`` and ``--layout both`` as subprocesses with
   ``--memory`` (wall time of the whole command, interpreter start-up included: the
   least favourable figure for us), peak RSS of each from ``wait4``;
-* ``--layout both`` again under ``../shared/tools/run-capped`` (cgroup cap
+* ``--layout both`` again under ``scripts/run-capped`` (cgroup cap
   ``--memory`` + ``--cap-margin``, page cache dropped first) when a writable cgroup
   exists: its exit status and the cgroup's peak, page cache included.
 
@@ -34,7 +34,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUN_CAPPED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "run-capped"))
+RUN_CAPPED = os.environ.get("OOC_RUN_CAPPED") or os.path.join(HERE, "run-capped")
 
 SKLEARN_CHILD = """
 import sys, time

@@ -5,7 +5,7 @@
    memory; its size on disk must be at least ``--min-ratio`` (10) times ``--cap``.
 2. The disk's own cold read rate, measured here: page cache dropped, every file of the store
    read sequentially (``cat``) inside the same memory cgroup cap.
-3. Cold, capped: ``../shared/tools/run-capped CAP --cold -- ooc train STORE --solver sdca
+3. Cold, capped: ``scripts/run-capped CAP --cold -- ooc train STORE --solver sdca
    --max-epochs E --memory MEM`` (page cache dropped, a memory cgroup of CAP that counts the
    page cache, ``--memory`` MEM): every pass reads the store from disk. Epoch time = the
    ``pass_seconds`` of RUN/history.jsonl (median over the passes).
@@ -73,7 +73,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUN_CAPPED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "run-capped"))
+RUN_CAPPED = os.environ.get("OOC_RUN_CAPPED") or os.path.join(HERE, "run-capped")
 
 
 def ooc_exe() -> list[str]:

@@ -52,7 +52,7 @@ import warnings
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUN_CAPPED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "run-capped"))
+RUN_CAPPED = os.environ.get("OOC_RUN_CAPPED") or os.path.join(HERE, "run-capped")
 
 # child that runs the `ooc train` command line and reports when its first pass began
 _STARTUP_CHILD = r"""

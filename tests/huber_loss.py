@@ -1,4 +1,4 @@
-r"""A loss added from outside the package, the way README's "Extending ooc" says: one file.
+r"""A loss added from outside the package, the way docs/extending.rst says: one file.
 
 Huber loss of the residual ``r = z - y`` (robust regression), threshold ``delta``::
 

@@ -1,7 +1,7 @@
 """Pure-Python/numpy oracles for the compiled solvers (no Numba).
 
 Written from Shalev-Shwartz & Zhang (Prox-SDCA, Fig. 1 option I; Sec. 5.1-5.2) with the
-per-example weights of DESIGN.md, independently of ``ooc.kernels``: the losses and
+per-example weights of docs/training.rst, independently of ``ooc.kernels``: the losses and
 conjugates are plain numpy, the logistic coordinate step is a bracketed root-finder
 (``scipy.optimize.brentq``) rather than the kernel's Newton iteration.
 

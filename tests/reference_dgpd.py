@@ -1,6 +1,6 @@
 """Algorithm 1 of DGPD (Lei et al., no active sets) in plain numpy: the oracle of tests/test_dgpd.py.
 
-Written from the paper with the conventions of ``DESIGN.md``: the SDCA duals ``a = -y_paper``,
+Written from the paper with the conventions of ``docs/training.rst``: the SDCA duals ``a = -y_paper``,
 ``mu = l2``, ``lambda = l1``; losses, conjugates and the proximal dual step come from
 ``tests/reference.py`` (numpy, independent of ``ooc.kernels``). One iteration::
 

@@ -1,6 +1,6 @@
 """A convert inside a memory cgroup several times smaller than its input.
 
-``../shared/tools/run-capped LIMIT --cold -- CMD`` runs CMD in a fresh memory cgroup
+``scripts/run-capped LIMIT --cold -- CMD`` (or ``$OOC_RUN_CAPPED``) runs CMD in a fresh memory cgroup
 (page cache included) and drops the page cache first; the kernel kills CMD if it
 needs more than LIMIT. The input is four times the cap, so a convert that loads the
 file, the matrix, or O(n) row statistics dies; one that streams succeeds.
@@ -22,7 +22,7 @@ import pytest
 
 from ooc.store.store import open_store
 
-RUN_CAPPED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "tools", "run-capped")
+RUN_CAPPED = os.environ.get("OOC_RUN_CAPPED") or os.path.join(os.path.dirname(__file__), "..", "scripts", "run-capped")
 LIMIT = os.environ.get("OOC_CAPPED_LIMIT", "176M")
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 

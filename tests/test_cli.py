@@ -1,4 +1,4 @@
-"""The command line contract of DESIGN.md for train / resume / info / predict / evaluate.
+"""The command line contract (docs/cli.rst, docs/formats.rst) for train / resume / info / predict / evaluate.
 
 Most commands run in-process through click's CliRunner (the same code as the ``ooc`` script,
 without a Python start-up each); one test runs the real ``ooc`` executable to check what a

@@ -1,7 +1,7 @@
 """scikit-learn API of ``ooc.LinearClassifier`` / ``ooc.LinearRegressor``.
 
 scikit-learn's own estimator checks run on both estimators (``parametrize_with_checks``),
-with one documented expected failure; the rest checks the API promises of DESIGN.md and the
+with one documented expected failure; the rest checks the API promises of docs/api.rst and the
 optimum against scikit-learn's solvers on the same objective.
 """
 

@@ -1,6 +1,6 @@
 """Extending ooc: a loss added outside the package trains with every solver that takes a smooth loss.
 
-``huber_loss.py`` registers the Huber loss the way README's "Extending ooc" describes (one
+``huber_loss.py`` registers the Huber loss the way docs/extending.rst describes (one
 file and its :func:`ooc.objectives.losses.register_loss` call). Each solver whose registry
 entry accepts a smooth regression loss trains it on a small store to a certified gap, and
 the optimum is checked against scipy's L-BFGS on the same objective written here in numpy.

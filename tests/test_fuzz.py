@@ -64,7 +64,7 @@ def watchdog(seconds=WATCHDOG_SECONDS):
 
 
 # --------------------------------------------------------------------------------------------
-# the reference: what ooc must accept, written from the format rules (README / DESIGN.md)
+# the reference: what ooc must accept, written from the format rules (README / docs/formats.rst)
 # --------------------------------------------------------------------------------------------
 FLOAT = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 FEATURE = re.compile(rb"\+?(\d+):(.*)", re.S)

@@ -1,6 +1,6 @@
 """The code's own checks: ruff (pyflakes, import order) and the import-linter layer contracts.
 
-``pyproject.toml`` holds both configurations; the layers are the ones README's Layout describes.
+``pyproject.toml`` holds both configurations; the layers are the ones docs/architecture.rst describes.
 """
 
 import os

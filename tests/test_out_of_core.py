@@ -5,7 +5,7 @@
 * the same optimum, within the duality gap's certificate, with one row block or many;
 * identical results from Zarr, HDF5 and in-memory stores of the same data and block layout;
 * (slow, needs a writable memory cgroup) a training run inside a memory cap ~10x smaller than
-  the store, under ``../shared/tools/run-capped``.
+  the store, under ``scripts/run-capped`` (or ``$OOC_RUN_CAPPED``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import ooc
 N, D = 400, 40
 OPTS = dict(l2=1e-2, tol=1e-9, seed=3, max_epochs=500)
 EXACT = ("epoch", "primal", "dual", "gap", "rel_gap", "nnz_w")
-RUN_CAPPED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "tools", "run-capped")
+RUN_CAPPED = os.environ.get("OOC_RUN_CAPPED") or os.path.join(os.path.dirname(__file__), "..", "scripts", "run-capped")
 
 
 @pytest.fixture(scope="module")

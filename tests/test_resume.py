@@ -1,4 +1,4 @@
-"""SIGKILL and resume: ``ooc resume RUN`` continues bit-for-bit (DESIGN.md, "Runs, checkpoints, resume").
+"""SIGKILL and resume: ``ooc resume RUN`` continues bit-for-bit (docs/training.rst, checkpoints and resume).
 
 Real ``ooc train`` / ``ooc resume`` processes run on a small on-disk Zarr store with many row
 blocks, with ``--checkpoint-every 0`` (a checkpoint at every block boundary), and are killed

@@ -1,4 +1,4 @@
-"""``ooc.train`` reaches the certified optimum of DESIGN.md's objective, for every loss x penalty.
+"""``ooc.train`` reaches the certified optimum of the objective (docs/training.rst), for every loss x penalty.
 
     P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1
 

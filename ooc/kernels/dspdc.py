@@ -1,6 +1,6 @@
 r"""DSPDC (Yu, Lin & Yang, Algorithm 2) on one resident block of rows ``A = U V``.
 
-Problem (``DESIGN.md``; the paper's dual ``y = -a``, ``lambda = l2``, ``g_j = l2/2 x_j^2 + l1 |x_j|``)::
+Problem (``docs/training.rst``; the paper's dual ``y = -a``, ``lambda = l2``, ``g_j = l2/2 x_j^2 + l1 |x_j|``)::
 
     P(x) = 1/n sum_i c_i phi(A_i . x, y_i) + l2/2 ||x||^2 + l1 ||x||_1,   A = U V
 

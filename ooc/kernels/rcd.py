@@ -1,7 +1,7 @@
 r"""Randomized coordinate descent kernels: dual (Quartz) steps, primal (NSync) prox steps,
 coordinate-wise duality gaps and dual residuals, and the per-step adaptive samplings.
 
-Problem (``DESIGN.md``), ``X`` is ``n x d`` (rows = examples), ``z = X w``::
+Problem (``docs/training.rst``), ``X`` is ``n x d`` (rows = examples), ``z = X w``::
 
     P(w) = 1/n sum_i c_i phi(z_i, y_i) + l2/2 ||w||^2 + l1 ||w||_1
 

@@ -1,6 +1,6 @@
 r"""Prox-SDCA (option I) over one resident row block, and the block pieces of the gap.
 
-Problem (``DESIGN.md``)::
+Problem (``docs/training.rst``)::
 
     P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1
     D(a) = -1/n sum_i c_i phi*(-a_i / c_i, y_i) - l2 g*(v)

@@ -1,6 +1,6 @@
 r"""Scalar losses, their convex conjugates and the exact Prox-SDCA coordinate step.
 
-One formulation everywhere (``DESIGN.md``)::
+One formulation everywhere (``docs/training.rst``)::
 
     P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1
     D(a) = -1/n sum_i c_i phi*(-a_i / c_i, y_i) - l2 g*(v),   v = 1/(l2 n) sum_i a_i x_i

@@ -1,6 +1,6 @@
 r"""DGPD: Doubly Greedy Primal-Dual coordinate descent with active sets (Lei et al., Algorithm 2).
 
-Problem (``DESIGN.md``; the paper's ``mu = l2``, ``lambda = l1``, its dual ``y = -alpha``)::
+Problem (``docs/training.rst``; the paper's ``mu = l2``, ``lambda = l1``, its dual ``y = -alpha``)::
 
     P(x) = 1/n sum_i c_i phi(x_i . x, y_i) + l2/2 ||x||^2 + l1 ||x||_1
 

@@ -1,6 +1,6 @@
 r"""DSPDC: doubly stochastic primal-dual coordinate method (Yu, Lin & Yang, Alg. 1 as Alg. 2).
 
-Problem (``DESIGN.md``; the paper's ``lambda = l2``, ``g_j(x_j) = l2/2 x_j^2 + l1 |x_j|``, its
+Problem (``docs/training.rst``; the paper's ``lambda = l2``, ``g_j(x_j) = l2/2 x_j^2 + l1 |x_j|``, its
 dual ``y = -a``)::
 
     P(x) = 1/n sum_i c_i phi(A_i . x, y_i) + l2/2 ||x||^2 + l1 ||x||_1

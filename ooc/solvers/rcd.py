@@ -1,7 +1,7 @@
 r"""Randomized coordinate descent on the dual (``rcd-dual``, Quartz) and on the primal
 (``rcd-primal``, NSync), with the samplings of :mod:`ooc.schedule.sampling`, and the ``auto`` rule.
 
-Problem (``DESIGN.md``), ``X`` is ``n x d`` with rows = examples (the papers' ``X`` is ``d x n``)::
+Problem (``docs/training.rst``), ``X`` is ``n x d`` with rows = examples (the papers' ``X`` is ``d x n``)::
 
     P(w) = 1/n sum_i c_i phi(x_i . w, y_i) + l2/2 ||w||^2 + l1 ||w||_1
 

@@ -140,6 +140,7 @@ class Store:
 
     # -- metadata ------------------------------------------------------------------
     def has_layout(self, layout: str) -> bool:
+        """Whether the store holds the matrix in ``layout`` (``'rows'`` or ``'cols'``)."""
         return layout in self.layouts
 
     def _need(self, layout: str) -> None:
@@ -154,6 +155,7 @@ class Store:
         return self._block_ptr[layout]
 
     def n_blocks(self, layout: str) -> int:
+        """Number of stored blocks of ``layout``."""
         return len(self.block_ptr(layout)) - 1
 
     def _vector(self, name: str) -> np.ndarray:
@@ -194,18 +196,22 @@ class Store:
 
     @property
     def row_nnz(self) -> np.ndarray:
+        """Nonzeros of each row, ``(n,)`` int64 (read on first use, then kept)."""
         return self._vector(ROW_NNZ)
 
     @property
     def row_sqnorm(self) -> np.ndarray:
+        """Squared Euclidean norm of each row, ``(n,)`` float64 (read on first use, then kept)."""
         return self._vector(ROW_SQNORM)
 
     @property
     def col_nnz(self) -> np.ndarray:
+        """Nonzeros of each column, ``(d,)`` int64 (read on first use, then kept)."""
         return self._vector(COL_NNZ)
 
     @property
     def col_sqnorm(self) -> np.ndarray:
+        """Squared Euclidean norm of each column, ``(d,)`` float64 (read on first use, then kept)."""
         return self._vector(COL_SQNORM)
 
     @property
@@ -215,6 +221,7 @@ class Store:
 
     # -- blocks --------------------------------------------------------------------
     def block_bounds(self, layout: str, b: int) -> tuple[int, int]:
+        """First line and end (exclusive) of block ``b`` of ``layout``; ``IndexError`` out of range."""
         ptr = self.block_ptr(layout)
         if not 0 <= b < len(ptr) - 1:
             raise IndexError(f"{layout} block {b} out of range (0..{len(ptr) - 2})")
@@ -343,12 +350,15 @@ class Store:
         return out
 
     def row_block(self, b: int) -> Block:
+        """Row block ``b`` (CSR: ``indptr`` local, ``indices`` column ids, ``data``)."""
         return self.block(ROWS, b)
 
     def col_block(self, b: int) -> Block:
+        """Column block ``b`` (CSC: ``indptr`` local, ``indices`` row ids, ``data``)."""
         return self.block(COLS, b)
 
     def iter_blocks(self, layout: str):
+        """Every block of ``layout`` in order, one :class:`Block` at a time."""
         for b in range(self.n_blocks(layout)):
             yield self.block(layout, b)
 
@@ -363,6 +373,7 @@ class Store:
         return sp.csc_matrix((blk.data, blk.indices, blk.indptr), shape=self.shape)
 
     def bytes_on_disk(self) -> int:
+        """Size of the store's files, in bytes."""
         return self.backend.bytes_on_disk()
 
     def info(self) -> dict:
@@ -445,6 +456,7 @@ class Store:
         return view
 
     def close(self) -> None:
+        """Close the backend (a ``Store`` is also a context manager)."""
         self.backend.close()
 
     def __enter__(self):
