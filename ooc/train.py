@@ -247,7 +247,8 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         ``loss`` ('logistic', 'squared', 'smooth-hinge', 'hinge'), ``gamma``, ``l2``, ``l1``,
         ``solver``, ``sampling``, ``tol`` (relative duality gap), ``max_epochs``, ``memory``
         (what training may add to this process, or ``'auto'``: see :mod:`ooc._memlimit`), ``block_bytes``
-        (training blocks: the store's cut to this size, or ``'store'``), ``bias``, ``class_weight`` ('balanced'), ``seed``,
+        (training blocks: the store's cut to this size, or ``'store'``), ``threads`` (0: every core),
+        ``bias``, ``class_weight`` ('balanced'), ``seed``,
         ``checkpoint_every`` (seconds), ``distributed`` ('local:N' or a scheduler address);
         for ``solver='dgpd'``: ``dgpd_rounds``, ``dgpd_batch``, ``dgpd_growth``,
         ``dgpd_dual_step`` (see :class:`ooc.solvers.dgpd.DGPDSolver`).
