@@ -65,33 +65,12 @@ def primal(X, y, w, l2) -> float:
     return float(np.mean(np.logaddexp(0.0, -y * (X @ w))) + 0.5 * l2 * float(w @ w))
 
 
-def snapml_time(X, y, l2, threads, target, tols) -> dict | None:
-    try:
-        from snapml import LogisticRegression
-    except ImportError:
-        return None
-    n = X.shape[0]
-    for tol in tols:
-        m = LogisticRegression(dual=True, regularizer=l2 * n, n_jobs=threads, tol=tol, max_iter=10000,
-                               fit_intercept=False)
-        t0 = time.perf_counter()
-        m.fit(X, y)
-        secs = time.perf_counter() - t0
-        p = primal(X, y, np.ravel(m.coef_), l2)
-        if p <= target:
-            return {"seconds": round(secs, 3), "tol": tol, "primal": p, "reached": True}
-    return {"seconds": round(secs, 3), "tol": tol, "primal": p, "reached": False}
-
-
-def liblinear_time(X, y, l2, target, tols) -> dict:
+def peer_time(make, X, y, l2, target, tols) -> dict:
+    """Fit ``make(tol)`` for each ``tol`` in turn until its primal reaches ``target``: its time, tol, primal."""
     import warnings
 
-    from sklearn.linear_model import LogisticRegression
-
-    n = X.shape[0]
     for tol in tols:
-        m = LogisticRegression(solver="liblinear", dual=True, C=1.0 / (l2 * n), tol=tol, max_iter=10000,
-                               fit_intercept=False)
+        m = make(tol)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -99,8 +78,24 @@ def liblinear_time(X, y, l2, target, tols) -> dict:
         secs = time.perf_counter() - t0
         p = primal(X, y, np.ravel(m.coef_), l2)
         if p <= target:
-            return {"seconds": round(secs, 3), "tol": tol, "primal": p, "reached": True}
-    return {"seconds": round(secs, 3), "tol": tol, "primal": p, "reached": False}
+            break
+    return {"seconds": round(secs, 3), "tol": tol, "primal": p, "reached": p <= target}
+
+
+def snapml_time(X, y, l2, threads, target, tols) -> dict | None:
+    try:
+        from snapml import LogisticRegression
+    except ImportError:
+        return None
+    return peer_time(lambda tol: LogisticRegression(dual=True, regularizer=l2 * X.shape[0], n_jobs=threads, tol=tol,
+                                                    max_iter=10000, fit_intercept=False), X, y, l2, target, tols)
+
+
+def liblinear_time(X, y, l2, target, tols) -> dict:
+    from sklearn.linear_model import LogisticRegression
+
+    return peer_time(lambda tol: LogisticRegression(solver="liblinear", dual=True, C=1.0 / (l2 * X.shape[0]), tol=tol,
+                                                    max_iter=10000, fit_intercept=False), X, y, l2, target, tols)
 
 
 def main(argv=None):
