@@ -114,7 +114,8 @@ class Plan(NamedTuple):
     :class:`MemoryBudgetWarning` text when the budget cannot hold what is always held, else None;
     ``fixed``: what the solver holds outside the plan, taken off ``memory`` first; ``minimum``: the
     smallest ``memory`` that holds ``fixed`` and what a pass needs at once (row-groups: a group
-    and one block read ahead; the O(n) vectors paged); ``readahead``: bytes read ahead (row-groups).
+    and one block read ahead; the O(n) vectors paged); ``readahead``: bytes read ahead (row-groups);
+    ``holds``: what the run holds at once, item by item (the reports' text).
     """
 
     memory: int
@@ -129,6 +130,7 @@ class Plan(NamedTuple):
     fixed: int = 0
     minimum: int = 0
     readahead: int = 0
+    holds: str = ""
 
 
 def worker_memory(memory: int, workers: int) -> int:
@@ -169,13 +171,15 @@ def plan(footprint: Footprint | str, store, memory: int, k: int = 1, mix: int = 
     need = fp.vectors(int(store.n_rows), int(k))
     in_mem = vectors == "memory" or (vectors is None and need <= mem // VECTOR_SHARE)
     vec = need if in_mem else 0
-    short = (f"--memory {format_bytes(share)} is less than this run holds at once: the O(d) vectors and one "
-             f"block's ({format_bytes(fixed)}); raise --memory") if share < fixed else None
+    holds = f"the O(d) vectors and one block's ({format_bytes(fixed)})"
+    short = f"--memory {format_bytes(share)} is less than this run holds at once: {holds}; raise --memory" \
+        if share < fixed else None
     if fp.policy == "cache":
-        p = Plan(mem, in_mem, vec, max(0, mem - vec), free=mem - vec, fixed=fixed, minimum=fixed, warning=short)
+        p = Plan(mem, in_mem, vec, max(0, mem - vec), free=mem - vec, fixed=fixed, minimum=fixed, warning=short,
+                 holds=holds)
     elif fp.policy == "halves":
         p = Plan(mem, in_mem, vec, max(0, mem // 2 - vec), line_bytes=mem // 4, free=mem - vec, fixed=fixed,
-                 minimum=fixed, warning=short)
+                 minimum=fixed, warning=short, holds=holds)
     elif fp.policy == "row-groups":
         p = _plan_row_groups(store, mem, in_mem, vec, int(mix), fixed)
     else:
@@ -219,7 +223,7 @@ def refuse_or_warn(p: Plan, limit=None, held: int = 0) -> None:
     """
     if not p.warning:
         return
-    parts = p.warning.split(": ", 1)[1].split("; ")[0]  # what the run holds at once, item by item
+    parts = p.holds
     if limit is None:
         warnings.warn(f"--memory is less than this run holds at once ({parts}); it goes on above it: the smallest "
                       f"--memory that works here is {format_bytes(held + p.minimum)}"
@@ -253,22 +257,17 @@ def _plan_row_groups(store, mem: int, in_mem: bool, vec: int, mix: int, fixed: i
     depth = 2 if 0 < 3 * group_bytes <= free < nb * block_bytes + 2 * group_bytes else 1
     readahead = 2 * group_bytes if depth == 2 else min(group_bytes, max(block_bytes, free - group_bytes))
     ahead = max(1, readahead // block_bytes) if block_bytes > 0 else mix
-    held = _held_at_once(store, mix)
+    holds, warning = _row_groups_holds(store, mix, mem, free, vec, fixed)
     return Plan(mem, in_mem, vec, max(0, free - group_bytes - readahead), depth, ahead, 0, free,
-                _row_groups_warning(store, mix, mem, free, vec, fixed), fixed, fixed + held, readahead)
+                warning, fixed, fixed + sum(group_and_ahead(store, mix)), readahead, holds)
 
 
-def _held_at_once(store, mix: int) -> tuple[int, int]:
-    """Bytes a pass holds at once: a group and, when there are more blocks, one block read ahead.
+def group_and_ahead(store, mix: int) -> tuple[int, int]:
+    """Bytes of a group of ``mix`` row blocks, and of one block read ahead (0 when a group is all of them).
 
     Blocks are cut at ``block_bytes`` of decoded rows; a small store's only block is smaller, so
     the size of a block is ``min(block_bytes, ceil((nnz (index + value bytes) + 16 n) / nb))``.
     """
-    return sum(group_and_ahead(store, mix))
-
-
-def group_and_ahead(store, mix: int) -> tuple[int, int]:
-    """Bytes of a group of ``mix`` row blocks, and of one block read ahead (0 when a group is all of them)."""
     n, nb = int(store.n_rows), store.n_blocks(L.ROWS)
     per_nnz = np.dtype(store.index_dtype).itemsize + np.dtype(store.dtype).itemsize
     mean = (store.nnz * per_nnz + 16 * n) / max(1, nb)
@@ -276,12 +275,11 @@ def group_and_ahead(store, mix: int) -> tuple[int, int]:
     return mix * block_bytes, (block_bytes if nb > mix else 0)
 
 
-def _row_groups_warning(store, mix: int, memory: int, free: int, vec: int, fixed: int = 0) -> str | None:
-    """The warning text when ``free`` cannot hold a group and one block read ahead, else None."""
+def _row_groups_holds(store, mix: int, memory: int, free: int, vec: int, fixed: int = 0) -> tuple[str, str | None]:
+    """What a pass holds at once, item by item (``Plan.holds``), and the warning text when ``free``
+    cannot hold a group and one block read ahead (else None)."""
     group_bytes, ahead = group_and_ahead(store, mix)
     held = group_bytes + ahead
-    if held <= free:
-        return None
     blocks = f"{mix} block{'s' if mix > 1 else ''}"
     parts = [f"a group of {blocks} (--mix-blocks, {format_bytes(group_bytes)})"]
     if ahead:
@@ -290,10 +288,13 @@ def _row_groups_warning(store, mix: int, memory: int, free: int, vec: int, fixed
         parts.append(f"the duals ({format_bytes(vec)})")
     if fixed:
         parts.insert(0, f"the O(d) vectors ({format_bytes(fixed)})")
-    return (f"--memory {format_bytes(memory + fixed)} is less than this run holds at once: {', '.join(parts)}, "
-            f"about {format_bytes(fixed + held + vec)}; raise --memory"
-            + (" or lower --mix-blocks or --block-bytes (the iterates depend on them, never on --memory)"
-               if mix > 1 else " or lower --block-bytes (the iterates depend on it, never on --memory)"))
+    holds = f"{', '.join(parts)}, about {format_bytes(fixed + held + vec)}"
+    if held <= free:
+        return holds, None
+    return holds, (f"--memory {format_bytes(memory + fixed)} is less than this run holds at once: {holds}; raise "
+                   "--memory" + (" or lower --mix-blocks or --block-bytes (the iterates depend on them, never on "
+                                 "--memory)" if mix > 1 else " or lower --block-bytes (the iterates depend on it, "
+                                                             "never on --memory)"))
 
 
 def store_resident(footprint: Footprint, store) -> dict:
