@@ -208,13 +208,16 @@ class BlockLoopSolver(StoreSolver):
         """``(k, dim)`` arrays held at once: the state's, and the result's copy at the end."""
         return cls.state_vectors + 1
 
+    @classmethod
+    def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float) -> int:
+        """What a solver of this class holds whatever the plan, on ``store`` as it reads it: the
+        footprint's rows terms (:func:`ooc.schedule.planner.fixed_bytes`) with its own count of
+        ``O(d)`` vectors (:meth:`held_vectors`: its state, the result) in place of the family's."""
+        fixed = fixed_bytes(cls.footprint, store, k, dim, mix)
+        return fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * cls.held_vectors(float(l1))
+
     def _fixed_bytes(self) -> int:
-        """What this solver holds whatever the plan: the footprint's rows terms
-        (:func:`ooc.schedule.planner.fixed_bytes`) with its own count of ``O(d)`` vectors
-        (:meth:`held_vectors`: its state, the result) in place of the family's."""
-        fixed = fixed_bytes(self.footprint, self.store, self.k, self.dim, self.mix)
-        family = self.footprint.per_k_dim * self.k * self.dim
-        return fixed - family + 8 * self.k * self.dim * self.held_vectors(float(self.pb.penalty.l1))
+        return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1))
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:

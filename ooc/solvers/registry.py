@@ -138,10 +138,9 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
 
     ``memory`` is the whole process (None: what this process may use, ``auto``); the process is
     assumed to hold :data:`ooc._memlimit.TRAIN_PROCESS_BYTES`, the kernels and the store reader's
-    buffers when it plans, with no
-    bias feature, ``--l1 0`` and ``k`` one-vs-rest problems (a multiclass store's classes, else 1). Per family:
-    (each solver: those of the row-block family differ in their O(d) vectors) ``fits``,
-    ``smallest_memory`` (the smallest ``--memory``, or limit under ``auto``, that holds the
+    buffers when it plans, with no bias feature, ``--l1 0`` and ``k`` one-vs-rest problems (a
+    multiclass store's classes, else 1). Per solver (those of the row-block family differ in their
+    O(d) vectors): ``fits``, ``smallest_memory`` (the smallest ``--memory``, or limit under ``auto``, that holds the
     O(d) vectors and what a pass holds at once), ``fixed`` (the O(d) vectors), and the plan:
     ``vectors`` ('memory' or 'paged'), ``group``/``read_ahead`` (row-groups), ``cache``.
     """
@@ -158,9 +157,10 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
     for name, spec in SOLVER_REGISTRY.items():
         fp = spec.footprint
         m = mix if fp.policy == "row-groups" else 1
-        fixed = fixed_bytes(fp, view, k, view.n_cols, m)
-        if fp is ROW_GROUPS:  # the solver's own O(d) vectors (BlockLoopSolver.held_vectors), with --l1 0
-            fixed += 8 * k * view.n_cols * (driver_class(name).held_vectors(0.0) - fp.per_k_dim // 8)
+        cls = driver_class(name)
+        # the row-block solvers differ in their O(d) vectors (BlockLoopSolver.fixed_for), with --l1 0
+        fixed = (cls.fixed_for(view, k, view.n_cols, m, 0.0) if hasattr(cls, "fixed_for")
+                 else fixed_bytes(fp, view, k, view.n_cols, m))
         p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
         least = held + p.minimum
         fam = {"fits": p.warning is None, "fixed": p.fixed,
