@@ -28,8 +28,9 @@ from .store.ingest import AUTO_MEMORY, parse_bytes, parse_memory
 NONE_IS_A_VALUE = ("class_weight", "multiclass", "distributed")
 #: ``--block-bytes``'s value for the store's own blocks (runs made before the option existed).
 STORE_BLOCKS = "store"
-#: Training blocks' default size: four (``--mix-blocks``) plus one read ahead fit beside the
-#: interpreter and 2**22 features' vectors in a 300 MiB container.
+#: Training blocks' default size: a group of four (``--mix-blocks``) and one read ahead fit beside
+#: the interpreter, its kernels, the store reader and 2**22 features' vectors in a container of about
+#: 400 MiB (``ooc info`` named 404 MiB for the store of ``scripts/bench_scale.py``).
 DEFAULT_TRAIN_BLOCK = "8MiB"
 #: Smallest ``--block-bytes``: one indptr slot and a few entries.
 MIN_TRAIN_BLOCK = 64
