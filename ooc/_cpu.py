@@ -20,6 +20,8 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from ._cgroup import control_files
+
 __all__ = ["gather_prefetch_pays", "last_level_cache_bytes", "available_cpus", "resolve_threads", "map_threads"]
 
 
@@ -60,46 +62,18 @@ def gather_prefetch_pays(nbytes: int) -> bool:
 
 def _cgroup_cpu_quota(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> float | None:
     """CPUs the cgroup quota allows this process (``quota / period``, the tightest on its path), or None."""
-    try:
-        with open(proc_cgroup) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
     best = None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
+    for texts in control_files("cpu", "cpu.max", ("cpu,cpuacct", "cpu"), ("cpu.cfs_quota_us", "cpu.cfs_period_us"),
+                               proc_cgroup, root):
+        # v2: "200000 100000" or "max 100000"; v1: the quota (-1: none) and the period, two files
+        fields = texts[0].split()[:2] if len(texts) == 1 and texts[0] else list(texts)
+        try:
+            quota = int(fields[0]) / int(fields[1])
+        except (IndexError, TypeError, ValueError, ZeroDivisionError):
             continue
-        _, controllers, path = parts
-        rel = path.strip("/")
-        while True:
-            quota = None
-            if controllers == "":  # v2: "max 100000" or "200000 100000"
-                text = _read_text(os.path.join(root, rel, "cpu.max"))
-                if text and not text.startswith("max"):
-                    q, p = text.split()[:2]
-                    quota = int(q) / int(p)
-            elif "cpu" in controllers.split(","):
-                base = os.path.join(root, "cpu,cpuacct") if os.path.isdir(os.path.join(root, "cpu,cpuacct")) else (
-                    os.path.join(root, "cpu"))
-                q = _read_text(os.path.join(base, rel, "cpu.cfs_quota_us"))
-                p = _read_text(os.path.join(base, rel, "cpu.cfs_period_us"))
-                if q and p and int(q) > 0 and int(p) > 0:
-                    quota = int(q) / int(p)
-            if quota is not None and quota > 0:
-                best = quota if best is None else min(best, quota)
-            if not rel:
-                break
-            rel = os.path.dirname(rel)
+        if quota > 0:
+            best = quota if best is None else min(best, quota)
     return best
-
-
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except (OSError, ValueError):
-        return None
 
 
 def available_cpus() -> int:

@@ -25,6 +25,8 @@ import os
 import resource
 from typing import NamedTuple
 
+from ._cgroup import control_files, read_text
+
 __all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
            "held_bytes", "kernels_loaded", "smallest_limit",
            "MARGIN_MIN", "KERNELS_BYTES", "TRAIN_PROCESS_BYTES"]
@@ -53,47 +55,18 @@ class Limit(NamedTuple):
     source: str
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
 def _cgroup_limit(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
     """The smallest memory limit of this process's cgroup and its ancestors, or None."""
-    text = _read(proc_cgroup)
-    if not text:
-        return None
     best = None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, controllers, path = parts
-        if controllers == "":  # v2: one unified hierarchy
-            base, names = root, ("memory.max",)
-        elif "memory" in controllers.split(","):
-            base = os.path.join(root, "memory") if os.path.isdir(os.path.join(root, "memory")) else root
-            names = ("memory.limit_in_bytes",)
-        else:
-            continue
-        rel = path.strip("/")
-        # this cgroup and every ancestor: a parent's limit binds its children too
-        while True:
-            for name in names:
-                value = _read(os.path.join(base, rel, name))
-                if value and value != "max" and value.isdigit() and int(value) < _UNLIMITED:
-                    best = int(value) if best is None else min(best, int(value))
-            if not rel:
-                break
-            rel = os.path.dirname(rel)
+    for (value,) in control_files("memory", "memory.max", ("memory",), ("memory.limit_in_bytes",), proc_cgroup,
+                                  root):
+        if value and value.isdigit() and int(value) < _UNLIMITED:  # "max" or v1's huge number: no limit
+            best = int(value) if best is None else min(best, int(value))
     return best
 
 
 def _mem_available() -> int | None:
-    text = _read("/proc/meminfo")
+    text = read_text("/proc/meminfo")
     for line in (text or "").splitlines():
         if line.startswith("MemAvailable:"):
             return int(line.split()[1]) * 1024
@@ -102,7 +75,7 @@ def _mem_available() -> int | None:
 
 def rss_bytes() -> int:
     """This process's resident memory now (``/proc/self/statm``; the peak where that is unreadable)."""
-    text = _read("/proc/self/statm")
+    text = read_text("/proc/self/statm")
     if text:
         return int(text.split()[1]) * os.sysconf("SC_PAGE_SIZE")
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
