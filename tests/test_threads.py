@@ -175,3 +175,17 @@ def test_one_problem_threads_hold_a_change_of_v_each(binary):
     assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=3) == base + 3 * 8 * dim
     # one-vs-rest: the classes go on the threads, nothing more is held
     assert SDCASolver.fixed_for(binary, 4, dim, 1, 0.0, threads=3) == SDCASolver.fixed_for(binary, 4, dim, 1, 0.0)
+
+
+def test_compute_pool_after_fork():
+    """A child forked after the parent made its compute threads makes its own (the parent's
+    threads do not exist in the child: work queued on the inherited pool would never run)."""
+    import os
+
+    assert _cpu.map_threads(lambda x: x + 1, [1, 2, 3], 2) == [2, 3, 4]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        ok = _cpu.map_threads(lambda x: x * 2, [1, 2, 3], 2) == [2, 4, 6]
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
