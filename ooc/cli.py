@@ -512,6 +512,28 @@ def evaluate(run, input, memory, threads, as_json):
         click.echo(f"{k:>14}  {v}")
 
 
+# -- export --------------------------------------------------------------------------------------
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["liblinear", "text", "sklearn", "onnx"]), required=True,
+              help="liblinear: LIBLINEAR's model file (its predict reads it); text: 'feature weight' lines; "
+                   "sklearn: a pickled fitted scikit-learn estimator; onnx: through skl2onnx (pip install 'ooc[onnx]').")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an export of this format ooc wrote.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (what was written).")
+@_user_errors
+def export(run, fmt, out, overwrite, as_json):
+    """Write RUN's model to OUT for another tool (LIBLINEAR, scikit-learn, ONNX) or as text."""
+    from .export import export as do_export
+
+    res = do_export(run, out, fmt, overwrite=overwrite)
+    if as_json:
+        _emit_json(res)
+    else:
+        click.echo(f"wrote {out}: {fmt} export of the {res['task']} {res['loss']} model "
+                   f"({res['n_features']} features, {_fmt_bytes(res['bytes'])})")
+
+
 # -- batch ---------------------------------------------------------------------------------------
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
