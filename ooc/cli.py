@@ -247,7 +247,7 @@ def _info_defaults():
 
 
 @main.command()
-@click.argument("store", type=click.Path())
+@click.argument("store", metavar="STORE|RUN", type=click.Path())
 @click.option("--memory", default="auto", show_default=True,
               help="Say whether and how a run fits this much memory (the whole process; 'auto': what this "
                    "process may use).")
@@ -255,14 +255,28 @@ def _info_defaults():
               help="The training option of that name.")
 @click.option("--mix-blocks", type=int, default=_info_defaults().mix_blocks, show_default=True,
               help="The training option of that name.")
+@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
+              help="RUN: how many of the largest weights to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_user_errors
-def info(store, memory, block_bytes, mix_blocks, as_json):
+def info(store, memory, block_bytes, mix_blocks, top, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes, and
-    whether a run fits --memory."""
+    whether a run fits --memory. Or describe the run directory RUN: its objective, the certificate
+    (duality gap against --tol), and the features of largest weight."""
     from .config import TrainConfig
+    from .runs.rundir import is_run_dir
     from .solvers.registry import explain_auto, memory_fit
     from .store import open_store
+
+    if os.path.isdir(store) and is_run_dir(store):
+        from .runinfo import format_run_info, run_info
+
+        i = run_info(store, top=top)
+        if as_json:
+            _emit_json(i)
+        else:
+            click.echo(format_run_info(i))
+        return
 
     cfg = TrainConfig(memory=memory, block_bytes=block_bytes, mix_blocks=mix_blocks)  # checks them as train does
     with open_store(store) as st:
