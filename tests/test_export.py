@@ -191,3 +191,48 @@ def test_export_wrong_use_is_one_line(runs, tmp_path):
     err = assert_one_line_error(cli("export", runs["logistic"], "--format", "text", "--out",
                                     tmp_path / "no" / "x", ok=False))
     assert "does not exist" in err
+
+
+# -- the docs tour, as written, on the demo's data --------------------------------------------------------
+def _tour_block():
+    """The commands and the Python code of getting-started.rst's "Inspect, score and export" part."""
+    import re
+
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "getting-started.rst")).read()
+    part = page[page.index("Inspect, score and export a model."):page.index("See :ref:`export`")]
+    commands = [ln.split("#")[0].strip() for ln in part.splitlines() if ln.strip().startswith("ooc ")]
+    code = re.search(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", part).group(1)
+    return commands, "\n".join(ln[4:] for ln in code.splitlines())
+
+
+def test_docs_tour_runs_on_the_demo_data(tmp_path, monkeypatch):
+    import shlex
+
+    commands, code = _tour_block()
+    assert commands[0] == "ooc demo --dir demo" and any("--format liblinear" in c for c in commands)
+    monkeypatch.chdir(tmp_path)
+    cli("demo", "--dir", "demo", "--rows", "2000")  # the demo, smaller
+    have = {"sklearn": _installed("sklearn"), "onnx": _installed("skl2onnx")}
+    for cmd in commands[1:]:
+        args = shlex.split(cmd)[1:]
+        fmt = args[args.index("--format") + 1] if "--format" in args else None
+        if fmt in have and not have[fmt]:
+            continue
+        cli(*args)
+    if _installed("liblinear") and have["sklearn"]:
+        scope = {}
+        exec(compile(code, "getting-started.rst", "exec"), scope)  # the page's Python, as written
+        pred = np.loadtxt(cli("predict", "demo/run", "demo/test.svm").stdout.splitlines())
+        np.testing.assert_array_equal(np.asarray(scope["labels"]), pred)
+        from sklearn.datasets import load_svmlight_file
+
+        # the estimator takes the d columns of the store (the demo's file is 1-based)
+        X, _ = load_svmlight_file("demo/test.svm", n_features=ooc.load_model("demo/run").n_features,
+                                  zero_based=False)
+        np.testing.assert_array_equal(scope["clf"].predict(X), pred)
+
+
+def _installed(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
