@@ -549,7 +549,7 @@ def format_metrics(m: dict) -> str:
 # -- export --------------------------------------------------------------------------------------
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["liblinear", "text", "sklearn", "onnx"]), required=True,
+@click.option("--format", "fmt", type=click.Choice(["liblinear", "text", "sklearn", "onnx"]), required=True,  # export.FORMATS
               help="liblinear: LIBLINEAR's model file (its predict reads it); text: 'feature weight' lines; "
                    "sklearn: a pickled fitted scikit-learn estimator; onnx: through skl2onnx (pip install 'ooc[onnx]').")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
@@ -698,7 +698,8 @@ def demo(workdir, rows):
     _report(run.result, False)
     click.echo(f"5. ooc evaluate {run_dir} {test_file}")
     m = do_evaluate(run_dir, test_file)
-    click.echo(f"   held-out accuracy {m['accuracy']:.4f}, logloss {m['logloss']:.4f} on {m['n_rows']} rows")
+    click.echo(f"   held-out accuracy {m['accuracy']:.4f}, logloss {m['logloss']:.4f}, ROC AUC {m['roc_auc']:.4f}, "
+               f"F1 {m['f1']:.4f} on {m['n_rows']} rows")
     click.echo(f"\ndemo files are in {workdir} (convergence plot: {os.path.join(run_dir, 'convergence.png')})")
 
 

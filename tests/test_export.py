@@ -181,6 +181,14 @@ def test_export_replaces_only_its_own_files(runs, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["model.txt"]
 
 
+def test_cli_offers_every_format():
+    from ooc.cli import main
+    from ooc.export import FORMATS
+
+    fmt = next(p for p in main.commands["export"].params if p.name == "fmt")
+    assert tuple(fmt.type.choices) == FORMATS
+
+
 def test_export_wrong_use_is_one_line(runs, tmp_path):
     err = assert_one_line_error(cli("export", tmp_path / "nope", "--format", "text", "--out", tmp_path / "x",
                                     ok=False))
