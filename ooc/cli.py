@@ -566,6 +566,9 @@ def export(run, fmt, out, overwrite, as_json):
     else:
         click.echo(f"wrote {out}: {fmt} export of the {res['task']} {res['loss']} model "
                    f"({res['n_features']} features, {_fmt_bytes(res['bytes'])})")
+        if fmt == "liblinear" and res["index_base"] == 0:  # LIBLINEAR's ids start at 1
+            click.echo("note: the training data's feature ids started at 0; LIBLINEAR's feature j is their j - 1 "
+                       "(add 1 to the ids of the files LIBLINEAR reads)")
 
 
 # -- batch ---------------------------------------------------------------------------------------

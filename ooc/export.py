@@ -267,4 +267,5 @@ def export(run: str, out: str, fmt: str, overwrite: bool = False) -> dict:
     with atomic_output(out, "wb") as f:
         f.write(payload)
     return {"run": run, "out": out, "format": fmt, "bytes": len(payload), "task": model.task,
-            "loss": model.loss, "n_features": model.n_features}
+            "loss": model.loss, "n_features": model.n_features,
+            "index_base": int(model.meta.get("index_base", 0))}

@@ -55,6 +55,8 @@ def _export(runs, name, fmt, tmp_path):
     out = tmp_path / f"{name}.{fmt}"
     info = last_json(cli("export", runs[name], "--format", fmt, "--out", out, "--json").stdout)
     assert info["format"] == fmt and info["out"] == str(out) and os.path.getsize(out) == info["bytes"]
+    # the stores of matrices number features from 0, the svmlight file's from 1
+    assert info["index_base"] == (1 if name in ("logistic", "hinge") else 0)
     return str(out)
 
 
@@ -172,6 +174,8 @@ def test_export_replaces_only_its_own_files(runs, tmp_path):
     assert_one_line_error(cli("export", runs["logistic"], "--format", "liblinear", "--out", out, ok=False))
     cli("export", runs["hinge"], "--format", "liblinear", "--out", out, "--overwrite")
     assert "bias -1" in out.read_text()
+    zero_based = cli("export", runs["multi"], "--format", "liblinear", "--out", out, "--overwrite").stdout
+    assert "LIBLINEAR's feature j is their j - 1" in zero_based
     # another format's export is not replaced by this one
     assert_one_line_error(cli("export", runs["hinge"], "--format", "text", "--out", out, "--overwrite", ok=False))
     # never inside the run directory; no temporaries left behind

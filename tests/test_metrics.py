@@ -125,3 +125,30 @@ def test_evaluate_json_keys_and_values_match_sklearn(stores, task):
                                                 rel=1e-12)
     text = cli("evaluate", run, store).stdout
     assert "confusion" in text and "roc_auc" in text if task == "binary" else "confusion" in text
+
+
+def test_evaluate_in_many_blocks_gives_the_figures_of_one(tmp_path):
+    """The metrics summed over 8 blocks (--memory 256KiB) are those of one block, and scikit-learn's."""
+    import scipy.sparse as sp
+
+    from ooc.evaluate import evaluate
+
+    rng = np.random.default_rng(8)
+    X = sp.random(4000, 30, density=0.3, random_state=8, format="csr")
+    y = np.where(X @ rng.standard_normal(30) + 0.3 * rng.standard_normal(4000) > 0, 1.0, -1.0)
+    store, run = str(tmp_path / "s.zarr"), str(tmp_path / "run")
+    ooc.convert(X, store, y=y, dtype="float64")
+    ooc.train(store, run, l2=1e-2, tol=1e-6)
+    pieces = []
+    many = evaluate(run, store, memory="256KiB", progress=pieces.append)
+    one = evaluate(run, store)
+    assert len(pieces) > 4 and pieces[-1]["done"] == pieces[-1]["total"] == 4000
+    assert set(many) == set(one)
+    for k in one:
+        if isinstance(one[k], float):
+            assert many[k] == pytest.approx(one[k], rel=1e-12), k
+        else:
+            assert many[k] == one[k], k
+    f = ooc.load_model(run).decision_function(X)
+    assert many["roc_auc"] == pytest.approx(metrics.roc_auc_score(y, f), rel=1e-12)
+    np.testing.assert_array_equal(many["confusion_matrix"], metrics.confusion_matrix(y, np.where(f > 0, 1, -1)))
