@@ -514,7 +514,7 @@ def _fmt_label(x) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def evaluate(run, input, memory, threads, as_json, verbose):
-    """Score RUN's model on INPUT: the primal objective; accuracy, log loss, ROC AUC (binary), precision,
+    """Score RUN's model on INPUT: the primal objective; accuracy, log loss, ROC AUC, precision,
     recall, F1 and the confusion matrix (classification); RMSE, MAE and R^2 (regression)."""
     from .evaluate import evaluate as do_evaluate
 

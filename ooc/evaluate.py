@@ -190,9 +190,10 @@ def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=No
     bias) evaluated on these rows. Classification: ``accuracy``, ``logloss`` (logistic, one-vs-rest
     or binary), ``precision``, ``recall``, ``f1`` (binary: of the class a positive margin
     predicts; multiclass: means over the model's classes), ``confusion_matrix`` (rows: true class,
-    columns: predicted, in the order of ``classes``), and for a binary model ``roc_auc``, which
-    keeps every margin until the end (9 bytes a row; :mod:`ooc.metrics`). Regression: ``rmse``,
-    ``mae`` and ``r2``.
+    columns: predicted, in the order of ``classes``) and ``roc_auc`` (binary: of the margins;
+    multiclass: the mean of each class's against the rest, scored by its probability (logistic) or
+    its margin), which keeps every score until the end (``8 k + 1`` bytes a row, ``k = 1`` for
+    binary; :mod:`ooc.metrics`). Regression: ``rmse``, ``mae`` and ``r2``.
 
     ``progress``: called with each block's :func:`progress_event`.
 
@@ -229,7 +230,9 @@ def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=No
             pred = model.predict_from_margins(m)
             correct += int(np.sum(pred == y))
             yi = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
-            scores.add(yi, np.searchsorted(model.classes_, pred), m if model.task == L.BINARY else None)
+            # ROC AUC's scores: the margins, or the probabilities of a multiclass logistic model
+            auc_scores = proba_from_margins(m) if model.task == L.MULTICLASS and has_proba and not cs else m
+            scores.add(yi, np.searchsorted(model.classes_, pred), auc_scores)
         if model.task == L.BINARY:
             pos = model.classes_[-1]
             ys = np.where(y == pos, 1.0, -1.0)
@@ -241,9 +244,8 @@ def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=No
         elif model.task == L.MULTICLASS:
             for c, cls in enumerate(model.classes_):
                 loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
-            if has_proba:
-                p = proba_from_margins(m)  # what predict_proba gives
-                logloss += float(-np.sum(np.log(np.maximum(p[np.arange(len(y)), yi], 1e-300))))
+            if has_proba:  # auc_scores: what predict_proba gives
+                logloss += float(-np.sum(np.log(np.maximum(auc_scores[np.arange(len(y)), yi], 1e-300))))
         else:
             loss_sum += float(np.sum(loss.value(m, y)))
             scores.add(y, m)

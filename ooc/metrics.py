@@ -9,10 +9,13 @@ rows at once:
   ``C_ii / sum_j C_ij`` and ``F1 = 2 tp / (2 tp + fp + fn)`` of the positive class (binary, the
   class a positive margin predicts) or their unweighted means over the model's classes
   (multiclass, ``average='macro'``); a ratio whose denominator is 0 counts as 0;
-- ROC AUC (binary): the Mann-Whitney statistic ``(R_+ - n_+ (n_+ + 1) / 2) / (n_+ n_-)`` with
-  ``R_+`` the sum of the positives' ranks among all margins (ties get their average rank), which
-  needs every margin: 8 bytes and a flag a row, kept until the end (a billion rows: 9 GB; with
-  ``roc_auc=False`` nothing is kept);
+- ROC AUC: the Mann-Whitney statistic ``(R_+ - n_+ (n_+ + 1) / 2) / (n_+ n_-)`` with ``R_+`` the
+  sum of the positives' ranks among all scores (ties get their average rank). Binary: of the
+  margins; multiclass: the mean over the classes of class ``c`` against the rest, scored by
+  column ``c`` of the scores given (the probabilities of a logistic model: scikit-learn's
+  ``multi_class='ovr', average='macro'``), classes absent from the rows left out. It needs every
+  score: ``8 k + 1`` bytes a row (``k = 1`` for binary) kept until the end (a billion binary rows:
+  9 GB; with ``roc_auc=False`` nothing is kept);
 - regression: ``MAE = sum |f - y| / n`` and ``R^2 = 1 - SSE / SST`` with ``SST = sum (y - mean y)^2``
   merged block by block (Chan et al.'s update of the mean and the sum of squared deviations,
   which does not cancel as ``sum y^2 - n mean^2`` would); a constant target gives 1 when the
@@ -32,36 +35,42 @@ class ClassificationMetrics:
     n_classes : int
         The model's classes; labels and predictions are given as their indices ``0 .. k-1``.
     roc_auc : bool
-        Keep the margins of a binary model for :meth:`result`'s ``roc_auc``.
+        Keep the scores for :meth:`result`'s ``roc_auc``.
     """
 
     def __init__(self, n_classes: int, roc_auc: bool = True):
         self.k = int(n_classes)
         self.confusion = np.zeros((self.k, self.k), dtype=np.int64)
-        self.keep = bool(roc_auc) and self.k == 2
-        self._margins: list[np.ndarray] = []
-        self._positive: list[np.ndarray] = []
+        self.keep = bool(roc_auc)
+        self._scores: list[np.ndarray] = []
+        self._true: list[np.ndarray] = []
 
-    def add(self, true_idx: np.ndarray, pred_idx: np.ndarray, margins: np.ndarray | None = None) -> None:
-        """Count a block: the true and predicted class indices, and (binary) its margins."""
+    def add(self, true_idx: np.ndarray, pred_idx: np.ndarray, scores: np.ndarray | None = None) -> None:
+        """Count a block: the true and predicted class indices, and its scores for ROC AUC (binary: the
+        margins, shape (m,); multiclass: one column per class, shape (m, k))."""
         self.confusion += np.bincount(np.asarray(true_idx, np.int64) * self.k + np.asarray(pred_idx, np.int64),
                                       minlength=self.k * self.k).reshape(self.k, self.k)
-        if self.keep and margins is not None:
-            self._margins.append(np.array(margins, dtype=np.float64))
-            self._positive.append(np.asarray(true_idx) == 1)
+        if self.keep and scores is not None:
+            self._scores.append(np.array(scores, dtype=np.float64))
+            self._true.append(np.asarray(true_idx, dtype=np.int8 if self.k < 128 else np.int64))
 
     def result(self) -> dict:
-        """``precision``, ``recall``, ``f1``, ``confusion_matrix`` (list of lists) and, binary, ``roc_auc``
-        (None when the rows hold a single class: it is undefined)."""
+        """``precision``, ``recall``, ``f1``, ``confusion_matrix`` (list of lists) and ``roc_auc`` when
+        scores were given (None when the rows hold a single class: it is undefined)."""
         C = self.confusion
         tp = np.diag(C).astype(np.float64)
         pred, true = C.sum(axis=0), C.sum(axis=1)
         prec, rec, f1 = _ratio(tp, pred), _ratio(tp, true), _ratio(2 * tp, pred + true)
         pick = (lambda v: float(v[1])) if self.k == 2 else (lambda v: float(np.mean(v)))
         out = {"precision": pick(prec), "recall": pick(rec), "f1": pick(f1), "confusion_matrix": C.tolist()}
-        if self.keep:
-            out["roc_auc"] = roc_auc(np.concatenate(self._margins) if self._margins else np.zeros(0),
-                                     np.concatenate(self._positive) if self._positive else np.zeros(0, bool))
+        if self.keep and self._scores:
+            scores, true = np.concatenate(self._scores), np.concatenate(self._true)
+            if self.k == 2:
+                out["roc_auc"] = roc_auc(scores, true == 1)
+            else:
+                aucs = [roc_auc(scores[:, c], true == c) for c in range(self.k)]
+                aucs = [a for a in aucs if a is not None]
+                out["roc_auc"] = float(np.mean(aucs)) if aucs else None
         return out
 
 

@@ -16,7 +16,7 @@ EVALUATE_KEYS = {
     "binary": {"n_rows", "primal", "accuracy", "logloss", "classes", "precision", "recall", "f1",
                "confusion_matrix", "roc_auc"},
     "multiclass": {"n_rows", "primal", "accuracy", "logloss", "classes", "precision", "recall", "f1",
-                   "confusion_matrix"},
+                   "confusion_matrix", "roc_auc"},
     "regression": {"n_rows", "primal", "rmse", "mae", "r2"},
 }
 
@@ -36,6 +36,9 @@ def test_classification_sums_over_blocks_equal_sklearn(k):
     if k == 4:
         pred[pred == 3] = 2  # a class never predicted: its precision counts as 0
     margins = np.round(rng.standard_normal(n) + (y == 1), 1)  # rounded: ties
+    if k > 2:  # class probabilities
+        margins = rng.dirichlet(np.ones(k), n) + np.eye(k)[y]
+        margins /= margins.sum(axis=1, keepdims=True)
     acc = ClassificationMetrics(k)
     for a, b in _blocks(n, rng):
         acc.add(y[a:b], pred[a:b], margins[a:b])
@@ -49,7 +52,7 @@ def test_classification_sums_over_blocks_equal_sklearn(k):
     if k == 2:
         assert got["roc_auc"] == pytest.approx(metrics.roc_auc_score(y, margins), rel=1e-12)
     else:
-        assert "roc_auc" not in got
+        assert got["roc_auc"] == pytest.approx(metrics.roc_auc_score(y, margins, multi_class="ovr"), rel=1e-12)
 
 
 def test_roc_auc_of_one_class_is_undefined():
@@ -120,6 +123,8 @@ def test_evaluate_json_keys_and_values_match_sklearn(stores, task):
         assert ev["roc_auc"] == pytest.approx(metrics.roc_auc_score(y == 7, f), rel=1e-12)
         assert ev["f1"] == pytest.approx(metrics.f1_score(y, pred, pos_label=7), rel=1e-12)
     else:
+        assert ev["roc_auc"] == pytest.approx(metrics.roc_auc_score(y, model.predict_proba(X), multi_class="ovr"),
+                                              rel=1e-12)
         assert ev["f1"] == pytest.approx(metrics.f1_score(y, pred, average="macro"), rel=1e-12)
         assert ev["precision"] == pytest.approx(metrics.precision_score(y, pred, average="macro", zero_division=0),
                                                 rel=1e-12)
