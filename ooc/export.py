@@ -209,8 +209,9 @@ def onnx_bytes(model: LinearModel) -> bytes:
     except ImportError:
         raise RuntimeError("--format onnx needs skl2onnx (pip install 'ooc[onnx]')") from None
     est = sklearn_estimator(model)
+    # probabilities as one array, not a list of dicts (classifiers with predict_proba have the option)
     onx = convert_sklearn(est, initial_types=[("X", FloatTensorType([None, model.n_features]))],
-                          options={id(est): {"zipmap": False}} if model.task != "regression" else None)
+                          options={id(est): {"zipmap": False}} if hasattr(est, "predict_proba") else None)
     onx.producer_name = MARK
     return onx.SerializeToString()
 
