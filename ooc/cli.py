@@ -12,6 +12,7 @@ import functools
 import json
 import logging
 import os
+import shlex
 import sys
 import tempfile
 
@@ -19,7 +20,7 @@ import click
 
 from . import interrupts
 from ._version import __version__
-from .progress import ConvertProgress, wanted
+from .progress import ConvertProgress, EpochProgress, RowsProgress, wanted
 
 
 class UserError(click.ClickException):
@@ -246,7 +247,7 @@ def _info_defaults():
 
 
 @main.command()
-@click.argument("store", type=click.Path())
+@click.argument("store", metavar="STORE|RUN", type=click.Path())
 @click.option("--memory", default="auto", show_default=True,
               help="Say whether and how a run fits this much memory (the whole process; 'auto': what this "
                    "process may use).")
@@ -254,14 +255,28 @@ def _info_defaults():
               help="The training option of that name.")
 @click.option("--mix-blocks", type=int, default=_info_defaults().mix_blocks, show_default=True,
               help="The training option of that name.")
+@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
+              help="RUN: how many of the largest weights to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_user_errors
-def info(store, memory, block_bytes, mix_blocks, as_json):
+def info(store, memory, block_bytes, mix_blocks, top, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes, and
-    whether a run fits --memory."""
+    whether a run fits --memory. Or describe the run directory RUN: its objective, the certificate
+    (duality gap against --tol), and the features of largest weight."""
     from .config import TrainConfig
+    from .runs.rundir import is_run_dir
     from .solvers.registry import explain_auto, memory_fit
     from .store import open_store
+
+    if os.path.isdir(store) and is_run_dir(store):
+        from .runinfo import format_run_info, run_info
+
+        i = run_info(store, top=top)
+        if as_json:
+            _emit_json(i)
+        else:
+            click.echo(format_run_info(i))
+        return
 
     cfg = TrainConfig(memory=memory, block_bytes=block_bytes, mix_blocks=mix_blocks)  # checks them as train does
     with open_store(store) as st:
@@ -345,29 +360,6 @@ def format_info(i: dict) -> str:
 
 
 # -- train / resume ------------------------------------------------------------------------------
-class EpochProgress:
-    """A tqdm bar over epochs showing the gap and throughput; silent when disabled."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="epoch", desc="train", file=sys.stderr, leave=False)
-
-    def __call__(self, h: dict) -> None:
-        if self.bar is None:
-            return
-        self.bar.n = h["epoch"]
-        self.bar.set_postfix(gap=f"{h['rel_gap']:.2e}", rows_s=f"{(h.get('rows_per_s') or 0):.3g}",
-                             MB_s=f"{(h.get('mb_per_s') or 0):.3g}", refresh=False)
-        self.bar.refresh()
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-
-
 def _report(result: dict, as_json: bool) -> None:
     if as_json:
         _emit_json(result)
@@ -377,6 +369,9 @@ def _report(result: dict, as_json: bool) -> None:
                f"relative gap {result['rel_gap']:.3g} (tol {result['tol']:g}), nnz(w) {result['nnz_w']}, "
                f"{result['seconds']:.2f} s")
     click.echo(f"run directory: {result['run']}")
+    if not result["converged"]:
+        click.echo(f"to continue: ooc resume {shlex.quote(str(result['run']))} --max-epochs "
+                   f"{2 * max(int(result['epochs']), 1)}")
     if result.get("memory_budget") is not None:
         click.echo(f"memory: {_fmt_bytes(result['memory_budget'])} for training ({result['memory_source']})")
 
@@ -429,13 +424,25 @@ def train(store, out, overwrite, as_json, verbose, **options):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
     from .train import train as do_train
 
-    bar = EpochProgress(wanted(verbose), options["max_epochs"])
+    bar = EpochProgress(wanted(verbose), options["tol"], options["max_epochs"])
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
             run = do_train(store, out, overwrite=overwrite, progress=bar, **options)
     finally:
         bar.close()
     _report(run.result, as_json)
+
+
+def _run_limits(run: str, max_epochs: int | None) -> tuple:
+    """``--tol`` and ``--max-epochs`` of the run to resume, for its progress bar (None, None when its
+    ``run.json`` cannot be read: resume itself then says why)."""
+    from .runs.rundir import RunDir, RunError
+
+    try:
+        cfg = RunDir.open(run).config
+        return cfg.get("tol"), max_epochs or cfg.get("max_epochs")
+    except (RunError, OSError, ValueError):
+        return None, max_epochs
 
 
 @main.command()
@@ -448,7 +455,7 @@ def resume(run, max_epochs, as_json, verbose):
     """Continue RUN from its last checkpoint (exactly as if it had never stopped)."""
     from .train import resume as do_resume
 
-    bar = EpochProgress(wanted(verbose), max_epochs or 0)
+    bar = EpochProgress(wanted(verbose), *_run_limits(run, max_epochs))
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
             r = do_resume(run, max_epochs=max_epochs, progress=bar)
@@ -468,8 +475,9 @@ def resume(run, max_epochs, as_json, verbose):
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
 @click.option("--threads", type=int, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
+@click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def predict(run, input, out_file, proba, memory, threads):
+def predict(run, input, out_file, proba, memory, threads, verbose):
     """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
     from .evaluate import iter_predictions
     from .fsutil import atomic_output, contains
@@ -479,11 +487,15 @@ def predict(run, input, out_file, proba, memory, threads):
         for what, path in (("the input", input), ("the run directory", run)):
             if "://" not in path and os.path.lexists(path) and contains(path, out_file):
                 raise UserError(f"--out {out_file}: is {what} {path} or inside it; choose another file")
-    with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
-        for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads):
-            fh.write("\n".join(_fmt_label(p) for p in pred))
-            if len(pred):
-                fh.write("\n")
+    bar = RowsProgress(wanted(verbose), "predict")
+    try:
+        with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
+            for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar):
+                fh.write("\n".join(_fmt_label(p) for p in pred))
+                if len(pred):
+                    fh.write("\n")
+    finally:
+        bar.close()
 
 
 def _fmt_label(x) -> str:
@@ -499,17 +511,64 @@ def _fmt_label(x) -> str:
 @click.option("--threads", type=int, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as one JSON object.")
+@click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def evaluate(run, input, memory, threads, as_json):
-    """Score RUN's model on INPUT: accuracy, logloss, primal objective, ..."""
+def evaluate(run, input, memory, threads, as_json, verbose):
+    """Score RUN's model on INPUT: the primal objective; accuracy, log loss, ROC AUC, precision,
+    recall, F1 and the confusion matrix (classification); RMSE, MAE and R^2 (regression)."""
     from .evaluate import evaluate as do_evaluate
 
-    m = do_evaluate(run, input, memory=memory, threads=threads)
+    bar = RowsProgress(wanted(verbose), "evaluate")
+    try:
+        m = do_evaluate(run, input, memory=memory, threads=threads, progress=bar)
+    finally:
+        bar.close()
     if as_json:
         _emit_json(m)
         return
+    click.echo(format_metrics(m))
+
+
+def format_metrics(m: dict) -> str:
+    """Human-readable ``ooc evaluate``: one metric a line, then the confusion matrix as a table."""
+    lines = []
     for k, v in m.items():
-        click.echo(f"{k:>14}  {v}")
+        if k in ("confusion_matrix", "classes"):
+            continue
+        lines.append(f"{k:>14}  {'n/a (one class only)' if v is None else f'{v:.6g}' if isinstance(v, float) else v}")
+    if "confusion_matrix" in m:
+        names = [_fmt_label(c) for c in m["classes"]]
+        width = max(len(x) for x in names + [str(c) for row in m["confusion_matrix"] for c in row])
+        lines.append(f"{'confusion':>14}  rows: true class, columns: predicted")
+        lines.append(" " * 16 + " " * (width + 2) + "  ".join(x.rjust(width) for x in names))
+        for name, row in zip(names, m["confusion_matrix"]):
+            lines.append(" " * 16 + name.rjust(width) + "  " + "  ".join(str(c).rjust(width) for c in row))
+    return "\n".join(lines)
+
+
+# -- export --------------------------------------------------------------------------------------
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["liblinear", "text", "sklearn", "onnx"]), required=True,  # export.FORMATS
+              help="liblinear: LIBLINEAR's model file (its predict reads it); text: 'feature weight' lines; "
+                   "sklearn: a pickled fitted scikit-learn estimator; onnx: through skl2onnx (pip install 'ooc[onnx]').")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an export of this format ooc wrote.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (what was written).")
+@_user_errors
+def export(run, fmt, out, overwrite, as_json):
+    """Write RUN's model to OUT for another tool (LIBLINEAR, scikit-learn, ONNX) or as text."""
+    from .export import export as do_export
+
+    res = do_export(run, out, fmt, overwrite=overwrite)
+    if as_json:
+        _emit_json(res)
+    else:
+        click.echo(f"wrote {out}: {fmt} export of the {res['task']} {res['loss']} model "
+                   f"({res['n_features']} features, {_fmt_bytes(res['bytes'])})")
+        if fmt == "liblinear" and res["index_base"] == 0:  # LIBLINEAR's ids start at 1
+            click.echo("note: the training data's feature ids started at 0; LIBLINEAR's feature j is their j - 1 "
+                       "(add 1 to the ids of the files LIBLINEAR reads)")
 
 
 # -- batch ---------------------------------------------------------------------------------------
@@ -632,7 +691,7 @@ def demo(workdir, rows):
     click.echo(f"3. ooc info {store}")
     click.echo(format_info(_store_info(st)))
     click.echo(f"4. ooc train {store} --out {run_dir} --loss logistic --l2 1e-4 --bias 1 --tol 1e-6")
-    bar = EpochProgress(wanted(False), 100)
+    bar = EpochProgress(wanted(False), 1e-6, 100)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -642,7 +701,8 @@ def demo(workdir, rows):
     _report(run.result, False)
     click.echo(f"5. ooc evaluate {run_dir} {test_file}")
     m = do_evaluate(run_dir, test_file)
-    click.echo(f"   held-out accuracy {m['accuracy']:.4f}, logloss {m['logloss']:.4f} on {m['n_rows']} rows")
+    click.echo(f"   held-out accuracy {m['accuracy']:.4f}, logloss {m['logloss']:.4f}, ROC AUC {m['roc_auc']:.4f}, "
+               f"F1 {m['f1']:.4f} on {m['n_rows']} rows")
     click.echo(f"\ndemo files are in {workdir} (convergence plot: {os.path.join(run_dir, 'convergence.png')})")
 
 
