@@ -162,7 +162,12 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
 
 
 def evaluate(run: str, source: str, memory="auto", threads: int = 0) -> dict:
-    """Metrics of the run's model on ``source``.
+    """Metrics of the run's model on ``source`` (:func:`evaluate_model` of ``RUN/model``)."""
+    return evaluate_model(LinearModel.load(run), source, memory, threads)
+
+
+def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int = 0) -> dict:
+    """Metrics of ``model`` on ``source``.
 
     Classification: ``accuracy``, ``logloss`` (logistic), and the ``primal`` objective of
     the training problem (loss, l2, l1, bias) evaluated on these rows. Regression:
@@ -174,7 +179,6 @@ def evaluate(run: str, source: str, memory="auto", threads: int = 0) -> dict:
         ``source`` has a label the classification model does not know (naming it, its line or
         row, and the model's classes), or more feature columns than the model (module docstring).
     """
-    model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
     meta = model.meta
     cs = meta.get("multiclass") == "crammer-singer"
