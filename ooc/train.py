@@ -570,8 +570,10 @@ def plot_convergence(rd: RunDir) -> str:
 
     h = rd.history()
     t = [e["seconds"] for e in h]
-    fig = Figure(figsize=(10, 4))
-    a1, a2 = fig.subplots(1, 2)
+    scored = [e for e in h if e.get("validation") is not None]
+    fig = Figure(figsize=(15 if scored else 10, 4))
+    axes = fig.subplots(1, 3 if scored else 2)
+    a1, a2 = axes[0], axes[1]
     gaps = [e["gap"] if e["gap"] > 0 else np.nan for e in h]
     a1.semilogy(t, gaps, "o-", label="duality gap")
     a1.set_xlabel("training time (s)")
@@ -596,6 +598,12 @@ def plot_convergence(rd: RunDir) -> str:
     for ax in (a1, a2):
         ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=True))
         ax.yaxis.set_minor_formatter(NullFormatter())
+    if scored:  # --validation: the held-out metric of each certified state
+        a3 = axes[2]
+        a3.plot([e["seconds"] for e in scored], [e["validation"] for e in scored], "o-")
+        a3.set_xlabel("training time (s)")
+        a3.set_title(f"validation {scored[-1].get('validation_metric', '')}")
+        a3.grid(True, alpha=0.3)
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.92, wspace=0.25)
     path = os.path.join(rd.path, "convergence.png")
     tmp = path + f".tmp-{os.getpid()}.png"

@@ -33,6 +33,7 @@ import os
 
 import numpy as np
 
+from ..fsutil import contains
 from . import layout as L
 from .backend import MemoryBackend
 from .ingest import build_columns, convert, memory_budget
@@ -113,6 +114,8 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, memor
     in_place = out == old.path if "://" in out else os.path.abspath(out) == os.path.abspath(old.path)
     exists = MemoryBackend.detect(out) if memory_store else os.path.lexists(out)
     if not in_place:
+        if "://" not in out and "://" not in old.path and contains(old.path, out):
+            raise FileExistsError(f"{out}: is inside the store {old.path}; choose another output path")
         check_output_store(out, exists, overwrite, source)
     mem = memory_budget(memory)
     remove_stale_temporaries(out)
