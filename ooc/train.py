@@ -312,20 +312,23 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         raise
 
 
-def resume(run: str, max_epochs: int | None = None, progress=None, store=None) -> Run:
+def resume(run: str, max_epochs: int | None = None, progress=None, store=None, **options) -> Run:
     """Continue a run from its last checkpoint; bit-for-bit the same as never stopping.
 
     With ``store``, a finished run goes on on a store made from its own by appending rows
     (:func:`ooc.store.append.append`): a new trajectory in the same run directory, from the
     run's final duals for the old rows and 0 for the new ones, to a certificate of the
-    problem on all rows (:func:`continue_on`). ``max_epochs`` then counts its passes.
+    problem on all rows (:func:`continue_on`). ``max_epochs`` then counts its passes, and
+    ``options`` may give another ``l2``, ``l1`` or ``tol`` (the duals stay feasible).
     """
     rd = RunDir.open(run)
     cfg = rd.config
+    if set(options) - set(CONTINUE_OPTIONS) or (options and store is None):
+        raise ValueError(f"resume takes {', '.join(CONTINUE_OPTIONS)} only with store (got {', '.join(options)})")
     if store is not None:
         st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
         if st.fingerprint != cfg["store_fingerprint"]:
-            return continue_on(rd, st, max_epochs, progress)
+            return continue_on(rd, st, max_epochs, progress, **options)
     try:
         st = open_store(cfg["store"])
     except Exception as exc:
@@ -350,7 +353,11 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None) -
         return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
 
 
-def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None) -> Run:
+#: Options a run continued on new rows may change (its duals stay feasible, as for a warm start).
+CONTINUE_OPTIONS = ("l2", "l1", "tol")
+
+
+def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, **options) -> Run:
     """Continue the finished run ``rd`` on ``st``, its store with rows appended; see :func:`resume`.
 
     ``st`` must list the run's store in its lineage (it then starts with exactly the rows the
@@ -387,6 +394,7 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None) ->
     opts["solver"] = cfg["solver_used"]  # the duals are this solver's: auto may choose another on more rows
     if max_epochs is not None:
         opts["max_epochs"] = max_epochs
+    opts.update(options)
     o = _validate(opts, st)
     if not solver_spec(o["solver_used"]).warm_start:
         able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
@@ -402,7 +410,7 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None) ->
                   "seconds": float(m["seconds"]), "bytes_read": int(m["bytes_read"]), **staged}
         cfg.update(store=os.path.abspath(st.path) if "://" not in st.path else st.path,
                    store_fingerprint=st.fingerprint, n_rows=st.n_rows, n_cols=st.n_cols,
-                   solver=opts["solver"], max_epochs=o["max_epochs"], generations=gens + [record])
+                   solver=opts["solver"], generations=gens + [record], **{k: o[k] for k in ("max_epochs", *options)})
         rd.write_config(cfg)  # the commit: from here on the run is the new trajectory
         os.unlink(metrics)  # the run is no longer finished (a batch must not skip it)
         warm, start = _trajectory(rd, cfg, st, o)
