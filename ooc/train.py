@@ -46,6 +46,7 @@ from .store import layout as L
 from .store import open_store
 from .store.append import starts_with
 from .store.ingest import format_bytes
+from .validation import check as check_validation
 from .validation import watch as validation_watch
 
 log = logging.getLogger("ooc")
@@ -81,6 +82,8 @@ def _validate(opts: dict, store) -> dict:
         o["validation"] = os.path.abspath(o["validation"])  # run.json's: a resume from elsewhere finds it
     _check_task(o, cfg.loss_spec, store)
     _choose_solver(o, cfg.loss_spec, store)
+    if o["validation"] is not None:
+        check_validation(o, store.label_kind)
     if o["validation"] is not None and o["solver_used"] == "dgpd":
         raise ValueError("--validation scores the certified state, which dgpd records only after its update; "
                          "use another --solver")

@@ -44,6 +44,14 @@ def metric_for(o: dict, task: str) -> str:
     return metric
 
 
+def check(o: dict, task: str) -> str:
+    """Refuse a ``--validation`` that is not there or a metric the task has not; the metric."""
+    source = o["validation"]
+    if "://" not in source and not os.path.exists(source):
+        raise ValueError(f"--validation {source}: no such file or store")
+    return metric_for(o, task)
+
+
 def watch(o: dict, task: str, to_model) -> Watch | None:
     """The engine's :class:`~ooc.engine.Watch` of ``o['validation']`` (None without one).
 
@@ -52,11 +60,9 @@ def watch(o: dict, task: str, to_model) -> Watch | None:
     source = o.get("validation")
     if source is None:
         return None
-    metric = metric_for(o, task)
+    metric = check(o, task)
     # pieces of about a training block: the evaluation holds a few of them at once
     budget = 4 * int(o["train_block_bytes"] or L.DEFAULT_BLOCK_BYTES)
-    if "://" not in source and not os.path.exists(source):
-        raise ValueError(f"--validation {source}: no such file or store")
 
     def score(w) -> dict:
         m = evaluate_model(to_model(w), source, memory=budget, threads=o["threads"])
