@@ -236,7 +236,10 @@ def _store_info(st) -> dict:
     """``st.info()`` and the memory each solver family holds for it (``resident_*``, from the planner)."""
     from .solvers.registry import resident_memory
 
-    return {**st.info(), **resident_memory(st)}
+    info = {**st.info(), **resident_memory(st)}
+    if st.attrs.get("lineage"):  # made by 'ooc append': the stores it grew from
+        info["lineage"] = st.attrs["lineage"]
+    return info
 
 
 def _info_defaults():
@@ -334,6 +337,9 @@ def format_info(i: dict) -> str:
         "or memory-mapped): " + ", ".join(f"{s} {_fmt_bytes(b)}" for s, b in i["resident_vector_bytes"].items()),
         f"fingerprint  {i['fingerprint']}",
     ]
+    for j, g in enumerate(i.get("lineage") or []):
+        lines.append(("grown from   " if j == 0 else "             ")
+                     + f"{g['n_rows']} rows of store {g['fingerprint']} (ooc append)")
     for j, line in enumerate(i.get("auto") or []):
         lines.append(("auto solver  " if j == 0 else "             ") + line)
     if i.get("memory_fit"):
@@ -479,7 +485,8 @@ def resume(run, max_epochs, store, as_json, verbose):
               help="Write the grown store here (default: replace STORE atomically).")
 @click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz"]), default=None,
               help="Format of NEWDATA (default: from its name and contents).")
-@click.option("--memory", default="1GiB", show_default=True, help="Memory for writing the store (as in convert).")
+@click.option("--memory", default="auto", show_default=True,
+              help="Memory for the whole process, as in convert ('auto': what it may use).")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists (only an ooc store).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new store's summary as JSON.")
 @_user_errors

@@ -257,3 +257,68 @@ def test_validation_option_errors_are_one_line(tmp_path):
                                     "--validation-metric", "rmse", ok=False))
     assert "--validation-metric rmse" in err
     assert not os.path.exists(tmp_path / "r")
+
+
+# -- the docs' tour ----------------------------------------------------------------------------------
+def test_the_tour_commands_work_on_the_demo_data(tmp_path, no_plot):
+    import shlex
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "getting-started.rst")) as f:
+        page = f.read()
+    block = page[page.index("Validation while training, warm starts and new rows"):]
+    block = block[:block.index("Many runs")]
+    commands = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.strip().startswith("ooc ")]
+    assert [c.split()[1] for c in commands] == ["train", "train", "append", "resume"]
+    cli("demo", "--dir", tmp_path / "demo", "--rows", 2000)
+    for command in commands:
+        args = [a.replace("demo/", f"{tmp_path / 'demo'}/") for a in shlex.split(command)[1:]]
+        res = cli(*args)
+    out = last_json(res.stdout)
+    assert out["converged"] and out["generation"] == 1
+    assert json.loads((tmp_path / "demo" / "run" / "run.json").read_text())["n_rows"] == 2500
+
+
+def test_a_batch_run_scores_its_validation_data_every_epoch(tmp_path, no_plot):
+    from ooc.batch import run_one
+
+    X, y = _binary(n=300)
+    st = ooc.convert(X[:200], tmp_path / "s.zarr", y=y[:200])
+    write_svmlight(tmp_path / "v.svm", X[200:], y[200:])
+    row = run_one(str(tmp_path / "run"), {"store": st.path, "l2": L2, "tol": 1e-8}, str(tmp_path / "v.svm"))
+    assert row["status"] == "ok", row
+    hist = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert all(h["validation_metric"] == "accuracy" for h in hist)
+    assert row["validation"] == hist[-1]["validation"] == evaluate(str(tmp_path / "run"), str(tmp_path / "v.svm"))["accuracy"]
+
+
+def test_sigkill_during_a_continuation_then_resume_is_bit_exact(tmp_path, no_plot):
+    import time
+
+    from test_resume import Child
+
+    X, y = _binary(n=900, d=40)
+    a = ooc.convert(X[:600], tmp_path / "a.zarr", y=y[:600], dtype="float64")
+    opts = dict(l2=1e-3, tol=1e-9, solver="sdca", block_bytes=4096)
+    ooc.train(a, tmp_path / "killed", checkpoint_every=0.0, **opts)  # a checkpoint at every block boundary
+    ooc.train(a, tmp_path / "whole", **opts)
+    grown = append(a, X[600:], tmp_path / "b.zarr", y=y[600:])
+    whole = ooc.resume(str(tmp_path / "whole"), store=grown)
+    hist = tmp_path / "killed" / "history.jsonl"
+
+    def new_lines():
+        return sum('"generation"' in line for line in hist.read_text().splitlines())
+
+    # killed while continuing (after its first certified state), then killed again while resuming
+    landed = []
+    for args, lines in ((["resume", tmp_path / "killed", "--store", grown.path], 1),
+                        (["resume", tmp_path / "killed"], 3)):
+        child = Child(args, real=False)
+        t_end = time.monotonic() + 120
+        while child.poll() is None and new_lines() < lines and time.monotonic() < t_end:
+            time.sleep(0.002)
+        child.kill()
+        landed.append(child.rc == -9)
+    assert any(landed)  # not a run that finished before it could be killed
+    again = ooc.resume(str(tmp_path / "killed"))
+    assert np.array_equal(again.model.coef_, whole.model.coef_)
+    assert [h["dual"] for h in again.history] == [h["dual"] for h in whole.history]

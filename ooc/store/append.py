@@ -77,7 +77,7 @@ def _check_new_labels(old: Store, y: np.ndarray, source: str, first_row: int) ->
                                  f"{[float(v) for v in np.unique(known)]} (appended rows keep the task)")
 
 
-def append(store, source, out: str | os.PathLike | None = None, *, y=None, memory="1GiB",
+def append(store, source, out: str | os.PathLike | None = None, *, y=None, memory="auto",
            input_format: str | None = None, overwrite: bool = False) -> Store:
     """Write the rows of ``store`` followed by the rows of ``source`` as a store at ``out``.
 
