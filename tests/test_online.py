@@ -124,14 +124,17 @@ def test_resume_store_refusals_are_one_line(tmp_path):
     assert grown.n_rows == 80
 
 
-def test_a_continuation_killed_before_its_first_checkpoint_resumes_to_the_same_model(tmp_path, monkeypatch, no_plot):
+@pytest.mark.parametrize("memory", ["auto", "8KiB"])  # the duals in memory, or paged from per-block files
+def test_a_continuation_killed_before_its_first_checkpoint_resumes_to_the_same_model(tmp_path, monkeypatch, no_plot,
+                                                                                    memory):
     T = importlib.import_module("ooc.train")
 
     X, y = _binary()
     a = ooc.convert(X[:240], tmp_path / "a.zarr", y=y[:240], dtype="float64")
-    opts = dict(l2=L2, tol=1e-9, solver="sdca", block_bytes=1024)
+    opts = dict(l2=L2, tol=1e-9, solver="sdca", block_bytes=1024, memory=memory)
     for name in ("killed", "whole"):
-        ooc.train(a, tmp_path / name, **opts)
+        res = ooc.train(a, tmp_path / name, **opts).result
+        assert res["dual_store"] == ("paged" if memory == "8KiB" else "memory")
     grown = append(a, X[240:], tmp_path / "b.zarr", y=y[240:])
     whole = ooc.resume(str(tmp_path / "whole"), store=grown)
 
