@@ -456,7 +456,8 @@ def train(store, out, warm_start, overwrite, as_json, verbose, **options):
 
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
-@click.option("--max-epochs", type=int, default=None, help="New epoch limit (default: the run's).")
+@click.option("--max-epochs", type=int, default=None,
+              help="New epoch limit (default: the run's); with --store, the new trajectory's passes.")
 @click.option("--store", type=click.Path(), default=None,
               help="The run's store with rows appended ('ooc append'): continue the finished run on all rows, "
                    "from its final duals (new rows at 0), to a new certificate.")
