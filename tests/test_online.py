@@ -325,3 +325,38 @@ def test_sigkill_during_a_continuation_then_resume_is_bit_exact(tmp_path, no_plo
     again = ooc.resume(str(tmp_path / "killed"))
     assert np.array_equal(again.model.coef_, whole.model.coef_)
     assert [h["dual"] for h in again.history] == [h["dual"] for h in whole.history]
+
+
+# -- the engine's watch ------------------------------------------------------------------------------
+@pytest.mark.parametrize("fused", [True, False])
+def test_the_engine_stops_after_patience_states_without_a_better_score_and_resumes_to_the_same_stop(tmp_path, fused):
+    from test_engine import Toy
+
+    from ooc.engine import Watch
+    from ooc.engine import run as run_solver
+    from ooc.runs.rundir import RunDir
+
+    class Scored(Toy):
+        def certified_w(self):
+            return self.result()["w"]
+
+    # the toy's state after e epochs is x = 0.5^e: the score of epoch e is SCORES[e] (lower is better)
+    scores = [5.0, 3.0, 4.0, 2.0, 2.5, 2.6, 1.0, 0.5]
+    watch = Watch(lambda w: {"validation": scores[round(-np.log2(w[0, 0]))]}, "validation", False, 2)
+    full_rd = RunDir.create(str(tmp_path / "full"), {})
+    full = run_solver(Scored(full_rd, tol=1e-12, fused=fused), 100, resume=False, watch=watch)
+    # epoch 3 is the best; 4 and 5 do not improve on it: the run stops at 5, keeping that state
+    assert full["early_stopped"] and not full["converged"] and full["epochs"] == 5
+    assert (full["best_epoch"], full["best_validation"]) == (3, 2.0) and full["w"][0, 0] == pytest.approx(0.5 ** 5)
+    assert [e["validation"] for e in full_rd.history()] == scores[:6]
+    # killed inside epoch 4 and resumed: the count of states without improvement comes from the history
+    rd = RunDir.create(str(tmp_path / "cut"), {})
+    with pytest.raises(KeyboardInterrupt):
+        run_solver(Scored(rd, tol=1e-12, fused=fused, checkpoint_every=0.0, die_at=18), 100, resume=False, watch=watch)
+    again = run_solver(Scored(RunDir.open(rd.path), tol=1e-12, fused=fused), 100, resume=True, watch=watch)
+    assert (again["epochs"], again["best_epoch"], again["w"][0, 0]) == (5, 3, full["w"][0, 0])
+    # patience 0: never stops early (and a higher-is-better score is compared the other way)
+    plain = Watch(lambda w: {"validation": float(w[0, 0])}, "validation", True, 0)
+    res = run_solver(Scored(RunDir.create(str(tmp_path / "plain"), {}), tol=1e-3, fused=fused), 100, resume=False,
+                     watch=plain)
+    assert res["converged"] and not res["early_stopped"] and res["best_epoch"] == 0
