@@ -4,7 +4,7 @@ A spec is a TOML file::
 
     [batch]
     out = "grid-out"              # folder of run directories (relative to the spec file)
-    validation = "valid.svm"      # optional: evaluated after each run, sorts the summary
+    validation = "valid.svm"      # optional: scored at every epoch of each run, sorts the summary
 
     [grid]                        # every combination is one run; keys are `ooc train` options
     store = ["data.zarr"]
@@ -314,6 +314,8 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
             state = "skipped"
         else:
             opts = {k: v for k, v in options.items() if k != "store"}
+            if validation and opts.get("validation") is None:
+                opts["validation"] = validation  # scored at every certified state: the history has the curve
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 if current:
@@ -325,9 +327,13 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
                     state = "trained" if current is None else "retrained"
         val = metric = ""
         if validation:
-            m = evaluate(run_dir, validation)
-            metric = "accuracy" if "accuracy" in m else "rmse"
-            val = m[metric]
+            # the run's own score of its last state when it scored this data, else evaluated here
+            val = res.get("validation", "") if res.get("validation_metric") in ("accuracy", "rmse") else ""
+            metric = res.get("validation_metric", "") if val != "" else ""
+            if val == "" or os.path.abspath(options.get("validation") or validation) != os.path.abspath(validation):
+                m = evaluate(run_dir, validation)
+                metric = "accuracy" if "accuracy" in m else "rmse"
+                val = m[metric]
         return _row(run_dir, options, status="ok", primal=res["primal"], gap=res["gap"], epochs=res["epochs"],
                     seconds=res["seconds"], converged=res["converged"], validation=val, state=state,
                     validation_metric=metric)

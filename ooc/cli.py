@@ -237,7 +237,10 @@ def _store_info(st) -> dict:
     """``st.info()`` and the memory each solver family holds for it (``resident_*``, from the planner)."""
     from .solvers.registry import resident_memory
 
-    return {**st.info(), **resident_memory(st)}
+    info = {**st.info(), **resident_memory(st)}
+    if st.attrs.get("lineage"):  # made by 'ooc append': the stores it grew from
+        info["lineage"] = st.attrs["lineage"]
+    return info
 
 
 def _info_defaults():
@@ -349,6 +352,9 @@ def format_info(i: dict) -> str:
         "or memory-mapped): " + ", ".join(f"{s} {_fmt_bytes(b)}" for s, b in i["resident_vector_bytes"].items()),
         f"fingerprint  {i['fingerprint']}",
     ]
+    for j, g in enumerate(i.get("lineage") or []):
+        lines.append(("grown from   " if j == 0 else "             ")
+                     + f"{g['n_rows']} rows of store {g['fingerprint']} (ooc append)")
     for j, line in enumerate(i.get("auto") or []):
         lines.append(("auto solver  " if j == 0 else "             ") + line)
     if i.get("memory_fit"):
@@ -364,10 +370,15 @@ def _report(result: dict, as_json: bool) -> None:
     if as_json:
         _emit_json(result)
         return
-    status = "converged" if result["converged"] else "NOT converged (max epochs reached)"
+    status = ("converged" if result["converged"] else "stopped early (validation no longer improving)"
+              if result.get("early_stopped") else "NOT converged (max epochs reached)")
     click.echo(f"{status}: epochs {result['epochs']}, primal {result['primal']:.10g}, dual {result['dual']:.10g}, "
                f"relative gap {result['rel_gap']:.3g} (tol {result['tol']:g}), nnz(w) {result['nnz_w']}, "
                f"{result['seconds']:.2f} s")
+    if result.get("validation") is not None:
+        stop = ("early stop: " if result.get("early_stopped") else "")
+        click.echo(f"{stop}validation {result['validation_metric']} {result['validation']:.6g} (best "
+                   f"{result['best_validation']:.6g} at epoch {result['best_epoch']})")
     click.echo(f"run directory: {result['run']}")
     if not result["converged"]:
         click.echo(f"to continue: ooc resume {shlex.quote(str(result['run']))} --max-epochs "
@@ -380,7 +391,8 @@ def _report(result: dict, as_json: bool) -> None:
 #: help come from :class:`ooc.config.TrainConfig`).
 TRAIN_OPTION_ORDER = (
     "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "block_bytes", "mix_blocks",
-    "threads", "inner_passes", "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "memory", "bias",
+    "threads", "inner_passes", "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "validation",
+    "validation_metric", "early_stop", "memory", "bias",
     "class_weight", "seed", "checkpoint_every", "distributed",
 )
 
@@ -416,18 +428,22 @@ def train_options(fn):
 @click.argument("store", type=click.Path())
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory to create.")
 @train_options
+@click.option("--warm-start", type=click.Path(file_okay=False), default=None,
+              help="A finished run on the same store whose final duals start this one (another --l2 or --l1).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress (and the memory chosen) even when not on a terminal.")
 @_user_errors
-def train(store, out, overwrite, as_json, verbose, **options):
+def train(store, out, warm_start, overwrite, as_json, verbose, **options):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
     from .train import train as do_train
 
+    if warm_start is not None and not os.path.isdir(warm_start):
+        raise UserError(f"--warm-start {warm_start}: no such run directory")
     bar = EpochProgress(wanted(verbose), options["tol"], options["max_epochs"])
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
-            run = do_train(store, out, overwrite=overwrite, progress=bar, **options)
+            run = do_train(store, out, overwrite=overwrite, progress=bar, warm_start=warm_start, **options)
     finally:
         bar.close()
     _report(run.result, as_json)
@@ -447,21 +463,52 @@ def _run_limits(run: str, max_epochs: int | None) -> tuple:
 
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
-@click.option("--max-epochs", type=int, default=None, help="New epoch limit (default: the run's).")
+@click.option("--max-epochs", type=int, default=None,
+              help="New epoch limit (default: the run's); with --store, the new trajectory's passes.")
+@click.option("--store", type=click.Path(), default=None,
+              help="The run's store with rows appended ('ooc append'): continue the finished run on all rows, "
+                   "from its final duals (new rows at 0), to a new certificate.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress (and the memory chosen) even when not on a terminal.")
 @_user_errors
-def resume(run, max_epochs, as_json, verbose):
-    """Continue RUN from its last checkpoint (exactly as if it had never stopped)."""
+def resume(run, max_epochs, store, as_json, verbose):
+    """Continue RUN from its last checkpoint (exactly as if it had never stopped), or on STORE's new rows."""
     from .train import resume as do_resume
 
+    if max_epochs is not None and max_epochs < 0:
+        raise UserError("--max-epochs must be >= 0")
     bar = EpochProgress(wanted(verbose), *_run_limits(run, max_epochs))
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
-            r = do_resume(run, max_epochs=max_epochs, progress=bar)
+            r = do_resume(run, max_epochs=max_epochs, progress=bar, store=store)
     finally:
         bar.close()
     _report(r.result, as_json)
+
+
+@main.command()
+@click.argument("store", type=click.Path())
+@click.argument("newdata", type=click.Path(dir_okay=False))
+@click.option("--out", "out_store", type=click.Path(), default=None,
+              help="Write the grown store here (default: replace STORE atomically).")
+@click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz"]), default=None,
+              help="Format of NEWDATA (default: from its name and contents).")
+@click.option("--memory", default="auto", show_default=True,
+              help="Memory for the whole process, as in convert ('auto': what it may use).")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists (only an ooc store).")
+@click.option("--json", "as_json", is_flag=True, help="Print the new store's summary as JSON.")
+@_user_errors
+def append(store, newdata, out_store, input_format, memory, overwrite, as_json):
+    """Add the rows of NEWDATA to STORE: a new store (new fingerprint) recording STORE's in its lineage."""
+    from .store.append import append as do_append
+
+    st = do_append(store, newdata, out_store, input_format=input_format, memory=memory, overwrite=overwrite)
+    info = _store_info(st)
+    if as_json:
+        _emit_json(info)
+    else:
+        click.echo(f"wrote {st.path}: {info['n_rows']} rows x {info['n_cols']} cols ({st.attrs['lineage'][-1]['n_rows']} "
+                   f"before), {info['nnz']} nonzeros; 'ooc resume RUN --store {st.path}' continues a run on them")
 
 
 # -- predict / evaluate ---------------------------------------------------------------------------

@@ -184,7 +184,12 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
 
 
 def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=None) -> dict:
-    """Metrics of the run's model on ``source``.
+    """Metrics of the run's model on ``source`` (:func:`evaluate_model` of ``RUN/model``)."""
+    return evaluate_model(LinearModel.load(run), source, memory, threads, progress)
+
+
+def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int = 0, progress=None) -> dict:
+    """Metrics of ``model`` on ``source``.
 
     Every model: ``n_rows`` and the ``primal`` objective of the training problem (loss, l2, l1,
     bias) evaluated on these rows. Classification: ``accuracy``, ``logloss`` (logistic, one-vs-rest
@@ -205,7 +210,6 @@ def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=No
     """
     from .metrics import ClassificationMetrics, RegressionMetrics
 
-    model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
     meta = model.meta
     cs = meta.get("multiclass") == "crammer-singer"

@@ -156,6 +156,11 @@ class StoreSolver:
     def result(self) -> dict:
         return {}
 
+    def certified_w(self) -> np.ndarray:
+        """The coefficients of the state last certified, ``(k, dim)`` with the bias column (what
+        ``--validation`` scores); no side effects."""
+        return np.atleast_2d(self.result()["w"])
+
     def close(self) -> None:
         """Stop the solver's threads."""
 
@@ -459,6 +464,9 @@ class BlockLoopSolver(StoreSolver):
 
     def result(self) -> dict:
         return {"w": self.export_w(self.w_prev).copy(), **self.duals.final(self._cur)}
+
+    def certified_w(self) -> np.ndarray:
+        return self.export_w(self.w_prev)  # the pass certifies its snapshot (result() also saves the duals)
 
     def close(self) -> None:
         if self._gate is not None:
