@@ -14,7 +14,7 @@ return an ``ERR_*`` code with the byte position, line and column of the offendin
 import numpy as np
 from numba import njit
 
-from .text import _F_BAD, _F_NONFINITE, _F_OK, _is_digit, _parse_float, _result
+from .text import _F_BAD, _F_NONFINITE, _F_OK, ERR_TOO_FEW_COLUMNS, _is_digit, _parse_float, _result
 
 # Error codes; readers.py maps each one to a message. Numbered apart from kernels.text's.
 OK = 0
@@ -34,7 +34,7 @@ ERR_NONFINITE_VALUE = 113
 ERR_VALUE_TOO_LARGE = 114
 ERR_NOT_UTF8 = 115
 ERR_CARRIAGE_RETURN = 116
-ERR_TOO_FEW_COLUMNS = 117
+# ERR_TOO_FEW_COLUMNS is kernels.text's: err_pos holds the count found, as for a CSV
 ERR_UNTERMINATED_QUOTE = 118
 ERR_TEXT_AFTER_QUOTE = 119
 
