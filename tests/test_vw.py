@@ -287,6 +287,11 @@ def test_vw_convert_and_train_match_sklearn(tmp_path):
 
     assert out["primal"] == pytest.approx(primal(m.coef_), rel=1e-12)  # the model ooc wrote scores X so
     assert out["primal"] == pytest.approx(primal(ref.coef_.ravel()), rel=1e-9)
+    # the VW file itself evaluates as the store does (hashed with the model's 2**7 columns)
+    r1, r2 = (CliRunner().invoke(cli, ["evaluate", str(run), str(src), "--json"]) for src in (store, p))
+    ev1, ev2 = (json.loads(r.stdout.strip().splitlines()[-1]) for r in (r1, r2))
+    assert ev2["accuracy"] == ev1["accuracy"] == np.mean(np.sign(X @ m.coef_) == y)
+    assert ev2["primal"] == pytest.approx(ev1["primal"], rel=1e-12)
 
 
 def test_importance_weights_reach_the_writer_or_are_refused(tmp_path):
