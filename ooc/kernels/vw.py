@@ -38,6 +38,8 @@ ERR_CARRIAGE_RETURN = 116
 ERR_UNTERMINATED_QUOTE = 118
 ERR_TEXT_AFTER_QUOTE = 119
 
+#: rows up to this many entries are insertion-sorted (no allocation), longer ones by argsort
+_INSERTION_MAX = 48
 _M32 = 0xFFFFFFFF
 _C1 = 0xCC9E2D51
 _C2 = 0x1B873593
@@ -217,23 +219,32 @@ def _sum_duplicates(indices, data, lo, hi):
     """Sort the entries ``lo:hi`` by index and sum repeated ones in place; returns the new end.
 
     Hashing maps different names (and a name repeated in a row) to one column; a linear model
-    sees their sum, as VW's does.
+    sees their sum, as VW's does. Short rows (most) are insertion-sorted in place, without
+    the allocations of ``argsort``; the sort is stable, so equal ids are summed in file order.
     """
     if hi - lo < 2:
         return hi
-    order = np.argsort(indices[lo:hi], kind="mergesort")
-    idx = indices[lo:hi][order]
-    val = data[lo:hi][order]
+    if hi - lo <= _INSERTION_MAX:
+        for k in range(lo + 1, hi):
+            j, x, v = k, indices[k], data[k]
+            while j > lo and indices[j - 1] > x:
+                indices[j] = indices[j - 1]
+                data[j] = data[j - 1]
+                j -= 1
+            indices[j] = x
+            data[j] = v
+    else:
+        order = np.argsort(indices[lo:hi], kind="mergesort")
+        indices[lo:hi] = indices[lo:hi][order]
+        data[lo:hi] = data[lo:hi][order]
     out = lo
-    indices[out] = idx[0]
-    data[out] = val[0]
-    for k in range(1, hi - lo):
-        if idx[k] == indices[out]:
-            data[out] += val[k]
+    for k in range(lo + 1, hi):
+        if indices[k] == indices[out]:
+            data[out] += data[k]
         else:
             out += 1
-            indices[out] = idx[k]
-            data[out] = val[k]
+            indices[out] = indices[k]
+            data[out] = data[k]
     return out + 1
 
 
