@@ -591,9 +591,8 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
             if fmt == "vw":
                 make = lambda: iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype)  # noqa: E731
             else:
-                label, text = text_columns if text_columns is not None else ("0", "1")
-                make = lambda: iter_text(path, chunk_bytes=chunk_bytes, label=label, text=text,  # noqa: E731
-                                         hash_bits=bits)
+                cols = dict(zip(("label", "text"), text_columns)) if text_columns is not None else {}
+                make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, **cols)  # noqa: E731
             return _tag_n_cols(make, 1 << bits), size, path, True
         if fmt == "svmlight":
             return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype)), size, path, False
@@ -636,7 +635,7 @@ def convert(
     layout: str = "both",
     memory: str | int = "1GiB",
     dtype: str = "float32",
-    input_format: str | None = None,  # svmlight, csv, npz, vw, text
+    input_format: str | None = None,
     zero_based: bool | str = "auto",
     label_kind: str = "auto",
     n_features: int | None = None,
@@ -673,6 +672,9 @@ def convert(
         transpose buckets).
     dtype : {'float32', 'float64'}
         Stored value type.
+    input_format : {None, 'svmlight', 'csv', 'npz', 'vw', 'text'}
+        The format of a file ``source``; None finds it from the name and the content
+        (:func:`ooc.store.readers.detect_format`; raw text is never guessed).
     zero_based : True, False or 'auto'
         Whether svmlight feature ids start at 0. ``'auto'``: 0-based if any id is
         0, else 1-based (scikit-learn's rule); recorded as ``index_base``.
