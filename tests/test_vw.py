@@ -191,9 +191,40 @@ def test_vw_tags_string_and_anonymous_features(tmp_path):
     assert X[3, ref_hashstring(b"z", hc) & mask] == 1  # BOM and CRLF ignored
 
 
+def _random_vw_lines(rng, n):
+    """Valid VW lines drawing on every construct: weights, bases of 0, tags, namespaces with
+    scales, integer, string, anonymous and zero-valued features, non-ASCII names."""
+    chars = list("abcXYZ019_.-+#'é")
+
+    def name():
+        return "".join(rng.choice(chars, size=rng.integers(0, 5)))
+
+    out = []
+    for _ in range(n):
+        s = str(rng.choice(["1", "-1", "2.5", "3"]))
+        s += " " + str(rng.choice(["1", "2", "0.5", "0"])) if rng.random() < 0.5 else ""
+        s += " 0" if rng.random() < 0.3 else ""
+        s += str(rng.choice([" 'tg", " tg", " "]))
+        for _ in range(rng.integers(0, 4)):
+            s += "|"
+            if rng.random() < 0.7:
+                s += (name() or "n") + (":" + str(rng.choice(["2", "0.5", "-1"])) if rng.random() < 0.3 else "")
+            for _ in range(rng.integers(0, 5)):
+                s += str(rng.choice([" ", "  ", "\t"]))
+                r, f = rng.random(), name()
+                if r < 0.4:
+                    s += f + ":" + str(rng.choice(["1", "-2", "0.5", "3e1", "0", ".25", "-0", "12345678901234567890"]))
+                elif r < 0.5:
+                    s += f + ":" + str(rng.choice(["abc", "x1", "é"]))
+                else:
+                    s += f or "q"
+        out.append(s)
+    return out
+
+
 def test_vw_matches_vowpalwabbit(tmp_path):
     vw = pytest.importorskip("vowpalwabbit")
-    lines = [
+    lines = _random_vw_lines(np.random.default_rng(7), 300) + [
         "1 |ns a b:2 c:0.5 |x:0.5 c 12 |  d",
         "-1 2.5 'tag1|ns a |other 7:3 e:str :4 :5",
         "1 0.5 tag| f  g  | 3 4:1.5",
