@@ -8,6 +8,7 @@ with scikit-learn's murmur3.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 
@@ -173,6 +174,12 @@ def test_vw_chunks_cut_anywhere(tmp_path):
     np.testing.assert_array_equal(y1, y2)
     np.testing.assert_array_equal(w1, w2)
     assert (X1 != X2).nnz == 0
+    gz = tmp_path / "a.vw.gz"
+    gz.write_bytes(gzip.compress(VW_TEXT * 3))
+    y3, w3, X3 = chunks_matrix(iter_vw(gz, chunk_bytes=11, hash_bits=10), 1024)
+    np.testing.assert_array_equal(y1, y3)
+    np.testing.assert_array_equal(w1, w3)
+    assert (X1 != X3).nnz == 0
 
 
 def test_vw_tags_string_and_anonymous_features(tmp_path):
