@@ -39,13 +39,12 @@ import numpy as np
 from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
+from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 from . import layout as L
 from .backend import MemoryBackend, StoreError
 from .readers import (
-    DEFAULT_HASH_BITS,
     InputError,
     RowChunk,
-    check_hash_bits,
     csv_layout,
     detect_format,
     iter_csv,

@@ -23,7 +23,7 @@ import numpy as np
 
 from ooc.kernels import text as _k
 from ooc.kernels import vw as _kv
-from ooc.kernels.hash_bits import DEFAULT_HASH_BITS, MAX_HASH_BITS, check_hash_bits
+from ooc.kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 
 __all__ = [
     "InputError",
@@ -39,9 +39,6 @@ __all__ = [
     "iter_text",
     "text_layout",
     "TextLayout",
-    "DEFAULT_HASH_BITS",
-    "MAX_HASH_BITS",
-    "check_hash_bits",
 ]
 
 
