@@ -483,3 +483,15 @@ def test_hash_bits_checked_in_python(tmp_path):
     p.write_bytes(b"1 |a x\n")
     with pytest.raises(ValueError, match="--hash-bits must be an integer from 1 to 31"):
         ingest.convert(str(p), str(tmp_path / "s.zarr"), hash_bits=40)
+
+
+def test_hash_bits_beyond_the_memory_for_columns(tmp_path, monkeypatch):
+    # a store keeps O(columns) arrays: 2**B columns that do not fit are refused before any work
+    monkeypatch.setattr(ingest, "max_columns", lambda: 100)
+    p = tmp_path / "a.vw"
+    p.write_bytes(b"1 |a x\n")
+    r = CliRunner().invoke(cli, ["convert", str(p), str(tmp_path / "s.zarr"), "--hash-bits", "8"])
+    assert r.exit_code == 1
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and "--hash-bits 8 makes 256 columns" in err[0], r.stderr
+    assert not (tmp_path / "s.zarr").exists()
