@@ -20,6 +20,7 @@ import click
 
 from . import interrupts
 from ._version import __version__
+from .kernels.hash_bits import DEFAULT_HASH_BITS, MAX_HASH_BITS
 from .progress import ConvertProgress, EpochProgress, RowsProgress, wanted
 
 
@@ -188,8 +189,14 @@ def main():
               help="Memory for the whole process ('auto': what it may use: cgroup limit, RLIMIT_AS, available RAM).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
               help="Type of the stored values.")
-@click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz"]), default=None,
-              help="Input format (default: from the file name and content).")
+@click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz", "vw"]), default=None,
+              help="Input format (default: from the file name and content; .vw or a '|' in the lines: vw, "
+                   "Vowpal Wabbit's text format).")
+@click.option("--text", "text_columns", default=None, metavar="LABEL:TEXT",
+              help="Read INPUT as a CSV/TSV of raw text: the label in column LABEL, the text in column TEXT "
+                   "(0-based numbers or header names); unigrams and bigrams counted into 2**--hash-bits columns.")
+@click.option("--hash-bits", type=click.IntRange(1, MAX_HASH_BITS), default=DEFAULT_HASH_BITS, show_default=True,
+              help="vw and --text: features are hashed (VW's MurmurHash3) into 2**BITS columns, as VW's -b.")
 @click.option("--zero-based", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Whether svmlight feature ids start at 0.")
 @click.option("--label-kind", type=click.Choice(["auto", "binary", "multiclass", "regression"]),
@@ -204,10 +211,20 @@ def main():
 @click.option("--json", "as_json", is_flag=True, help="Print the store summary as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, label_kind, n_features,
-            block_bytes, overwrite, factorize, factorize_seed, as_json, verbose):
-    """Convert INPUT (svmlight/LIBSVM, CSV/TSV, .npz; .gz/.bz2/.xz) into the ooc store STORE."""
+def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns, hash_bits, zero_based, label_kind,
+            n_features, block_bytes, overwrite, factorize, factorize_seed, as_json, verbose):
+    """Convert INPUT (svmlight/LIBSVM, CSV/TSV, Vowpal Wabbit, raw text, .npz; .gz/.bz2/.xz) into the ooc
+    store STORE."""
     from .store.ingest import convert as do_convert
+
+    if text_columns is not None:
+        if input_format is not None:
+            raise click.UsageError(f"--text reads raw text: it cannot go with --input-format {input_format}")
+        label_col, sep, text_col = text_columns.partition(":")
+        if not sep or not label_col.strip() or not text_col.strip():
+            raise click.UsageError(f"--text {text_columns!r}: expected LABEL:TEXT (two columns, e.g. 0:1 or "
+                                   "label:review)")
+        text_columns = (label_col, text_col)
 
     if factorize:
         from functools import partial
@@ -221,7 +238,7 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, 
                         input_format=input_format,
                         zero_based={"auto": "auto", "yes": True, "no": False}[zero_based],
                         label_kind=label_kind, n_features=n_features, block_bytes=block_bytes,
-                        overwrite=overwrite, progress=bar)
+                        overwrite=overwrite, progress=bar, hash_bits=hash_bits, text_columns=text_columns)
     finally:
         bar.close()
     info = _store_info(st)

@@ -1,7 +1,8 @@
 """Streamed prediction and evaluation of a trained model on a store or a file.
 
-INPUT is an ooc store, or a file as ``ooc convert`` reads it (svmlight/LIBSVM, CSV/TSV, .npz),
-streamed piece by piece. Two kinds of wrong use are refused with one line naming INPUT
+INPUT is an ooc store, or a file as ``ooc convert`` reads it (svmlight/LIBSVM, CSV/TSV, .npz,
+Vowpal Wabbit text, hashed into as many columns as the model has: it must be a power of two,
+``2**--hash-bits``; importance weights are not used), streamed piece by piece. Two kinds of wrong use are refused with one line naming INPUT
 (:class:`~ooc.store.readers.InputError`):
 
 - Features beyond the model's. A store, an .npz and a CSV declare their column count: more
@@ -72,9 +73,10 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
 
     ``labels=False`` (prediction) lets an .npz come without labels (the pieces then hold zeros).
     """
+    from .kernels.hash_bits import MAX_HASH_BITS
     from .store.backend import StoreError
     from .store.ingest import load_npz, matrix_chunks
-    from .store.readers import csv_layout, detect_format, iter_csv, iter_svmlight
+    from .store.readers import csv_layout, detect_format, iter_csv, iter_svmlight, iter_vw
     from .store.store import backend_for_path, open_store
 
     # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
@@ -120,6 +122,14 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
         for ch in iter_csv(source, chunk_bytes=chunk_bytes):
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
                          total=size, unit="B")
+        return
+    if fmt == "vw":
+        bits = model.n_features.bit_length() - 1
+        if model.n_features != 1 << bits or not 1 <= bits <= MAX_HASH_BITS:
+            raise InputError(source, f"a Vowpal Wabbit file is hashed into 2**B columns, but the model has "
+                                     f"{model.n_features} features: it was not trained on hashed data")
+        for ch in iter_vw(source, chunk_bytes=chunk_bytes, hash_bits=bits):
+            yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, line=ch.first_line)
         return
     base = int(model.meta.get("index_base", 0))
     for ch in iter_svmlight(source, chunk_bytes=chunk_bytes):
