@@ -195,6 +195,9 @@ def main():
               default="auto", show_default=True,
               help="Task of the labels (auto: two values binary, up to 1000 integers multiclass, else regression).")
 @click.option("--n-features", type=int, default=None, help="Number of features (default: from the data).")
+@click.option("--weight-column", type=int, default=None, metavar="J",
+              help="CSV input: column J (0-based, the label is column 0; negative from the end) holds each row's "
+                   "sample weight (finite, >= 0), not a feature. An .npz's weights are its key 'sample_weight'.")
 @click.option("--block-bytes", default=None, help="Decoded bytes per block (default 64MiB, at most memory/8).")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists.")
 @click.option("--factorize", "factorize", type=click.IntRange(min=1), default=None, metavar="K",
@@ -204,7 +207,7 @@ def main():
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, label_kind, n_features,
-            block_bytes, overwrite, factorize, factorize_seed, as_json, verbose):
+            weight_column, block_bytes, overwrite, factorize, factorize_seed, as_json, verbose):
     """Convert INPUT (svmlight/LIBSVM, CSV/TSV, .npz; .gz/.bz2/.xz) into the ooc store STORE."""
     from .store.ingest import convert as do_convert
 
@@ -220,7 +223,7 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, 
                         input_format=input_format,
                         zero_based={"auto": "auto", "yes": True, "no": False}[zero_based],
                         label_kind=label_kind, n_features=n_features, block_bytes=block_bytes,
-                        overwrite=overwrite, progress=bar)
+                        weight_column=weight_column, overwrite=overwrite, progress=bar)
     finally:
         bar.close()
     info = _store_info(st)
