@@ -319,6 +319,9 @@ def format_info(i: dict) -> str:
         lines.append("             counts " + ", ".join(f"{k}: {v}" for k, v in i["label_counts"].items()))
     if i.get("label_values") and i["label_kind"] == "binary":
         lines.append(f"             stored as -1/+1 for {i['label_values'][0]} / {i['label_values'][-1]}")
+    if i.get("sample_weights"):
+        sw = i["sample_weights"]
+        lines.append(f"weights      per-row sample weights: sum {sw['sum']:.6g}, min {sw['min']:.6g}, max {sw['max']:.6g}")
     lines += [
         f"row norms    min {i['row_norm_min']:.4g}, mean {i['row_norm_mean']:.4g}, max R = {i['R']:.4g}; "
         f"{i['empty_rows']} empty rows, {i['empty_cols']} empty columns",

@@ -333,3 +333,31 @@ def test_integer_weights_are_repeated_rows(est):
     # the coefficients, within what strong convexity allows for each gap (l2 = 1/n)
     bound = np.sqrt(2 * a.gap_ * len(X)) + np.sqrt(2 * b.gap_ * len(Xr)) + 1e-12
     assert np.linalg.norm(np.append(a.coef_.ravel(), a.intercept_) - np.append(b.coef_.ravel(), b.intercept_)) <= bound
+
+
+def test_crammer_singer_with_weights(tmp_path):
+    """The max-of-hinge loss takes the same c_i: the reported primal is the weighted objective of the
+    saved W (written out in tests/reference_multiclass.py), and LIBLINEAR's weighted fit is no better
+    than the certificate allows."""
+    from reference_multiclass import primal_objective
+    from sklearn.svm import LinearSVC
+
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((120, 5))
+    y = np.argmax(X[:, :3] + 0.5 * rng.standard_normal((120, 3)), axis=1).astype(float)
+    sw = rng.uniform(0, 2, 120)
+    st = convert(X, _name("cs"), y=y, sample_weight=sw, dtype="float64")
+    run = _train(st, tmp_path, multiclass="crammer-singer", loss="hinge", l2=L2, tol=1e-6, max_epochs=5000)
+    res = run.result
+    check_certificate(res, 1e-6)
+    yi = y.astype(int)
+    ours = primal_objective(X, yi, sw, run.model.coef_.T, L2, 0.0, 0.0)
+    assert ours == pytest.approx(res["primal"], rel=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = LinearSVC(multi_class="crammer_singer", C=1 / (L2 * 120), fit_intercept=False, tol=1e-10,
+                        max_iter=100000).fit(X, y, sample_weight=sw)
+    theirs = primal_objective(X, yi, sw, ref.coef_.T, L2, 0.0, 0.0)
+    assert ours <= theirs + res["gap"] * 1.0001
+    assert theirs >= res["dual"] - 1e-12
+    assert ours == pytest.approx(theirs, rel=1e-4)
