@@ -114,23 +114,41 @@ def test_zarr_store_weights_and_damaged_attribute(data, tmp_path):
 
 
 # -- training: the weighted optimum ----------------------------------------------------------------
-@pytest.mark.parametrize("loss,solver", [("logistic", "sdca"), ("logistic", "rcd-primal"), ("squared", "sdca"),
-                                         ("squared", "dgpd"), ("hinge", "sdca")])
-def test_weighted_optimum_matches_sklearn(data, tmp_path, loss, solver):
+@pytest.mark.parametrize("loss,solver,extra", [
+    ("logistic", "sdca", {}), ("logistic", "rcd-primal", {}), ("logistic", "acc-sdca", {}),
+    ("logistic", "rcd-dual", {"sampling": "importance"}), ("squared", "sdca", {}), ("squared", "dgpd", {}),
+    ("hinge", "sdca", {}), ("smooth-hinge", "rcd-dual", {"sampling": "gap-per-epoch"}),
+])
+def test_weighted_optimum_matches_sklearn(data, tmp_path, loss, solver, extra):
     X, y_bin, y_reg, sw = data
     y = y_reg if loss == "squared" else y_bin
     st = convert(X, _name("fit"), y=y, sample_weight=sw, dtype="float64", block_bytes=2048,
                  label_kind="regression" if loss == "squared" else "auto")
     tol = 1e-7 if loss == "hinge" else 1e-9
-    run = _train(st, tmp_path, loss=loss, l2=L2, tol=tol, max_epochs=5000, solver=solver)
+    run = _train(st, tmp_path, loss=loss, l2=L2, tol=tol, max_epochs=5000, solver=solver, **extra)
     check_certificate(run.result, tol)
     w = ooc.load_model(run.path).coef_
-    refs = [_sklearn(loss, X, y, sw, L2)]
+    refs = [_sklearn(loss, X, y, sw, L2)] if loss != "smooth-hinge" else []
     if loss != "hinge":
         refs.append(ref_scipy_primal(loss, X, y, L2, 0.0, c=sw))
     check_against(loss, X, y, w, run.result, refs, L2, 0.0, c=sw)
     # and the weights matter: the unweighted optimum is elsewhere
-    assert np.linalg.norm(w - _sklearn(loss, X, y, None, L2)) > 1e-3
+    assert np.linalg.norm(w - ref_scipy_primal(loss, X, y, L2, 0.0) if loss != "hinge" else
+                          w - _sklearn(loss, X, y, None, L2)) > 1e-3
+
+
+def test_weighted_run_resumes_bit_for_bit(data, tmp_path):
+    """Stopped after 2 epochs and resumed: the same coefficients as the run never stopped (the
+    weights are read from the store again, in the same blocks)."""
+    X, y, _, sw = data
+    st = convert(X, _name("res"), y=y, sample_weight=sw, dtype="float64", block_bytes=2048)
+    opts = dict(loss="logistic", l2=L2, tol=1e-10, max_epochs=2, solver="sdca", block_bytes=1024)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ooc.ConvergenceWarning)
+        ooc.train(st, str(tmp_path / "a"), **opts)
+    ooc.resume(str(tmp_path / "a"), max_epochs=5000)
+    whole = _train(st, tmp_path, **dict(opts, max_epochs=5000))
+    np.testing.assert_array_equal(ooc.load_model(str(tmp_path / "a")).coef_, ooc.load_model(whole.path).coef_)
 
 
 def test_elastic_net_with_weights(data, tmp_path):
