@@ -379,3 +379,15 @@ def test_crammer_singer_with_weights(tmp_path):
     assert ours <= theirs + res["gap"] * 1.0001
     assert theirs >= res["dual"] - 1e-12
     assert ours == pytest.approx(theirs, rel=1e-4)
+
+
+def test_unit_weights_train_bit_for_bit_as_none(data, tmp_path):
+    """Weights of 1 change nothing: c_i * 1 is c_i, so the iterates are the unweighted run's."""
+    X, y, _, _ = data
+    a = convert(X, _name("u"), y=y, dtype="float64", block_bytes=2048)
+    b = convert(X, _name("1"), y=y, sample_weight=np.ones(N), dtype="float64", block_bytes=2048)
+    ra = _train(a, tmp_path, loss="logistic", l2=L2, tol=1e-8, class_weight="balanced")
+    rb = _train(b, tmp_path, loss="logistic", l2=L2, tol=1e-8, class_weight="balanced")
+    assert (ra.result["primal"], ra.result["dual"], ra.result["epochs"]) == \
+        (rb.result["primal"], rb.result["dual"], rb.result["epochs"])
+    np.testing.assert_array_equal(ooc.load_model(ra.path).coef_, ooc.load_model(rb.path).coef_)
