@@ -635,6 +635,8 @@ class CsvLayout(NamedTuple):
         0-based column of the label.
     head : bytes
         The first non-blank line (for messages).
+    weight_col : int or None
+        0-based column of the sample weights, if the rows carry them.
     """
 
     delimiter: str
@@ -642,14 +644,15 @@ class CsvLayout(NamedTuple):
     ncols: int
     label_col: int
     head: bytes
+    weight_col: int | None = None
 
     @property
     def n_features(self) -> int:
-        """Feature columns: every column but the label's, zero or not."""
-        return self.ncols - 1
+        """Feature columns: every column but the label's (and the weights'), zero or not."""
+        return self.ncols - 1 - (self.weight_col is not None)
 
 
-def csv_layout(path, delimiter=None, label_column=0, header="auto") -> CsvLayout:
+def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_column=None) -> CsvLayout:
     """Find the delimiter, header and column count of a dense CSV/TSV file.
 
     Parameters are those of :func:`iter_csv`.
@@ -661,7 +664,7 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto") -> CsvLayout
     Raises
     ------
     InputError
-        No data line, an unsupported delimiter, or a label column the file lacks.
+        No data line, an unsupported delimiter, or a label or weight column the file lacks.
     """
     path = os.fspath(path)
     first = _first_lines(path, 1)
@@ -690,12 +693,20 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto") -> CsvLayout
             path, f"label column {label_column} does not exist: the file has {ncols} columns",
             line=first_no,
         )
-    return CsvLayout(delimiter, first_no if header else 0, ncols, label_col, first_text)
+    weight_col = None
+    if weight_column is not None:
+        weight_col = weight_column + ncols if weight_column < 0 else weight_column
+        if not 0 <= weight_col < ncols:
+            raise InputError(path, f"weight column {weight_column} does not exist: the file has {ncols} columns",
+                             line=first_no)
+        if weight_col == label_col:
+            raise InputError(path, f"weight column {weight_column} is the label column")
+    return CsvLayout(delimiter, first_no if header else 0, ncols, label_col, first_text, weight_col)
 
 
 def iter_csv(
     path, chunk_bytes=32 << 20, delimiter=None, label_column=0, header="auto",
-    value_dtype=np.float64,
+    value_dtype=np.float64, weight_column=None,
 ) -> Iterator[RowChunk]:
     """Stream a dense numeric CSV/TSV file as sparse CSR row chunks.
 
@@ -715,12 +726,14 @@ def iter_csv(
         is not a number.
     value_dtype : float32 or float64, default float64
         The type the feature cells will be stored as; a cell that overflows it is an error.
+    weight_column : int, optional
+        Column holding each row's sample weight (finite, >= 0); negative counts from the end.
 
     Yields
     ------
     RowChunk
         Labels and the nonzero feature cells; ids are 0-based positions among the feature
-        columns (the label column removed). The number of feature columns is
+        columns (the label and weight columns removed), and the weights with ``weight_column``. The number of feature columns is
         :func:`csv_layout`'s ``n_features`` (trailing all-zero columns count). Blank lines
         and ``#`` comments are skipped; a delimiter is never padding, so a leading tab in a
         tab-separated row is an empty first cell.
@@ -728,10 +741,11 @@ def iter_csv(
     Raises
     ------
     InputError
-        Bad or non-finite cell, empty cell, ragged row (with line and column), or no rows.
+        Bad or non-finite cell, empty cell, ragged row (with line and column), a negative
+        weight, or no rows.
     """
     path = os.fspath(path)
-    lay = csv_layout(path, delimiter, label_column, header)
+    lay = csv_layout(path, delimiter, label_column, header, weight_column)
     delim = _DELIMITERS[lay.delimiter]
     count_a, count_b = (32, 9) if delim == 32 else (delim, delim)
     stops = _SPACE if delim == 32 else _SPACE + bytes([delim])
@@ -759,7 +773,10 @@ def iter_csv(
             outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
                     np.empty(cap, np.int64), np.empty(cap, np.float64))
             parsed = _k.parse_csv(view, n, line, delim, lay.ncols, lay.label_col, max_abs, *outs)
-            yield _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, **fields)
+            chunk = _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, **fields)
+            if chunk is not None and lay.weight_col is not None:
+                chunk = _take_weights(path, chunk, lay, view, n)
+            yield chunk
             line += n_newlines
 
     yield from _some_rows(path, chunks(), lay.head)
@@ -946,6 +963,40 @@ def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT
             line += n_newlines
 
     yield from _some_rows(path, chunks())
+
+
+def _take_weights(path, chunk: RowChunk, lay: CsvLayout, buf, nbuf) -> RowChunk:
+    """``chunk`` with the weight column's cells taken out of the features into ``weights``.
+
+    The parser read the weight column as a feature (zeros are no entry: weight 0); its
+    feature position is removed and the later ones shift down by one.
+    """
+    wf = lay.weight_col - (lay.weight_col > lay.label_col)  # its position among the parsed features
+    m = len(chunk.labels)
+    rows = np.repeat(np.arange(m), np.diff(chunk.indptr))
+    is_w = chunk.indices == wf
+    weights = np.zeros(m)
+    weights[rows[is_w]] = chunk.data[is_w]
+    bad = np.flatnonzero(weights < 0)
+    if len(bad):
+        k = int(bad[0])
+        raise InputError(path, f"sample weight {weights[k]:g} is negative (weight column {lay.weight_col}: "
+                         "weights must be >= 0)", line=_row_line(buf, nbuf, chunk.first_line, k),
+                         column=lay.weight_col + 1)
+    keep = ~is_w
+    indices = chunk.indices[keep]
+    indices -= indices > wf
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=m), out=indptr[1:])
+    return chunk._replace(indptr=indptr, indices=indices, data=chunk.data[keep], weights=weights)
+
+
+def _row_line(buf, nbuf, first_line, k):
+    """Line number of the ``k``-th data row of ``buf[:nbuf]``, whose first row is on line ``first_line``
+    (blank and comment-only lines hold no row)."""
+    text = bytes(buf[:nbuf]).split(b"\n")
+    data_lines = [i for i, t in enumerate(text) if t.split(b"#", 1)[0].strip()]
+    return first_line + (data_lines[k] - data_lines[0]) if k < len(data_lines) else first_line + k
 
 
 # --------------------------------------------------------------------------- format detection
