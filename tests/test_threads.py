@@ -208,3 +208,23 @@ def test_resume_with_another_thread_count(binary, tmp_path):
     assert res["converged"] and res["gap"] <= 1e-10 * max(1.0, abs(res["primal"]))
     ref = ooc.train(binary, str(tmp_path / "ref"), threads=1, **opts).result
     assert abs(res["primal"] - ref["primal"]) <= 2e-10 * abs(ref["primal"])
+
+
+def test_epoch_checkpoint_writes_w_once(binary, tmp_path):
+    """At an epoch's start the snapshot is w, and with l1 = 0 v is w: the checkpoint holds one copy
+    (an OvR run with 58 classes at 2^18 features wrote 3 x 121 MB an epoch before), and a run
+    resumed from it ends as an uninterrupted one."""
+    from ooc.runs.rundir import RunDir
+
+    out = str(tmp_path / "r")
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(binary, out, threads=1, checkpoint_every=1e9, **dict(OPTS, max_epochs=2))
+    arrays, meta = RunDir.open(out).load_checkpoint()
+    assert meta["position"] == 0 and "w" in arrays and "v" not in arrays and "w_prev" not in arrays
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(binary, str(tmp_path / "en"), threads=1, checkpoint_every=1e9, **dict(OPTS, l1=1e-3, max_epochs=2))
+    arrays, _ = RunDir.open(str(tmp_path / "en")).load_checkpoint()
+    assert "v" in arrays and "w_prev" not in arrays  # l1 > 0: v is not w
+    done = ooc.resume(out, max_epochs=OPTS["max_epochs"])
+    full = ooc.train(binary, str(tmp_path / "full"), threads=1, **OPTS)
+    assert np.array_equal(_coef(done), _coef(full))

@@ -432,7 +432,11 @@ class BlockLoopSolver(StoreSolver):
 
         ``arrays`` is not kept: with ``v = w`` its ``v`` would be a second O(d) array held for nothing.
         """
-        self.w, self.v, self.w_prev = arrays["w"], arrays["v"], arrays["w_prev"]
+        self.w = arrays["w"]
+        # a checkpoint leaves out what equals w (checkpoint_state): v when it is w, the snapshot at a pass start
+        self.v = arrays["v"] if "v" in arrays else self._same_as_w(arrays, "v", self.v_is_w())
+        self.w_prev = (arrays["w_prev"] if "w_prev" in arrays
+                       else self._same_as_w(arrays, "w_prev", self._pos == 0).copy())
         if self.v_is_w():
             # one array for both: the kernels write v_j and w_j = v_j to the same place, which
             # saves a random write (and a cache line) per nonzero; the iterates are identical
@@ -447,10 +451,21 @@ class BlockLoopSolver(StoreSolver):
             self._dual_pool = (ThreadPoolExecutor(max_workers=self.read_depth, thread_name_prefix="ooc-duals")
                                if self.duals.kind == "paged" else None)
 
+    def _same_as_w(self, arrays: dict, key: str, allowed: bool) -> np.ndarray:
+        if not allowed:
+            raise RuntimeError(f"inconsistent state: the checkpoint has no {key!r}")
+        return arrays["w"]
+
     def checkpoint_state(self) -> tuple[dict, dict, bool]:
         # with the duals in memory the whole state is in the checkpoint: it can be written while the
         # next blocks are worked on (paged duals must be durable before their buffer is reused)
-        arrays = {"w": self.w, "v": self.v, "w_prev": self.w_prev, **self.extra}
+        arrays = {"w": self.w, **self.extra}
+        # what equals w is not written again (restored as w): v when the kernels keep v = w, and the
+        # pass's snapshot at a pass start, the epoch checkpoint (one O(d k) array instead of three)
+        if self.v is not self.w:
+            arrays["v"] = self.v
+        if not (self._pos == 0 and np.array_equal(self.w_prev, self.w)):
+            arrays["w_prev"] = self.w_prev
         meta = {"position": self._pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
         return {**arrays, **self.duals.checkpoint_arrays()}, meta, self.duals.kind == "memory" and self._copy_checkpoints
 
