@@ -197,6 +197,8 @@ def main():
 @click.option("--n-features", type=int, default=None, help="Number of features (default: from the data).")
 @click.option("--block-bytes", default=None, help="Decoded bytes per block (default 64MiB, at most memory/8).")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists.")
+@click.option("--threads", type=int, default=0, show_default=True,
+              help="Threads parsing text input (0: every core the process may use); the store does not depend on it.")
 @click.option("--factorize", "factorize", type=click.IntRange(min=1), default=None, metavar="K",
               help="Also store A = U V with U = X G^T, V = G (G: K x d Gaussian) for --solver dspdc.")
 @click.option("--factorize-seed", type=int, default=0, show_default=True, help="Seed of G.")
@@ -204,7 +206,7 @@ def main():
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, label_kind, n_features,
-            block_bytes, overwrite, factorize, factorize_seed, as_json, verbose):
+            block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
     """Convert INPUT (svmlight/LIBSVM, CSV/TSV, .npz; .gz/.bz2/.xz) into the ooc store STORE."""
     from .store.ingest import convert as do_convert
 
@@ -220,7 +222,7 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, 
                         input_format=input_format,
                         zero_based={"auto": "auto", "yes": True, "no": False}[zero_based],
                         label_kind=label_kind, n_features=n_features, block_bytes=block_bytes,
-                        overwrite=overwrite, progress=bar)
+                        overwrite=overwrite, progress=bar, threads=threads)
     finally:
         bar.close()
     info = _store_info(st)

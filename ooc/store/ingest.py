@@ -35,6 +35,7 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from .._cpu import resolve_threads
 from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
@@ -548,7 +549,7 @@ def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_ch
         s = e
 
 
-def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype):
+def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype, threads: int = 1):
     """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure).
 
     The iterator factory carries ``n_cols`` when the source knows its column count (a
@@ -570,9 +571,10 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         fmt = fmt or detect_format(path)
         size = os.path.getsize(path)
         if fmt == "svmlight":
-            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype)), size, path, False
+            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)), \
+                size, path, False
         if fmt == "csv":
-            make = _tag_n_cols(lambda: iter_csv(path, chunk_bytes=chunk_bytes, value_dtype=dtype),
+            make = _tag_n_cols(lambda: iter_csv(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads),
                                csv_layout(path).n_features)
             return make, size, path, True
         if fmt == "npz":
@@ -618,6 +620,7 @@ def convert(
     chunk_len: int | None = None,
     overwrite: bool = False,
     progress: Callable[[dict], None] | None = None,
+    threads: int = 0,
 ) -> Store:
     """Convert an input into an ooc store, streaming, in bounded memory.
 
@@ -662,6 +665,9 @@ def convert(
         Decoded size of a block; default 64 MiB, capped at ``memory / 8``.
     progress : callable, optional
         Called with a dict (``phase``, ``bytes``, ``total``, ``rows``) as work advances.
+    threads : int, default 0
+        Threads parsing text input (0: every core this process may use); the store is the
+        same, byte for byte, whatever the count.
 
     Returns
     -------
@@ -684,7 +690,7 @@ def convert(
     """
     store = os.fspath(store)
     plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
-                 block_bytes, chunk_len, overwrite)
+                 block_bytes, chunk_len, overwrite, threads)
     t0 = time.perf_counter()
     _build_and_publish(plan, label_kind, progress)
     if progress:
@@ -712,7 +718,7 @@ class _Plan(NamedTuple):
 
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
-          chunk_len, overwrite) -> _Plan:
+          chunk_len, overwrite, threads=0) -> _Plan:
     """Check :func:`convert`'s options, size its buffers and open the source (nothing written yet)."""
     if format not in BACKENDS:
         raise ValueError(f"unknown store format {format!r}; expected zarr or hdf5")
@@ -721,6 +727,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     if np.dtype(dtype) not in L.DATA_DTYPES:
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
     mem = memory_budget(memory)
+    threads = resolve_threads(threads)
     bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
     cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
     chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
@@ -730,7 +737,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     check_output_store(store, exists, overwrite, source)
 
     make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes,
-                                                                 rows_per_chunk, dtype)
+                                                                 rows_per_chunk, dtype, threads)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
     elif n_features > max_columns():

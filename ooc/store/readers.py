@@ -11,16 +11,19 @@ held by the caller); a line longer than ``chunk_bytes`` grows the buffer as need
 from __future__ import annotations
 
 import bz2
+import contextlib
 import io
 import lzma
 import os
 import queue
 import threading
 import zlib
-from typing import Iterator, NamedTuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from ooc._cpu import map_threads, resolve_threads
 from ooc.kernels import text as _k
 
 __all__ = [
@@ -33,6 +36,9 @@ __all__ = [
     "CsvLayout",
     "overflow_limit",
     "detect_format",
+    "PieceKernel",
+    "parse_block",
+    "iter_parsed",
 ]
 
 
@@ -347,6 +353,206 @@ def _take(pieces, reader, path):
                 raise InputError(path, "the thread reading the input ended without a result") from None
 
 
+# --------------------------------------------------------------------------- parsing on threads
+#
+# A block of whole lines is cut at newlines into one piece per thread (:func:`ooc.kernels.text.
+# line_cuts`). Each piece is counted (its newlines give the line number the next piece starts
+# at, its separators bound its rows and entries), then parsed by a Numba kernel that releases
+# the GIL into its own slice of the block's output arrays; the slices are then closed up in
+# place. The block's RowChunk is the one a single thread makes, array for array, so nothing
+# downstream (row blocks, statistics, the store's bytes) depends on the thread count.
+
+#: Smallest piece worth a thread of its own: below it, the hand-off costs more than it saves.
+MIN_PIECE_BYTES = 256 << 10
+
+
+class PieceKernel(NamedTuple):
+    """How to parse one text format, for :func:`parse_block` (format-agnostic).
+
+    Attributes
+    ----------
+    size : callable
+        ``size(text, n) -> (newlines, entries)``: the newlines in ``text[:n]`` (at least its
+        rows) and a bound on its entries (e.g. its ``:`` count for svmlight).
+    parse : callable
+        ``parse(text, n, first_line, labels, indptr, indices, data)`` -> the 7-tuple of
+        :func:`ooc.kernels.text.parse_svmlight` (a kernel that stops at the first error).
+        ``labels`` has room for ``newlines`` rows, ``indptr`` one more, ``indices``/``data``
+        for ``entries``.
+    stops : bytes
+        Bytes that end a token, to quote the offending one in a message.
+    fields : dict
+        What the messages name besides the token (``dtype``, ``largest``, ``ncols``).
+    """
+
+    size: Callable
+    parse: Callable
+    stops: bytes
+    fields: dict
+
+
+def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKernel, threads: int = 1):
+    """Parse the whole lines ``buf[start:nbuf]`` on ``threads`` threads.
+
+    Parameters
+    ----------
+    path : str
+        The file, for messages.
+    buf : ndarray of uint8
+        ``buf[nbuf - 1]`` is a newline (when ``start < nbuf``).
+    start, nbuf : int
+        The range to parse.
+    first_line : int
+        1-based line number of ``buf[start]``.
+    input_pos : int
+        Input bytes consumed so far (progress).
+    kernel : PieceKernel
+    threads : int
+        At most this many pieces, each of at least :data:`MIN_PIECE_BYTES`.
+
+    Returns
+    -------
+    chunk : RowChunk or None
+        The rows (None when the range holds none), the same for any ``threads``.
+    newlines : int
+        Newlines in the range: ``first_line + newlines`` is the line after it.
+
+    Raises
+    ------
+    InputError
+        The first bad token in file order, with its line and column.
+    """
+    text = buf[start:nbuf]
+    n = nbuf - start
+    if n <= 0:
+        return None, 0
+    parts = int(max(1, min(threads, n // MIN_PIECE_BYTES)))
+    cuts = _k.line_cuts(text, n, parts) if parts > 1 else np.array([0, n], np.int64)
+    pieces = [(text[a:b], int(b - a)) for a, b in zip(cuts[:-1], cuts[1:])]
+    sizes = map_threads(lambda p: kernel.size(*p), pieces, threads)
+    rows = np.array([int(s[0]) for s in sizes], np.int64)
+    ents = np.array([int(s[1]) for s in sizes], np.int64)
+    row0 = np.concatenate(([0], np.cumsum(rows)))
+    ent0 = np.concatenate(([0], np.cumsum(ents)))
+    lines = first_line + row0  # every piece but the last ends at a newline
+    k_all = len(pieces)
+    labels = np.empty(row0[-1], np.float64)
+    indices = np.empty(ent0[-1], np.int64)
+    data = np.empty(ent0[-1], np.float64)
+    # one indptr slot more per piece: piece k's pointers start at row0[k] + k
+    ptrs = np.empty(row0[-1] + k_all, np.int64)
+
+    def outs(k):
+        r, e = row0[k], ent0[k]
+        return (labels[r:row0[k + 1]], ptrs[r + k:row0[k + 1] + k + 1], indices[e:ent0[k + 1]],
+                data[e:ent0[k + 1]])
+
+    parsed = map_threads(lambda k: kernel.parse(*pieces[k], int(lines[k]), *outs(k)), range(k_all), threads)
+    for k, res in enumerate(parsed):
+        if res[2] != _k.OK:  # the first error in file order (the pieces before it parsed)
+            _parsed_chunk(path, res, None, pieces[k][0], pieces[k][1], int(lines[k]), input_pos,
+                          kernel.stops, **kernel.fields)
+    if k_all == 1:
+        return _parsed_chunk(path, parsed[0], outs(0), text, n, first_line, input_pos), int(rows[0])
+    # close up the pieces' slices, in order (each moves left, over what is already moved)
+    m = nnz = 0
+    first_row_line = 0
+    indptr = np.empty(sum(int(res[0]) for res in parsed) + 1, np.int64)
+    indptr[0] = 0
+    for k, res in enumerate(parsed):
+        mk, ek = int(res[0]), int(res[1])
+        if mk == 0:
+            continue
+        first_row_line = first_row_line or int(res[6])
+        r, e = int(row0[k]), int(ent0[k])
+        if r != m:
+            labels[m:m + mk] = labels[r:r + mk]
+        if e != nnz:
+            indices[nnz:nnz + ek] = indices[e:e + ek]
+            data[nnz:nnz + ek] = data[e:e + ek]
+        indptr[m + 1:m + mk + 1] = ptrs[r + k + 1:r + k + mk + 1] + nnz
+        m += mk
+        nnz += ek
+    total = int(row0[-1])
+    if m == 0:
+        return None, total
+    return RowChunk(labels[:m], indptr, _trim(indices, nnz), _trim(data, nnz), first_row_line,
+                    int(input_pos)), total
+
+
+def iter_parsed(path, blocks, kernel: PieceKernel, threads: int = 1) -> Iterator[RowChunk | None]:
+    """Parse text blocks in file order; with several threads, the next block while this one is used.
+
+    Parameters
+    ----------
+    path : str
+        The file, for messages.
+    blocks : iterator of (buf, start, nbuf, input_pos)
+        Whole lines ``buf[start:nbuf]``; ``buf[:start]`` is skipped (a header) but its
+        newlines counted. The first block starts at line 1.
+    kernel : PieceKernel
+    threads : int
+        Threads (0: every core this process may use). With more than one, each block is
+        cut over them (:func:`parse_block`) and a thread parses block ``k + 1`` while the
+        caller holds block ``k``'s chunk: two blocks' rows are held at once, not one.
+
+    Yields
+    ------
+    RowChunk or None
+        One per block (None for a block without rows), the same whatever ``threads``.
+    """
+    threads = resolve_threads(threads)
+    line = 1
+
+    def step():
+        nonlocal line
+        item = next(blocks, None)
+        if item is None:
+            return False, None
+        buf, start, nbuf, pos = item
+        if start:
+            line += int(_k.count_bytes(buf, start, 10, 10)[0])
+        chunk, newlines = parse_block(path, buf, start, nbuf, line, pos, kernel, threads)
+        line += newlines
+        return True, chunk
+
+    if threads == 1:
+        try:
+            while True:
+                more, chunk = step()
+                if not more:
+                    return
+                yield chunk
+        finally:
+            _close(blocks)
+    ahead = ThreadPoolExecutor(1, thread_name_prefix="ooc-parse-ahead")
+    fut = None
+    try:
+        fut = ahead.submit(step)
+        while True:
+            more, chunk = fut.result()
+            fut = None
+            if not more:
+                return
+            fut = ahead.submit(step)  # the next block, while the caller takes this one
+            yield chunk
+            chunk = None
+    finally:
+        if fut is not None:
+            fut.cancel()
+            with contextlib.suppress(BaseException):
+                fut.result()  # a step under way finishes before the blocks are closed
+        ahead.shutdown(wait=True)
+        _close(blocks)
+
+
+def _close(it):
+    """Close a generator (its ``finally`` stops the reader thread) now, not when collected."""
+    close = getattr(it, "close", None)
+    if close is not None:
+        close()
+
+
 # --------------------------------------------------------------------------- svmlight
 
 _MESSAGES = {
@@ -490,7 +696,7 @@ def _value_fields(value_dtype):
     return {"dtype": str(dtype), "largest": float(np.finfo(dtype).max)}
 
 
-def iter_svmlight(path, chunk_bytes=32 << 20, value_dtype=np.float64) -> Iterator[RowChunk]:
+def iter_svmlight(path, chunk_bytes=32 << 20, value_dtype=np.float64, threads=1) -> Iterator[RowChunk]:
     """Stream an svmlight/LIBSVM file as CSR row chunks.
 
     Parameters
@@ -502,6 +708,9 @@ def iter_svmlight(path, chunk_bytes=32 << 20, value_dtype=np.float64) -> Iterato
     value_dtype : float32 or float64, default float64
         The type the values will be stored as: a feature value that overflows it is an
         error located in the file (labels are always float64).
+    threads : int, default 1
+        Threads parsing each chunk (0: every core this process may use); the chunks are
+        the same whatever the count (see :func:`iter_parsed`).
 
     Yields
     ------
@@ -518,19 +727,16 @@ def iter_svmlight(path, chunk_bytes=32 << 20, value_dtype=np.float64) -> Iterato
     """
     path = os.fspath(path)
     max_abs = overflow_limit(value_dtype)
-    fields = _value_fields(value_dtype)
 
-    def chunks():
-        line = 1
-        for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
-            n_newlines, n_colons = _k.count_bytes(buf, nbuf, 10, 58)
-            outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
-                    np.empty(n_colons, np.int64), np.empty(n_colons, np.float64))
-            parsed = _k.parse_svmlight(buf, nbuf, line, max_abs, *outs)
-            yield _parsed_chunk(path, parsed, outs, buf, nbuf, line, pos, **fields)
-            line += n_newlines
+    def size(text, n):
+        return _k.count_bytes(text, n, 10, 58)  # rows <= newlines, entries <= colons
 
-    yield from _some_rows(path, chunks())
+    def parse(text, n, line, *outs):
+        return _k.parse_svmlight(text, n, line, max_abs, *outs)
+
+    kernel = PieceKernel(size, parse, _SPACE, _value_fields(value_dtype))
+    blocks = ((buf, 0, nbuf, pos) for buf, nbuf, pos in _iter_blocks(path, chunk_bytes))
+    yield from _some_rows(path, iter_parsed(path, blocks, kernel, threads))
 
 
 def _trim(a, n):
@@ -655,7 +861,7 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto") -> CsvLayout
 
 def iter_csv(
     path, chunk_bytes=32 << 20, delimiter=None, label_column=0, header="auto",
-    value_dtype=np.float64,
+    value_dtype=np.float64, threads=1,
 ) -> Iterator[RowChunk]:
     """Stream a dense numeric CSV/TSV file as sparse CSR row chunks.
 
@@ -675,6 +881,8 @@ def iter_csv(
         is not a number.
     value_dtype : float32 or float64, default float64
         The type the feature cells will be stored as; a cell that overflows it is an error.
+    threads : int, default 1
+        Threads parsing each chunk, as in :func:`iter_svmlight`.
 
     Yields
     ------
@@ -696,33 +904,30 @@ def iter_csv(
     count_a, count_b = (32, 9) if delim == 32 else (delim, delim)
     stops = _SPACE if delim == 32 else _SPACE + bytes([delim])
     max_abs = overflow_limit(value_dtype)
-    fields = dict(_value_fields(value_dtype), ncols=lay.ncols)
 
-    def chunks():
+    def size(text, n):
+        n_newlines, n_a = _k.count_bytes(text, n, 10, count_a)
+        if delim == 32:
+            n_a += _k.count_bytes(text, n, count_b, count_b)[0]
+        return n_newlines, min(n_newlines * max(lay.ncols - 1, 0), n_a + n_newlines)
+
+    def parse(text, n, line, *outs):
+        return _k.parse_csv(text, n, line, delim, lay.ncols, lay.label_col, max_abs, *outs)
+
+    kernel = PieceKernel(size, parse, stops, dict(_value_fields(value_dtype), ncols=lay.ncols))
+
+    def blocks():
         line = 1
         for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
+            # Skip the header lines (in the first megabyte, so in the first block unless
+            # chunk_bytes is tiny); ``line`` counts lines only until the header is passed.
             start = 0
-            if line <= lay.header_line:
-                # Drop the header lines from this block (the header is in the first megabyte,
-                # so in the first block unless chunk_bytes is tiny).
-                while start < nbuf and line <= lay.header_line:
-                    start = int(np.argmax(buf[start:nbuf] == 10)) + start + 1
-                    line += 1
-                if line <= lay.header_line:
-                    continue
-            view = buf[start:]
-            n = nbuf - start
-            n_newlines, n_a = _k.count_bytes(view, n, 10, count_a)
-            if delim == 32:
-                n_a += _k.count_bytes(view, n, count_b, count_b)[0]
-            cap = min(n_newlines * max(lay.ncols - 1, 0), n_a + n_newlines)
-            outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
-                    np.empty(cap, np.int64), np.empty(cap, np.float64))
-            parsed = _k.parse_csv(view, n, line, delim, lay.ncols, lay.label_col, max_abs, *outs)
-            yield _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, **fields)
-            line += n_newlines
+            while start < nbuf and line <= lay.header_line:
+                start = int(np.argmax(buf[start:nbuf] == 10)) + start + 1
+                line += 1
+            yield buf, start, nbuf, pos
 
-    yield from _some_rows(path, chunks(), lay.head)
+    yield from _some_rows(path, iter_parsed(path, blocks(), kernel, threads), lay.head)
 
 
 # --------------------------------------------------------------------------- format detection

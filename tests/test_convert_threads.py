@@ -1,0 +1,59 @@
+"""``ooc convert --threads``: text parsed on several threads makes the same store, byte for byte."""
+
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from sklearn.datasets import load_svmlight_file
+
+from ooc.cli import main
+from ooc.store import readers
+from ooc.store.ingest import convert
+
+
+def _files(root):
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = f.read()
+    return out
+
+
+@pytest.fixture
+def svm_file(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = []
+    for r in range(3000):
+        ids = np.unique(rng.integers(1, 500, size=rng.integers(0, 12)))
+        feats = " ".join(f"{i}:{v:.5g}" for i, v in zip(ids, rng.standard_normal(len(ids))))
+        lines.append(f"{rng.choice([-1, 1])} {feats}".rstrip() + ("  # c" if r % 97 == 0 else ""))
+    p = tmp_path / "d.svm"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_store_bytes_do_not_depend_on_threads(svm_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(readers, "MIN_PIECE_BYTES", 1)  # the small file really is cut over threads
+    stores = {}
+    for threads in (1, 2, 3):
+        out = str(tmp_path / f"t{threads}.zarr")
+        st = convert(str(svm_file), out, memory="64MiB", threads=threads, chunk_len=1024)
+        stores[threads] = (st.fingerprint, _files(out))
+    assert stores[1][0] == stores[2][0] == stores[3][0]
+    assert stores[1][1] == stores[2][1] == stores[3][1]
+    X, y = load_svmlight_file(str(svm_file), zero_based=False, n_features=st.n_cols)
+    Xs = st.to_scipy("rows")
+    np.testing.assert_array_equal(Xs.indptr, X.indptr)
+    np.testing.assert_array_equal(Xs.indices, X.indices)
+    np.testing.assert_array_equal(Xs.data, X.data.astype(np.float32))
+
+
+def test_cli_threads_option(svm_file, tmp_path):
+    r = CliRunner().invoke(main, ["convert", str(svm_file), str(tmp_path / "s.zarr"), "--threads", "2"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["convert", str(svm_file), str(tmp_path / "b.zarr"), "--threads", "-1"])
+    assert r.exit_code != 0 and "--threads" in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
