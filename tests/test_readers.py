@@ -303,7 +303,40 @@ def test_truncated_compressed_file(tmp_path, compress):
     assert str(ei.value).startswith(f"{p}: ") and "\n" not in str(ei.value)
 
 
-def test_multi_member_gzip_with_padding(tmp_path):
+def _inflaters():
+    import zlib
+
+    mods = [pytest.param(zlib, id="zlib")]
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        mods.append(pytest.param(None, id="isal", marks=pytest.mark.skip(reason="isal is not installed")))
+    else:
+        mods.append(pytest.param(isal_zlib, id="isal"))
+    return mods
+
+
+@pytest.fixture(params=_inflaters())
+def inflate(request, monkeypatch):
+    """Each gzip decoder the reader may use: zlib, and ISA-L's when installed."""
+    from ooc.store import readers
+
+    monkeypatch.setattr(readers, "_inflate", request.param)
+    return request.param
+
+
+def test_gzip_decoders_agree(tmp_path, inflate):
+    text = gen_svmlight(np.random.default_rng(9), n_rows=3000)
+    p = write(tmp_path, text, compress=".gz")
+    check_parity(p, text, 1000)
+    raw = p.read_bytes()
+    p.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(InputError, match="damaged or truncated gzip") as ei:
+        list(iter_svmlight(p, chunk_bytes=4096))
+    assert str(ei.value).startswith(f"{p}: ") and "\n" not in str(ei.value)
+
+
+def test_multi_member_gzip_with_padding(tmp_path, inflate):
     a, b = b"1 1:2\n-1 3:", b"4\n2 5:6\n"
     p = tmp_path / "mm.svm.gz"
     p.write_bytes(gzip.compress(a) + gzip.compress(b) + b"\0" * 10 + gzip.compress(b""))
@@ -312,14 +345,14 @@ def test_multi_member_gzip_with_padding(tmp_path):
     check_parity(p, a + b, 5)
 
 
-def test_gzip_trailing_garbage(tmp_path):
+def test_gzip_trailing_garbage(tmp_path, inflate):
     p = tmp_path / "g.svm.gz"
     p.write_bytes(gzip.compress(b"1 1:2\n") + b"garbage")
     with pytest.raises(InputError, match="damaged or truncated gzip"):
         list(iter_svmlight(p))
 
 
-def test_corrupt_gzip(tmp_path):
+def test_corrupt_gzip(tmp_path, inflate):
     raw = bytearray(gzip.compress(gen_svmlight(np.random.default_rng(8), n_rows=500)))
     raw[len(raw) // 2: len(raw) // 2 + 20] = b"\x00" * 20
     p = tmp_path / "bad.svm.gz"
