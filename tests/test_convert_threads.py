@@ -27,7 +27,8 @@ def svm_file(tmp_path):
     rng = np.random.default_rng(0)
     lines = []
     for r in range(3000):
-        ids = np.unique(rng.integers(1, 500, size=rng.integers(0, 12)))
+        # feature 1 in every row: a column bigger than a block (streamed alone when transposing)
+        ids = np.unique(np.r_[1, rng.integers(2, 500, size=rng.integers(0, 12))])
         feats = " ".join(f"{i}:{v:.5g}" for i, v in zip(ids, rng.standard_normal(len(ids))))
         lines.append(f"{rng.choice([-1, 1])} {feats}".rstrip() + ("  # c" if r % 97 == 0 else ""))
     p = tmp_path / "d.svm"
@@ -40,7 +41,8 @@ def test_store_bytes_do_not_depend_on_threads(svm_file, tmp_path, monkeypatch):
     stores = {}
     for threads in (1, 2, 3):
         out = str(tmp_path / f"t{threads}.zarr")
-        st = convert(str(svm_file), out, memory="64MiB", threads=threads, chunk_len=1024)
+        # small blocks: many row blocks, column blocks and bucket pieces to hand between threads
+        st = convert(str(svm_file), out, memory="64MiB", threads=threads, chunk_len=1024, block_bytes=8192)
         stores[threads] = (st.fingerprint, _files(out))
     assert stores[1][0] == stores[2][0] == stores[3][0]
     assert stores[1][1] == stores[2][1] == stores[3][1]
@@ -49,6 +51,10 @@ def test_store_bytes_do_not_depend_on_threads(svm_file, tmp_path, monkeypatch):
     np.testing.assert_array_equal(Xs.indptr, X.indptr)
     np.testing.assert_array_equal(Xs.indices, X.indices)
     np.testing.assert_array_equal(Xs.data, X.data.astype(np.float32))
+    Xc, Xr = st.to_scipy("cols"), X.astype(np.float32).tocsc()
+    np.testing.assert_array_equal(Xc.indptr, Xr.indptr)
+    np.testing.assert_array_equal(Xc.indices, Xr.indices)
+    np.testing.assert_array_equal(Xc.data, Xr.data)
 
 
 def test_cli_threads_option(svm_file, tmp_path):

@@ -31,6 +31,7 @@ import shutil
 import tempfile
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -715,6 +716,7 @@ class _Plan(NamedTuple):
     block_bytes: int
     chunk_len: int
     memory: int
+    threads: int
 
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
@@ -750,7 +752,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
-                 n_features, bb, cl, mem)
+                 n_features, bb, cl, mem, threads)
 
 
 def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
@@ -764,7 +766,7 @@ def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
             try:
                 _build(plan.make_chunks, tmp.path, tmp.scratch, plan.backend_cls, plan.dtype, plan.settings,
                        plan.block_bytes, plan.chunk_len, plan.memory, plan.layouts, label_kind, plan.n_features,
-                       plan.total, progress, plan.source_desc)
+                       plan.total, progress, plan.source_desc, plan.threads)
             except _Restart as r:
                 tmp.remove()
                 plan.settings.update(r.changes)
@@ -787,7 +789,7 @@ def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
 
 
 def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, memory, layouts,
-           label_kind, n_features, total, progress, source_desc):
+           label_kind, n_features, total, progress, source_desc, threads=1):
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
@@ -828,7 +830,7 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         attrs["source"] = source_desc
         if L.COLS in layouts:  # derived from the row layout, which is always written first
             build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
-                          progress)
+                          progress, threads)
         w.finalize(attrs, layouts)
     except BaseException:
         # close before the caller deletes the file: HDF5 would otherwise flush into a
@@ -844,7 +846,7 @@ def _line_of(chunk: RowChunk, k: int) -> int:
 
 
 def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, scratch=None,
-                  progress=None):
+                  progress=None, threads=1):
     """Build ``cols/*`` from ``rows/*`` out of core (bucket by column block, then assemble).
 
     Parameters
@@ -852,6 +854,11 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     scratch : str, optional
         Directory for the bucket files, created here and removed on return (whatever
         happens); None makes a private one in the system's temporary directory.
+    threads : int, default 1
+        With more than one, the writes (bucket files, then the column arrays) run on a
+        thread of their own, behind the computation of the next piece or block: one more
+        piece (block) is held at once, so pieces are cut at ``memory / 12`` instead of
+        ``memory / 6``. The output is the same.
 
     Raises
     ------
@@ -878,7 +885,8 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     out_dat = Appender(backend, L.array_name(L.COLS, L.DATA), dtype, chunk_len)
     row_ptr = backend.read(L.array_name(L.ROWS, L.BLOCK_PTR))
     # row pieces for bucketing: blocks of the row layout, split further if memory is tight
-    piece_bytes = max(memory // 6, 1 << 16)
+    behind = _Behind(threads > 1)
+    piece_bytes = max(memory // (12 if threads > 1 else 6), 1 << 16)
     piece_entries = max(piece_bytes // rec.itemsize, 1)
     if scratch is None:
         bdir = tempfile.mkdtemp(prefix=".ooc-transpose-")
@@ -902,13 +910,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 recs = np.empty(len(cols), dtype=rec)
                 cuts = _kt.bucket_entries(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, col_ptr, recs)
                 del cols, vals
-                for k in np.flatnonzero(np.diff(cuts)):
-                    with open(paths[k], "ab") as f:
-                        write_all(f, recs[cuts[k]:cuts[k + 1]])
+                behind.run(_append_buckets, paths, recs, cuts)
                 del recs
                 s = e
             if progress:
                 progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
+        behind.wait()  # every bucket is whole before one is read
         for k in range(n_cb):
             c0, c1 = int(col_ptr[k]), int(col_ptr[k + 1])
             expected = int(indptr[c1] - indptr[c0])
@@ -916,6 +923,7 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
             if not expected:
                 continue
             if c1 - c0 == 1:
+                behind.wait()  # the blocks before are appended first
                 # a single column: already in row order, stream it without loading it whole
                 with open(paths[k], "rb") as f:
                     while True:
@@ -933,16 +941,61 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                     raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
                                        "column counts")
                 del r
-                out_ind.append(rows_out)
-                out_dat.append(vals_out)
+                behind.run(_append_pair, out_ind, rows_out, out_dat, vals_out)
                 del rows_out, vals_out
             os.remove(paths[k])
             if progress:
                 progress({"phase": "assemble", "done": k + 1, "total": n_cb})
+        behind.wait()
     finally:
+        behind.close()
         shutil.rmtree(bdir, ignore_errors=True)
     out_ind.close()
     out_dat.close()
+
+
+def _append_buckets(paths, recs, cuts) -> None:
+    """Append each column block's records of a row piece to its bucket file."""
+    for k in np.flatnonzero(np.diff(cuts)):
+        with open(paths[k], "ab") as f:
+            write_all(f, recs[cuts[k]:cuts[k + 1]])
+
+
+def _append_pair(out_ind, rows_out, out_dat, vals_out) -> None:
+    out_ind.append(rows_out)
+    out_dat.append(vals_out)
+
+
+class _Behind:
+    """One job at a time on a thread of its own, behind the caller (or in the caller when disabled).
+
+    :meth:`run` first waits for the job before, so at most one is pending and jobs run in the
+    order given; a job's exception is raised by the next :meth:`run` or :meth:`wait`.
+    """
+
+    def __init__(self, enabled: bool):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="ooc-write-behind") if enabled else None
+        self._pending = None
+
+    def run(self, fn, *args) -> None:
+        self.wait()
+        if self._pool is None:
+            fn(*args)
+        else:
+            self._pending = self._pool.submit(fn, *args)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait for the pending job (its error, if any, is dropped: an error is already under way or
+        was raised by :meth:`wait`) and end the thread."""
+        if self._pool is not None:
+            with contextlib.suppress(BaseException):
+                self.wait()
+            self._pool.shutdown(wait=True)
 
 
 def _check_bucket(path: str, expected: int, itemsize: int) -> None:
