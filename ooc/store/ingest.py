@@ -42,7 +42,16 @@ from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
 from . import layout as L
 from .backend import MemoryBackend, StoreError
-from .readers import InputError, RowChunk, csv_layout, detect_format, iter_csv, iter_svmlight
+from .readers import (
+    InputError,
+    RowChunk,
+    csv_layout,
+    detect_format,
+    input_size,
+    is_local,
+    iter_csv,
+    iter_svmlight,
+)
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
 from .writer import (
@@ -567,10 +576,12 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         path = os.fspath(source)
         if y is not None:
             raise ValueError(f"{path}: the labels are read from the file: pass y=None")
-        if not os.path.exists(path):
+        if is_local(path) and not os.path.exists(path):
             raise InputError(path, "no such file")
         fmt = fmt or detect_format(path)
-        size = os.path.getsize(path)
+        if fmt == "npz" and not is_local(path):
+            raise InputError(path, "an .npz archive is read from a local file only (not standard input or a URL)")
+        size = input_size(path)
         if fmt == "svmlight":
             return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)), \
                 size, path, False

@@ -16,6 +16,7 @@ import io
 import lzma
 import os
 import queue
+import sys
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,10 @@ __all__ = [
     "CsvLayout",
     "overflow_limit",
     "detect_format",
+    "STDIN",
+    "is_url",
+    "is_local",
+    "input_size",
     "PieceKernel",
     "parse_block",
     "iter_parsed",
@@ -45,7 +50,7 @@ __all__ = [
 class InputError(ValueError):
     """Bad input, located in the file.
 
-    ``str(e)`` is one line: ``'{path}:{line}:{column}: {message}'``, or
+    ``str(e)`` is one line: ``'{path}:{line}:{column}: {message}'`` (``<stdin>`` for ``'-'``), or
     ``'{path}:{line}: {message}'`` when the column is unknown, or ``'{path}: {message}'``
     for problems with the whole file.
 
@@ -64,7 +69,7 @@ class InputError(ValueError):
         self.message = " ".join(str(message).split())
         self.line = line
         self.column = column if line is not None else None
-        where = self.path
+        where = "<stdin>" if self.path == STDIN else self.path
         if line is not None:
             where += f":{line}"
             if self.column is not None:
@@ -208,6 +213,122 @@ class _Decompressed(io.RawIOBase):
         super().close()
 
 
+#: The input path that means standard input.
+STDIN = "-"
+
+
+def is_url(path) -> bool:
+    """Whether ``path`` is an fsspec URL (``s3://...``, ``https://...``) rather than a local path."""
+    return "://" in os.fspath(path)
+
+
+def is_local(path) -> bool:
+    """Whether ``path`` names a local file (neither standard input nor a URL)."""
+    path = os.fspath(path)
+    return path != STDIN and not is_url(path)
+
+
+def input_size(path) -> int | None:
+    """Bytes of an input (for progress), None when unknown (standard input, a URL that does not say)."""
+    path = os.fspath(path)
+    if path == STDIN:
+        return None
+    try:
+        if is_url(path):
+            from fsspec.core import url_to_fs
+
+            fs, inner = url_to_fs(path)
+            return int(fs.size(inner))
+        return os.path.getsize(path)
+    except Exception:  # only for the progress bar: opening the input reports what is wrong
+        return None
+
+
+#: Bytes of standard input kept to be read again: format and CSV layout detection read the
+#: first megabyte (:func:`_first_lines`), compressed input a little more of the raw bytes.
+STDIN_HEAD_BYTES = 4 << 20
+
+
+class _Stdin:
+    """Standard input, whose first :data:`STDIN_HEAD_BYTES` can be read again by each :meth:`open`.
+
+    Detecting the format and the CSV layout reads the head; the conversion itself then reads
+    everything once. A second whole pass is impossible (a pipe cannot be rewound): :meth:`open`
+    refuses it with one line, naming the options that avoid it.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.head = None
+        self.past_head = False
+
+    def open(self):
+        if self.past_head:
+            raise InputError(STDIN, "standard input can be read only once, and this conversion had to start "
+                             "over (0-based feature ids with --zero-based auto, or ids beyond 2**31 - 1): "
+                             "pass --zero-based yes (or no), or convert from a file")
+        if self.head is None:
+            self.head = self.stream.read(STDIN_HEAD_BYTES)
+        return _StdinFile(self)
+
+
+class _StdinFile(io.RawIOBase):
+    """One reading of :class:`_Stdin`: its kept head, then the rest of the stream."""
+
+    def __init__(self, owner):
+        self._owner = owner
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        head = self._owner.head
+        if self._pos < len(head):
+            n = min(len(b), len(head) - self._pos)
+            b[:n] = head[self._pos:self._pos + n]
+        else:
+            n = self._owner.stream.readinto(b) or 0
+            self._owner.past_head |= n > 0  # what is past the head cannot be read again
+        self._pos += n
+        return n
+
+    def tell(self):
+        return self._pos
+
+
+_STDIN: _Stdin | None = None
+
+
+def _open_stdin():
+    global _STDIN
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(STDIN, "cannot open: this process has no standard input")
+    if _STDIN is None or _STDIN.stream is not stream:  # a new sys.stdin (tests, embedding)
+        _STDIN = _Stdin(stream)
+    return io.BufferedReader(_STDIN.open(), buffer_size=1 << 20)
+
+
+def _open_url(url):
+    """An fsspec URL opened for binary reading; a filesystem that is not installed is one line."""
+    try:
+        import fsspec
+
+        return fsspec.open(url, "rb").open()
+    except ImportError as e:  # e.g. "Install s3fs to access S3"
+        proto = url.split("://", 1)[0]
+        raise InputError(url, f"cannot open: the filesystem for '{proto}://' is not installed "
+                         f"({' '.join(str(e).split())})") from e
+    except ValueError as e:  # "Protocol not known: x"
+        if "protocol" in str(e).lower():
+            raise InputError(url, f"cannot open: no filesystem knows '{url.split('://', 1)[0]}://' URLs "
+                             "(fsspec protocols: file, http(s), s3 with s3fs, gcs with gcsfs, ...)") from e
+        raise InputError(url, f"cannot open: {' '.join(str(e).split())}") from e
+    except OSError as e:
+        raise InputError(url, f"cannot open: {e.strerror or e}") from e
+
+
 def _compression_of(head):
     for magic, kind in _MAGIC:
         if head.startswith(magic):
@@ -222,7 +343,9 @@ def open_text(path):
     ----------
     path : str or os.PathLike
         A plain, gzip, bzip2 or xz file; the compression is found from the magic bytes, not
-        the extension.
+        the extension. ``'-'`` is standard input (:class:`_Stdin`: its head can be read again,
+        the whole of it once), a ``scheme://`` URL is opened with fsspec (``file://``,
+        ``http(s)://``, ``s3://`` with s3fs installed...).
 
     Returns
     -------
@@ -236,16 +359,22 @@ def open_text(path):
         The file cannot be opened or read.
     """
     path = os.fspath(path)
+    if path == STDIN:
+        raw = _open_stdin()
+    elif is_url(path):
+        raw = _open_url(path)
+    else:
+        try:
+            raw = open(path, "rb")
+        except OSError as e:
+            raise InputError(path, f"cannot open: {e.strerror or e}") from e
     try:
-        raw = open(path, "rb")
-    except OSError as e:
-        raise InputError(path, f"cannot open: {e.strerror or e}") from e
-    try:
-        head = raw.read(6)
-        raw.seek(0)
-    except OSError as e:
+        head = raw.peek(6)[:6] if path == STDIN else raw.read(6)
+        if path != STDIN:
+            raw.seek(0)
+    except (OSError, ValueError) as e:
         raw.close()
-        raise InputError(path, f"cannot read: {e.strerror or e}") from e
+        raise InputError(path, f"cannot read: {getattr(e, 'strerror', None) or e}") from e
     kind = _compression_of(head)
     if kind is None:
         return raw
@@ -771,6 +900,8 @@ def _first_lines(path, max_lines, max_bytes=1 << 20):
     leading tab is an empty first cell.
     """
     out = []
+    if os.fspath(path) == STDIN:  # what is read past the kept head could not be read again
+        max_bytes = min(max_bytes, STDIN_HEAD_BYTES)
     with open_text(path) as f:
         head = f.read(max_bytes)
     lines = head.split(b"\n")
