@@ -207,7 +207,8 @@ def main():
 @_user_errors
 def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, label_kind, n_features,
             block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
-    """Convert INPUT (svmlight/LIBSVM, CSV/TSV, .npz; .gz/.bz2/.xz) into the ooc store STORE."""
+    """Convert INPUT (svmlight/LIBSVM, CSV/TSV, .npz; .gz/.bz2/.xz; '-' for stdin, or an fsspec URL) into the
+    ooc store STORE (a local path or file:// URL)."""
     from .store.ingest import convert as do_convert
 
     if factorize:

@@ -101,3 +101,12 @@ def test_missing_file_url(tmp_path):
     url = (tmp_path / "nope.svm").as_uri()
     r = CliRunner().invoke(main, ["convert", url, str(tmp_path / "s.zarr")])
     _one_line_error(r, url, "cannot open")
+
+
+def test_output_file_url_and_refused_urls(svm, tmp_path):
+    out = tmp_path / "o.zarr"
+    r = CliRunner().invoke(main, ["convert", str(svm), out.as_uri()])
+    assert r.exit_code == 0, r.output
+    _same_matrix(out, svm)
+    r = CliRunner().invoke(main, ["convert", str(svm), "s3://bucket/o.zarr"])
+    _one_line_error(r, "s3://bucket/o.zarr", "local path or a file:// URL")

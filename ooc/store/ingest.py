@@ -59,6 +59,7 @@ from .writer import (
     StoreWriter,
     Temporary,
     check_output_store,
+    output_location,
     publish,
     remove_stale_temporaries,
 )
@@ -700,7 +701,7 @@ def convert(
         killed conversions to the same STORE left behind are removed first (only those
         whose process is provably gone, see :func:`ooc.store.writer.remove_stale_temporaries`).
     """
-    store = os.fspath(store)
+    store = output_location(store)
     plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
                  block_bytes, chunk_len, overwrite, threads)
     t0 = time.perf_counter()

@@ -152,6 +152,26 @@ def publish(tmp: str, final: str, replace: bool = False) -> None:
         remove_path(old)
 
 
+def output_location(store) -> str:
+    """Where ``convert`` builds a store: a local path (``file://`` URLs are taken as one) or ``memory://``.
+
+    A store is built under a temporary name and renamed into place once complete, which an
+    object store (``s3://``, ``gs://``...) cannot do atomically: other URLs are refused, in one
+    line (convert to a local path, then copy the directory; training reads Zarr stores at any
+    fsspec URL).
+    """
+    store = os.fspath(store)
+    if store.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(store).path)
+    if "://" in store and not store.startswith("memory://"):
+        raise ValueError(f"{store}: a store is written to a local path or a file:// URL (it is renamed into place "
+                         "when complete, which object stores cannot do atomically); convert to a local path and "
+                         "copy the directory")
+    return store
+
+
 def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -> None:
     """Refuse to write ``store`` where that would destroy what is not an ooc store of ours.
 
