@@ -31,7 +31,6 @@ import shutil
 import tempfile
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -58,6 +57,7 @@ from .writer import (
     Appender,
     StoreWriter,
     Temporary,
+    WriteBehind,
     check_output_store,
     output_location,
     publish,
@@ -805,7 +805,7 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
-    w = StoreWriter(backend_cls, tmp, dtype, index_dtype, block_bytes, chunk_len)
+    w = StoreWriter(backend_cls, tmp, dtype, index_dtype, block_bytes, chunk_len, threads)
     try:
         limit = np.iinfo(index_dtype).max
         out_dtype = np.dtype(dtype)
@@ -847,6 +847,7 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     except BaseException:
         # close before the caller deletes the file: HDF5 would otherwise flush into a
         # deleted (or full) file when the handle is garbage-collected, with a traceback
+        w.abort()  # no write in flight while closing
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
@@ -867,8 +868,8 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
         Directory for the bucket files, created here and removed on return (whatever
         happens); None makes a private one in the system's temporary directory.
     threads : int, default 1
-        With more than one, the writes (bucket files, then the column arrays) run on a
-        thread of their own, behind the computation of the next piece or block: one more
+        With more than one, the writes (bucket files, then each column array) run on
+        threads of their own, behind the computation of the next piece or block: one more
         piece (block) is held at once, so pieces are cut at ``memory / 12`` instead of
         ``memory / 6``. The output is the same.
 
@@ -893,11 +894,11 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     ip.append(indptr)
     ip.close()
     rec = np.dtype([("col", index_dtype), ("row", row_id_dtype), ("val", dtype)])
-    out_ind = Appender(backend, L.array_name(L.COLS, L.INDICES), row_id_dtype, chunk_len)
-    out_dat = Appender(backend, L.array_name(L.COLS, L.DATA), dtype, chunk_len)
+    out_ind = Appender(backend, L.array_name(L.COLS, L.INDICES), row_id_dtype, chunk_len, behind=threads > 1)
+    out_dat = Appender(backend, L.array_name(L.COLS, L.DATA), dtype, chunk_len, behind=threads > 1)
     row_ptr = backend.read(L.array_name(L.ROWS, L.BLOCK_PTR))
     # row pieces for bucketing: blocks of the row layout, split further if memory is tight
-    behind = _Behind(threads > 1)
+    behind = WriteBehind(threads > 1)
     piece_bytes = max(memory // (12 if threads > 1 else 6), 1 << 16)
     piece_entries = max(piece_bytes // rec.itemsize, 1)
     if scratch is None:
@@ -935,7 +936,6 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
             if not expected:
                 continue
             if c1 - c0 == 1:
-                behind.wait()  # the blocks before are appended first
                 # a single column: already in row order, stream it without loading it whole
                 with open(paths[k], "rb") as f:
                     while True:
@@ -953,17 +953,20 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                     raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
                                        "column counts")
                 del r
-                behind.run(_append_pair, out_ind, rows_out, out_dat, vals_out)
+                out_ind.append(rows_out)
+                out_dat.append(vals_out)
                 del rows_out, vals_out
             os.remove(paths[k])
             if progress:
                 progress({"phase": "assemble", "done": k + 1, "total": n_cb})
         behind.wait()
+        out_ind.close()
+        out_dat.close()
     finally:
         behind.close()
+        out_ind.abort()
+        out_dat.abort()
         shutil.rmtree(bdir, ignore_errors=True)
-    out_ind.close()
-    out_dat.close()
 
 
 def _append_buckets(paths, recs, cuts) -> None:
@@ -971,43 +974,6 @@ def _append_buckets(paths, recs, cuts) -> None:
     for k in np.flatnonzero(np.diff(cuts)):
         with open(paths[k], "ab") as f:
             write_all(f, recs[cuts[k]:cuts[k + 1]])
-
-
-def _append_pair(out_ind, rows_out, out_dat, vals_out) -> None:
-    out_ind.append(rows_out)
-    out_dat.append(vals_out)
-
-
-class _Behind:
-    """One job at a time on a thread of its own, behind the caller (or in the caller when disabled).
-
-    :meth:`run` first waits for the job before, so at most one is pending and jobs run in the
-    order given; a job's exception is raised by the next :meth:`run` or :meth:`wait`.
-    """
-
-    def __init__(self, enabled: bool):
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="ooc-write-behind") if enabled else None
-        self._pending = None
-
-    def run(self, fn, *args) -> None:
-        self.wait()
-        if self._pool is None:
-            fn(*args)
-        else:
-            self._pending = self._pool.submit(fn, *args)
-
-    def wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
-    def close(self) -> None:
-        """Wait for the pending job (its error, if any, is dropped: an error is already under way or
-        was raised by :meth:`wait`) and end the thread."""
-        if self._pool is not None:
-            with contextlib.suppress(BaseException):
-                self.wait()
-            self._pool.shutdown(wait=True)
 
 
 def _check_bucket(path: str, expected: int, itemsize: int) -> None:

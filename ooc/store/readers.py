@@ -400,12 +400,14 @@ def _input_position(f):
 _POLL_SECONDS = 0.1
 
 
-def _read_pieces(f, path, piece_bytes, out, stop, consumer):
-    """Reader thread: put ``(bytes, input_position)`` pieces, then ``None``, on ``out``.
+def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
+    """Reader thread: put ``(buf, nbuf, input_position)`` blocks of whole lines, then ``None``, on ``out``.
 
-    An error is put on ``out`` too (the consumer re-raises it). Gives up without a word once
-    ``stop`` is set or the ``consumer`` thread (the one that started the iteration) has ended:
-    nobody will take what it puts.
+    Each block is read straight into a new buffer behind the unfinished line the block before
+    left (no copy of the block itself); ``buf[:nbuf]`` ends at its last newline. A line longer
+    than the buffer doubles the next read. An error is put on ``out`` too (the consumer
+    re-raises it). Gives up without a word once ``stop`` is set or the ``consumer`` thread (the
+    one that started the iteration) has ended: nobody will take what it puts.
     """
 
     def put(item):
@@ -418,68 +420,69 @@ def _read_pieces(f, path, piece_bytes, out, stop, consumer):
         return False
 
     try:
+        carry = b""  # the unfinished line at the end of the block before
         while not stop.is_set():
-            try:
-                piece = f.read(piece_bytes)
-            except InputError:
-                raise
-            except OSError as e:
-                raise InputError(path, f"cannot read: {e.strerror or e}") from e
-            if not piece:
+            buf = bytearray(len(carry) + max(chunk_bytes, len(carry)))
+            buf[:len(carry)] = carry
+            n = len(carry) + _read_into(f, path, memoryview(buf)[len(carry):])
+            if n == len(carry):  # the end of the input
+                if carry:
+                    tail = carry if carry.endswith(b"\n") else carry + b"\n"
+                    if not put((np.frombuffer(tail, np.uint8), len(tail), _input_position(f))):
+                        return
                 break
-            if not put((piece, _input_position(f))):
+            cut = buf.rfind(b"\n", 0, n) + 1
+            carry = bytes(buf[cut:n])
+            if cut and not put((np.frombuffer(buf, np.uint8), cut, _input_position(f))):
                 return
         put(None)
     except BaseException as e:  # handed to the consumer, which re-raises it
         put(e)
 
 
+def _read_into(f, path, view) -> int:
+    """Fill ``view`` from ``f`` (less only at the end of the input); returns the bytes read."""
+    got = 0
+    while got < len(view):
+        try:
+            n = f.readinto(view[got:])
+        except InputError:
+            raise
+        except OSError as e:
+            raise InputError(path, f"cannot read: {e.strerror or e}") from e
+        if not n:
+            break
+        got += n
+    return got
+
+
 def _iter_blocks(path, chunk_bytes):
     """Yield ``(buf, nbuf, input_position)`` where ``buf[:nbuf]`` holds whole lines.
 
-    ``buf`` is a read-only uint8 array and ``buf[nbuf - 1]`` is always a newline (one is
-    appended to a last line without it), so kernels and ``strtod`` stop inside the buffer.
+    ``buf`` is a uint8 array and ``buf[nbuf - 1]`` is always a newline (one is appended to a
+    last line without it), so kernels and ``strtod`` stop inside the buffer. The blocks are read
+    (and decompressed) by a thread of their own, one block ahead.
     """
     chunk_bytes = max(int(chunk_bytes), 1)
     f = open_text(path)
-    pieces = queue.Queue(maxsize=1)
+    blocks = queue.Queue(maxsize=1)
     stop = threading.Event()
     reader = threading.Thread(
-        target=_read_pieces, args=(f, path, chunk_bytes, pieces, stop, threading.current_thread()),
+        target=_read_blocks, args=(f, path, chunk_bytes, blocks, stop, threading.current_thread()),
         name="ooc-input-reader", daemon=True,
     )
     reader.start()
     try:
-        carry = []  # pieces of an unfinished line
         while True:
-            item = _take(pieces, reader, path)
+            item = _take(blocks, reader, path)
             if isinstance(item, BaseException):
                 raise item
             if item is None:
-                if carry:
-                    tail = b"".join(carry)
-                    if not tail.endswith(b"\n"):
-                        tail += b"\n"
-                    yield np.frombuffer(tail, np.uint8), len(tail), _input_position(f)
                 return
-            piece, pos = item
-            cut = piece.rfind(b"\n") + 1
-            if cut == 0:
-                carry.append(piece)  # a line longer than chunk_bytes
-                continue
-            if carry:
-                carry.append(piece)
-                block = b"".join(carry)
-                cut += len(block) - len(piece)
-                carry = [block[cut:]] if cut < len(block) else []
-            else:
-                block = piece
-                if cut < len(piece):
-                    carry = [piece[cut:]]
-            yield np.frombuffer(block, np.uint8), cut, pos
+            yield item
     finally:
         # a consumer that stops early (a bad line, an error downstream, Ctrl-C): the reader sees
-        # ``stop`` within one read of a piece and one poll of the queue, and ends
+        # ``stop`` within one read of a block and one poll of the queue, and ends
         stop.set()
         reader.join()
         f.close()

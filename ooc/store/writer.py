@@ -9,9 +9,11 @@ nothing that opens as a store.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -25,13 +27,56 @@ from .stats import ColumnAccumulator, RowSummary, row_stats, summary_from
 MAX_AUTO_CLASSES = 1000
 
 
+class WriteBehind:
+    """One job at a time on a thread of its own, behind the caller (or in the caller when disabled).
+
+    :meth:`run` first waits for the job before, so at most one is pending and jobs run in the
+    order given; a job's exception is raised by the next :meth:`run` or :meth:`wait`.
+    """
+
+    def __init__(self, enabled: bool, name: str = "ooc-write-behind"):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name) if enabled else None
+        self._pending = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._pool is not None
+
+    def run(self, fn, *args) -> None:
+        self.wait()
+        if self._pool is None:
+            fn(*args)
+        else:
+            self._pending = self._pool.submit(fn, *args)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait for the pending job (its error, if any, is dropped: an error is already under way or
+        was raised by :meth:`wait`) and end the thread."""
+        if self._pool is not None:
+            with contextlib.suppress(BaseException):
+                self.wait()
+            self._pool.shutdown(wait=True)
+
+
 class Appender:
-    """Append to a 1-D backend array in whole chunks, optionally hashing what is written."""
+    """Append to a 1-D backend array in whole chunks, optionally hashing what is written.
+
+    With ``behind``, the backend writes run on a thread of the appender's own (one write in
+    flight, the next :meth:`append` waits for it), so several arrays are encoded at once and
+    alongside the caller's next rows; the array written is the same. The arrays appended must
+    not be modified afterwards (the caller's chunks never are).
+    """
 
     #: Most whole chunks handed to the backend in one write.
     CHUNKS_PER_WRITE = 4
 
-    def __init__(self, backend: Backend, name: str, dtype, chunk_len: int, hasher=None):
+    def __init__(self, backend: Backend, name: str, dtype, chunk_len: int, hasher=None, behind: bool = False):
+        self._behind = WriteBehind(behind, f"ooc-write-{name.replace('/', '-')}")
         self.backend, self.name = backend, name
         self.dtype = np.dtype(dtype)
         self.chunk_len = int(chunk_len)
@@ -75,6 +120,14 @@ class Appender:
             self._fill = rest
 
     def _write(self, values: np.ndarray) -> None:
+        if self._behind.enabled:
+            if np.may_share_memory(values, self._buf):  # the buffer is refilled at once
+                values = values.copy()
+            self._behind.run(self._write_now, values)
+        else:
+            self._write_now(values)
+
+    def _write_now(self, values: np.ndarray) -> None:
         if not self._created:
             self.backend.create_array(self.name, self.dtype, self.chunk_len, sample=values)
             self._created = True
@@ -88,10 +141,16 @@ class Appender:
         if self._fill:
             self._write(self._buf[:self._fill])
             self._fill = 0
+        self._behind.wait()
+        self._behind.close()
         if not self._created:  # nothing was appended: an empty array
             self.backend.create_array(self.name, self.dtype, self.chunk_len)
             self._created = True
         return self.length
+
+    def abort(self) -> None:
+        """Stop writing (on an error): wait for the write in flight, ignoring its outcome."""
+        self._behind.close()
 
 
 def temporary_path(path: str) -> str:
@@ -271,9 +330,12 @@ class StoreWriter:
     index_dtype : int32 or int64
     block_bytes, chunk_len : int
         Decoded bytes per block; elements per compressed chunk.
+    threads : int, default 1
+        With more than one, each array is written on a thread of its own
+        (:class:`Appender` ``behind``); the store is the same. Call :meth:`abort` on an error.
     """
 
-    def __init__(self, backend_cls, tmp_path, dtype, index_dtype, block_bytes, chunk_len):
+    def __init__(self, backend_cls, tmp_path, dtype, index_dtype, block_bytes, chunk_len, threads=1):
         self.backend = backend_cls.create(tmp_path)
         self.dtype = np.dtype(dtype)
         self.index_dtype = np.dtype(index_dtype)
@@ -281,14 +343,14 @@ class StoreWriter:
         self.chunk_len = int(chunk_len)
         # one hasher per array, combined in a fixed order at the end (see finalize)
         self.hashers = {k: hashlib.blake2b(digest_size=16) for k in (L.INDPTR, L.INDICES, L.DATA, L.LABELS)}
-        be, cl = self.backend, self.chunk_len
-        self.indptr = Appender(be, L.array_name(L.ROWS, L.INDPTR), L.INDPTR_DTYPE, cl, self.hashers[L.INDPTR])
+        be, cl, bh = self.backend, self.chunk_len, int(threads) > 1
+        self.indptr = Appender(be, L.array_name(L.ROWS, L.INDPTR), L.INDPTR_DTYPE, cl, self.hashers[L.INDPTR], bh)
         self.indices = Appender(be, L.array_name(L.ROWS, L.INDICES), self.index_dtype, cl,
-                                self.hashers[L.INDICES])
-        self.data = Appender(be, L.array_name(L.ROWS, L.DATA), self.dtype, cl, self.hashers[L.DATA])
-        self.labels = Appender(be, L.LABELS, L.LABEL_DTYPE, cl)
-        self.row_nnz = Appender(be, L.ROW_NNZ, np.int64, cl)
-        self.row_sqnorm = Appender(be, L.ROW_SQNORM, np.float64, cl)
+                                self.hashers[L.INDICES], bh)
+        self.data = Appender(be, L.array_name(L.ROWS, L.DATA), self.dtype, cl, self.hashers[L.DATA], bh)
+        self.labels = Appender(be, L.LABELS, L.LABEL_DTYPE, cl, behind=bh)
+        self.row_nnz = Appender(be, L.ROW_NNZ, np.int64, cl, behind=bh)
+        self.row_sqnorm = Appender(be, L.ROW_SQNORM, np.float64, cl, behind=bh)
         self.cols = ColumnAccumulator()
         # row blocks and the row summary are settled as rows stream in: O(blocks), not O(n)
         self.row_blocks = L.BlockCutter(L.entry_bytes(self.dtype, self.index_dtype), self.block_bytes)
@@ -314,6 +376,11 @@ class StoreWriter:
         self.label_tracker.add(np.asarray(labels, dtype=np.float64))
         self.n_rows += len(labels)
         self.nnz += int(indptr[-1])
+
+    def abort(self) -> None:
+        """Stop the row arrays' writes in flight (before the backend is closed on an error)."""
+        for a in (self.indptr, self.indices, self.data, self.labels, self.row_nnz, self.row_sqnorm):
+            a.abort()
 
     def finish_rows(self, n_cols: int | None, label_kind: str = "auto") -> dict:
         """Close the row arrays, settle labels and statistics; returns attributes so far."""
