@@ -35,7 +35,7 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from .._cpu import resolve_threads
+from .._cpu import Behind, resolve_threads
 from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
 from ..kernels import transpose as _kt
@@ -57,7 +57,6 @@ from .writer import (
     Appender,
     StoreWriter,
     Temporary,
-    WriteBehind,
     check_output_store,
     output_location,
     publish,
@@ -898,7 +897,7 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     out_dat = Appender(backend, L.array_name(L.COLS, L.DATA), dtype, chunk_len, behind=threads > 1)
     row_ptr = backend.read(L.array_name(L.ROWS, L.BLOCK_PTR))
     # row pieces for bucketing: blocks of the row layout, split further if memory is tight
-    behind = WriteBehind(threads > 1)
+    behind = Behind(threads > 1, "ooc-bucket-writer")
     piece_bytes = max(memory // (12 if threads > 1 else 6), 1 << 16)
     piece_entries = max(piece_bytes // rec.itemsize, 1)
     if scratch is None:

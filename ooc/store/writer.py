@@ -9,15 +9,14 @@ nothing that opens as a store.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import fsutil
+from .._cpu import Behind
 from ..fsutil import swap_into_place, temporary_sibling
 from . import layout as L
 from .backend import Backend, MemoryBackend
@@ -25,42 +24,6 @@ from .stats import ColumnAccumulator, RowSummary, row_stats, summary_from
 
 #: Most distinct integer labels that still count as classes under ``label_kind="auto"``.
 MAX_AUTO_CLASSES = 1000
-
-
-class WriteBehind:
-    """One job at a time on a thread of its own, behind the caller (or in the caller when disabled).
-
-    :meth:`run` first waits for the job before, so at most one is pending and jobs run in the
-    order given; a job's exception is raised by the next :meth:`run` or :meth:`wait`.
-    """
-
-    def __init__(self, enabled: bool, name: str = "ooc-write-behind"):
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name) if enabled else None
-        self._pending = None
-
-    @property
-    def enabled(self) -> bool:
-        return self._pool is not None
-
-    def run(self, fn, *args) -> None:
-        self.wait()
-        if self._pool is None:
-            fn(*args)
-        else:
-            self._pending = self._pool.submit(fn, *args)
-
-    def wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
-    def close(self) -> None:
-        """Wait for the pending job (its error, if any, is dropped: an error is already under way or
-        was raised by :meth:`wait`) and end the thread."""
-        if self._pool is not None:
-            with contextlib.suppress(BaseException):
-                self.wait()
-            self._pool.shutdown(wait=True)
 
 
 class Appender:
@@ -76,7 +39,7 @@ class Appender:
     CHUNKS_PER_WRITE = 4
 
     def __init__(self, backend: Backend, name: str, dtype, chunk_len: int, hasher=None, behind: bool = False):
-        self._behind = WriteBehind(behind, f"ooc-write-{name.replace('/', '-')}")
+        self._behind = Behind(behind, f"ooc-write-{name.replace('/', '-')}")
         self.backend, self.name = backend, name
         self.dtype = np.dtype(dtype)
         self.chunk_len = int(chunk_len)
@@ -90,10 +53,6 @@ class Appender:
 
     def append(self, values: np.ndarray) -> None:
         values = np.asarray(values, dtype=self.dtype)
-        if self.hasher is not None:
-            # the hasher sees only this array's bytes, so the digest does not depend on
-            # how the rows were cut into chunks (text chunk size, --memory)
-            self.hasher.update(np.ascontiguousarray(values).view(np.uint8))
         pos = 0
         n = len(values)
         # top up the partial chunk first, so every backend write is chunk-aligned
@@ -128,6 +87,10 @@ class Appender:
             self._write_now(values)
 
     def _write_now(self, values: np.ndarray) -> None:
+        if self.hasher is not None:
+            # the hasher sees this array's bytes in order, as written (behind the caller too), so
+            # the digest does not depend on how the rows were cut into chunks (text chunk size, --memory)
+            self.hasher.update(np.ascontiguousarray(values).view(np.uint8))
         if not self._created:
             self.backend.create_array(self.name, self.dtype, self.chunk_len, sample=values)
             self._created = True
@@ -351,7 +314,7 @@ class StoreWriter:
         self.labels = Appender(be, L.LABELS, L.LABEL_DTYPE, cl, behind=bh)
         self.row_nnz = Appender(be, L.ROW_NNZ, np.int64, cl, behind=bh)
         self.row_sqnorm = Appender(be, L.ROW_SQNORM, np.float64, cl, behind=bh)
-        self.cols = ColumnAccumulator()
+        self.cols = ColumnAccumulator(behind=bh)
         # row blocks and the row summary are settled as rows stream in: O(blocks), not O(n)
         self.row_blocks = L.BlockCutter(L.entry_bytes(self.dtype, self.index_dtype), self.block_bytes)
         self.row_summary = RowSummary()
@@ -381,6 +344,7 @@ class StoreWriter:
         """Stop the row arrays' writes in flight (before the backend is closed on an error)."""
         for a in (self.indptr, self.indices, self.data, self.labels, self.row_nnz, self.row_sqnorm):
             a.abort()
+        self.cols.abort()
 
     def finish_rows(self, n_cols: int | None, label_kind: str = "auto") -> dict:
         """Close the row arrays, settle labels and statistics; returns attributes so far."""
