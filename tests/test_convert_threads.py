@@ -63,3 +63,25 @@ def test_cli_threads_option(svm_file, tmp_path):
     r = CliRunner().invoke(main, ["convert", str(svm_file), str(tmp_path / "b.zarr"), "--threads", "-1"])
     assert r.exit_code != 0 and "--threads" in r.output and "Traceback" not in r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("index_dtype,value_dtype", [(np.int32, np.float32), (np.int64, np.float64),
+                                                     (np.int32, np.float64)])
+def test_cast_entries_is_numpys_astype(index_dtype, value_dtype):
+    from ooc.kernels.entries import cast_entries
+
+    rng = np.random.default_rng(3)
+    ind = rng.integers(0, 2**40, size=5000)
+    vals = rng.standard_normal(5000) * 10.0 ** rng.integers(-45, 45, size=5000)
+    vals[[7, 11]] = [3.4028235677973366e38, 1.5e39]  # float32: rounds to its largest / overflows
+    for shift in (0, 1):
+        oi, od = np.empty(5000, index_dtype), np.empty(5000, value_dtype)
+        lo, hi, bad = cast_entries(ind, vals, shift, oi, od)
+        assert (lo, hi) == (ind.min(), ind.max())
+        np.testing.assert_array_equal(oi, (ind - shift).astype(index_dtype))
+        with np.errstate(over="ignore"):
+            ref = vals.astype(value_dtype)
+        np.testing.assert_array_equal(od.view(np.uint8), ref.view(np.uint8))
+        nonfinite = np.flatnonzero(~np.isfinite(ref))
+        assert bad == (nonfinite[0] if len(nonfinite) else -1)
+    assert cast_entries(ind[:0], vals[:0], 1, oi[:0], od[:0]) == (0, -1, -1)

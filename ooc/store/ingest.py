@@ -38,6 +38,7 @@ import numpy as np
 from .._cpu import Behind, resolve_threads
 from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
+from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
 from . import layout as L
 from .backend import MemoryBackend, StoreError
@@ -810,27 +811,25 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         out_dtype = np.dtype(dtype)
         max_cols = max_columns()
         for chunk in make_chunks():
-            ind = chunk.indices
-            if shift and len(ind) and ind.min() == 0:
+            ind = np.empty(len(chunk.indices), index_dtype)
+            data = np.empty(len(chunk.data), out_dtype)
+            lo, hi, bad = _ke.cast_entries(chunk.indices, chunk.data, shift, ind, data)
+            if shift and len(ind) and lo == 0:
                 if zero_based == "auto":
                     raise _Restart(zero_based=True)
                 raise InputError(source_desc, "feature id 0 in a file declared 1-based",
-                                 line=_line_of(chunk, int(np.flatnonzero(ind == 0)[0])))
-            if len(ind) and ind.max() - shift >= max_cols:
-                k = int(np.flatnonzero(ind - shift >= max_cols)[0])
-                msg = too_many_columns(int(ind[k]) - shift + 1, max_cols, f"feature id {ind[k]}")
+                                 line=_line_of(chunk, int(np.flatnonzero(chunk.indices == 0)[0])))
+            if len(ind) and hi - shift >= max_cols:
+                k = int(np.flatnonzero(chunk.indices - shift >= max_cols)[0])
+                msg = too_many_columns(int(chunk.indices[k]) - shift + 1, max_cols, f"feature id {chunk.indices[k]}")
                 raise InputError(source_desc, msg, line=_line_of(chunk, k))
-            if len(ind) and ind.max() - shift >= limit:
+            if len(ind) and hi - shift >= limit:
                 if index_dtype == np.int32:
                     raise _Restart(index_dtype=np.dtype(np.int64))
-            ind = (ind - shift).astype(index_dtype) if shift else ind.astype(index_dtype)
-            with np.errstate(over="ignore"):  # an overflow is reported below, not as a warning
-                data = chunk.data.astype(out_dtype)
-            if out_dtype != chunk.data.dtype and len(data) and not np.all(np.isfinite(data)):
+            if bad >= 0 and out_dtype != chunk.data.dtype:
                 # text readers refuse these themselves, with the column; arrays end up here
-                k = int(np.flatnonzero(~np.isfinite(data))[0])
-                raise InputError(source_desc, f"value {chunk.data[k]!r} (feature {chunk.indices[k]}) overflows "
-                                 f"{out_dtype}; store float64 values instead", line=_line_of(chunk, k))
+                raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
+                                 f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
             w.add_rows(chunk.labels, chunk.indptr, ind, data)
             if progress:
                 progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
