@@ -1,11 +1,15 @@
-"""Streaming readers for svmlight/LIBSVM and dense CSV/TSV text, plain or compressed.
+"""Streaming readers for svmlight/LIBSVM and dense CSV/TSV text, plain or compressed, from a
+file, standard input (``-``) or an fsspec URL.
 
-The file is read in pieces of ``chunk_bytes`` by a background thread (decompression runs
-there, overlapping with parsing, since zlib/bz2/lzma and the Numba kernels all release the
-GIL), each piece is cut at its last newline and parsed by :mod:`ooc.kernels.text`; the
-remainder is carried over to the next piece. Memory stays near 6 x ``chunk_bytes`` whatever
-the file size (pieces in flight, the parsed block, its CSR output and the previous chunk still
-held by the caller); a line longer than ``chunk_bytes`` grows the buffer as needed.
+The input is read in blocks of ``chunk_bytes`` by a background thread (decompression runs
+there, overlapping with parsing, since zlib/ISA-L/bz2/lzma and the Numba kernels all release
+the GIL); each block ends at its last newline, the unfinished line going to the front of the
+next one. A block is cut at newlines over ``threads`` parsing threads (:func:`parse_block`,
+format-agnostic: a :class:`PieceKernel` per format), and with several threads the next block
+is parsed while the caller takes the current one (:func:`iter_parsed`). Memory stays near
+7 x ``chunk_bytes`` whatever the file size (blocks in flight, the block being parsed and its
+CSR output, the previous chunk still held by the caller); a line longer than ``chunk_bytes``
+grows the buffer as needed.
 """
 
 from __future__ import annotations
