@@ -85,3 +85,25 @@ def test_cast_entries_is_numpys_astype(index_dtype, value_dtype):
         nonfinite = np.flatnonzero(~np.isfinite(ref))
         assert bad == (nonfinite[0] if len(nonfinite) else -1)
     assert cast_entries(ind[:0], vals[:0], 1, oi[:0], od[:0]) == (0, -1, -1)
+
+
+def test_assemble_columns_in_parts_is_a_stable_sort():
+    from ooc.kernels.transpose import assemble_columns
+
+    rng = np.random.default_rng(5)
+    rec = np.dtype([("col", np.int32), ("row", np.int32), ("val", np.float32)])
+    n, ncols, col0 = 3000, 40, 100
+    recs = np.empty(n, rec)
+    recs["col"] = col0 + rng.integers(0, ncols, n)
+    recs["row"] = np.sort(rng.integers(0, 10**6, n))  # bucketed in row order
+    recs["val"] = rng.standard_normal(n)
+    ptr = np.concatenate(([0], np.cumsum(np.bincount(recs["col"] - col0, minlength=ncols))))
+    order = np.argsort(recs["col"], kind="stable")  # the reference: a stable sort by column
+    for cuts in ([0, ncols], [0, 13, ncols], [0, 1, 2, 30, ncols]):
+        rows, vals = np.full(n, -1, np.int32), np.full(n, np.nan, np.float32)
+        assert all(assemble_columns(recs, col0, ptr, rows, vals, a, b) for a, b in zip(cuts[:-1], cuts[1:]))
+        np.testing.assert_array_equal(rows, recs["row"][order])
+        np.testing.assert_array_equal(vals, recs["val"][order])
+    bad = recs.copy()
+    bad["col"][-1] = col0 + (bad["col"][-1] - col0 + 1) % ncols  # one entry in the wrong column
+    assert not all(assemble_columns(bad, col0, ptr, rows, vals, a, b) for a, b in ((0, 13), (13, ncols)))

@@ -35,7 +35,7 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from .._cpu import Behind, resolve_threads
+from .._cpu import Behind, map_threads, resolve_threads
 from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
@@ -918,11 +918,10 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 lo, hi = int(rip[s - r0]), int(rip[e - r0])
                 cols = backend.read(L.array_name(L.ROWS, L.INDICES), lo, hi)
                 vals = backend.read(L.array_name(L.ROWS, L.DATA), lo, hi)
-                recs = np.empty(len(cols), dtype=rec)
-                cuts = _kt.bucket_entries(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, col_ptr, recs)
+                parts = _bucket(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, col_ptr, rec, threads)
                 del cols, vals
-                behind.run(_append_buckets, paths, recs, cuts)
-                del recs
+                behind.run(_append_buckets, paths, parts)
+                del parts
                 s = e
             if progress:
                 progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
@@ -946,8 +945,8 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 r = np.fromfile(paths[k], dtype=rec)
                 rows_out = np.empty(expected, dtype=row_id_dtype)
                 vals_out = np.empty(expected, dtype=dtype)
-                if len(r) != expected or not _kt.assemble_block(r, c0, indptr[c0:c1 + 1] - indptr[c0],
-                                                                rows_out, vals_out):
+                if len(r) != expected or not _assemble(r, c0, indptr[c0:c1 + 1] - indptr[c0], rows_out, vals_out,
+                                                       threads):
                     raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
                                        "column counts")
                 del r
@@ -967,11 +966,50 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
         shutil.rmtree(bdir, ignore_errors=True)
 
 
-def _append_buckets(paths, recs, cuts) -> None:
-    """Append each column block's records of a row piece to its bucket file."""
-    for k in np.flatnonzero(np.diff(cuts)):
-        with open(paths[k], "ab") as f:
-            write_all(f, recs[cuts[k]:cuts[k + 1]])
+def _assemble(recs, c0, col_indptr, rows_out, vals_out, threads: int) -> bool:
+    """:func:`ooc.kernels.transpose.assemble_block` with the block's columns split over threads
+    (ranges of about equal nonzeros; each thread reads every record, writes its own columns)."""
+    ncols = len(col_indptr) - 1
+    parts = min(threads, ncols)
+    if parts <= 1:
+        return bool(_kt.assemble_block(recs, c0, col_indptr, rows_out, vals_out))
+    targets = col_indptr[-1] * np.arange(1, parts) // parts
+    cuts = np.unique(np.concatenate(([0], np.searchsorted(col_indptr, targets), [ncols])))
+    ok = map_threads(lambda k: _kt.assemble_columns(recs, c0, col_indptr, rows_out, vals_out, int(cuts[k]),
+                                                    int(cuts[k + 1])), range(len(cuts) - 1), threads)
+    return all(ok)
+
+
+def _bucket(indptr, row0, cols, vals, col_ptr, rec, threads: int) -> list:
+    """:func:`ooc.kernels.transpose.bucket_entries` of consecutive rows, split over threads.
+
+    Returns ``[(records, cuts), ...]``, one per run of rows in order (about equal entries each),
+    for :func:`_append_buckets`.
+    """
+    m = len(indptr) - 1
+    parts = min(threads, m)
+    if parts > 1:
+        bounds = np.unique(np.concatenate(([0], np.searchsorted(indptr, indptr[-1] * np.arange(1, parts) // parts),
+                                           [m])))
+    else:
+        bounds = np.array([0, m])
+
+    def one(k):
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        lo, hi = int(indptr[a]), int(indptr[b])
+        recs = np.empty(hi - lo, dtype=rec)
+        cuts = _kt.bucket_entries(indptr[a:b + 1] - lo, row0 + a, cols[lo:hi], vals[lo:hi], col_ptr, recs)
+        return recs, cuts
+
+    return map_threads(one, range(len(bounds) - 1), threads)
+
+
+def _append_buckets(paths, parts) -> None:
+    """Append each column block's records of row pieces (in row order) to its bucket file."""
+    for recs, cuts in parts:
+        for k in np.flatnonzero(np.diff(cuts)):
+            with open(paths[k], "ab") as f:
+                write_all(f, recs[cuts[k]:cuts[k + 1]])
 
 
 def _check_bucket(path: str, expected: int, itemsize: int) -> None:
