@@ -866,10 +866,11 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
         Directory for the bucket files, created here and removed on return (whatever
         happens); None makes a private one in the system's temporary directory.
     threads : int, default 1
-        With more than one, the writes (bucket files, then each column array) run on
-        threads of their own, behind the computation of the next piece or block: one more
-        piece (block) is held at once, so pieces are cut at ``memory / 12`` instead of
-        ``memory / 6``. The output is the same.
+        With more than one, a row piece is bucketed and a column block assembled on that many
+        threads (:func:`_bucket`, :func:`_assemble`), and the writes (bucket files, then each
+        column array) run on threads of their own, behind the computation of the next piece or
+        block: one more piece (block) is held at once, so pieces are cut at ``memory / 12``
+        instead of ``memory / 6``. The output is the same.
 
     Raises
     ------
