@@ -107,3 +107,16 @@ def test_assemble_columns_in_parts_is_a_stable_sort():
     bad = recs.copy()
     bad["col"][-1] = col0 + (bad["col"][-1] - col0 + 1) % ncols  # one entry in the wrong column
     assert not all(assemble_columns(bad, col0, ptr, rows, vals, a, b) for a, b in ((0, 13), (13, ncols)))
+
+
+def test_hdf5_store_does_not_depend_on_threads(svm_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(readers, "MIN_PIECE_BYTES", 1)
+    got = []
+    for threads in (1, 2):
+        st = convert(str(svm_file), str(tmp_path / f"t{threads}.h5"), format="hdf5", memory="64MiB",
+                     threads=threads, chunk_len=1024, block_bytes=8192)
+        rows, cols = st.to_scipy("rows"), st.to_scipy("cols")
+        info = {k: v for k, v in st.info().items() if k not in ("path", "bytes_on_disk")}
+        got.append((st.fingerprint, info, rows.indptr.tobytes(), rows.indices.tobytes(), rows.data.tobytes(),
+                    cols.indptr.tobytes(), cols.indices.tobytes(), cols.data.tobytes(), st.labels.tobytes()))
+    assert got[0] == got[1]
