@@ -136,7 +136,7 @@ def main():
 
         gz = None
         if not args.no_gzip:
-            gz = src + ".gz"
+            gz = os.path.join(work, os.path.basename(src) + ".gz")  # in the work directory: never beside --input
             with open(gz, "wb") as g:
                 subprocess.run(["gzip", "-6", "-c", src], stdout=g, check=True)
             res["gz_MB"] = round(os.path.getsize(gz) / 1e6, 1)
