@@ -50,25 +50,26 @@ print(time.perf_counter() - t, X.shape[0], X.shape[1], X.nnz)
 
 
 def run_child(cmd, env=None):
-    """Run ``cmd``; returns (seconds, peak RSS in MiB, exit status, stdout, stderr).
+    """Run ``cmd``; returns (seconds, peak RSS in MiB, CPU seconds (user + sys), exit status, stdout, stderr).
 
     The peak comes from GNU time's ``%M`` when /usr/bin/time exists: ``wait4``'s
     ``ru_maxrss`` would be wrong here, because Linux carries the parent's high-water
     mark across fork+exec and this process holds the generated text for a while.
     """
     timed = os.path.exists("/usr/bin/time")
-    full = (["/usr/bin/time", "-f", "OOC-BENCH-MAXRSS-KB=%M"] + cmd) if timed else cmd
+    full = (["/usr/bin/time", "-f", "OOC-BENCH-MAXRSS-KB=%M CPU-S=%U+%S"] + cmd) if timed else cmd
     t = time.perf_counter()
     p = subprocess.run(full, capture_output=True, text=True, env=env)
     secs = time.perf_counter() - t
     err = p.stderr
-    rss = None
-    m = re.search(r"OOC-BENCH-MAXRSS-KB=(\d+)", err)
+    rss = cpu = None
+    m = re.search(r"OOC-BENCH-MAXRSS-KB=(\d+) CPU-S=([\d.]+)\+([\d.]+)", err)
     if m:
         rss = int(m.group(1)) / 1024.0
+        cpu = float(m.group(2)) + float(m.group(3))
         err = err[:m.start()] + err[m.end():]
     rc = p.returncode
-    return secs, rss, rc, p.stdout, err
+    return secs, rss, cpu, rc, p.stdout, err
 
 
 def ooc_cmd():
@@ -118,15 +119,15 @@ def main():
         with open(small, "rb") as f, open(small + "1", "wb") as g:
             g.write(f.readline())
         run_child(ooc_cmd() + ["convert", small, os.path.join(work, "warm.zarr"), "--overwrite"], env)
-        secs, *_ = run_child(ooc_cmd() + ["convert", small + "1", os.path.join(work, "warm.zarr"),
-                                          "--overwrite", "--layout", "rows"], env)
-        res["startup_s"] = round(secs, 2)
+        one_line = ooc_cmd() + ["convert", small + "1", os.path.join(work, "warm.zarr"), "--overwrite", "--layout",
+                                "rows"]
+        res["startup_s"] = round(min(run_child(one_line, env)[0] for _ in range(3)), 2)  # the best of 3: load varies
         with open(src, "rb") as f:
             while f.read(1 << 26):
                 pass
 
         if not args.skip_sklearn:
-            secs, rss, rc, out, err = run_child([sys.executable, "-c", SKLEARN_CHILD, src], env)
+            secs, rss, cpu, rc, out, err = run_child([sys.executable, "-c", SKLEARN_CHILD, src], env)
             if rc != 0:
                 raise SystemExit(f"scikit-learn failed: {err[-2000:]}")
             sk = float(out.split()[0])
@@ -145,12 +146,13 @@ def main():
             store = os.path.join(work, f"bench-{name}.{'zarr' if args.format == 'zarr' else 'h5'}")
             cmd = ooc_cmd() + ["convert", inp, store, "--layout", layout, "--memory", args.memory,
                                "--format", args.format, "--threads", str(args.threads), "--overwrite"]
-            secs, rss, rc, out, err = run_child(cmd, env)
+            secs, rss, cpu, rc, out, err = run_child(cmd, env)
             if rc != 0:
                 raise SystemExit(f"ooc convert {inp} --layout {layout} failed: {err[-2000:]}")
             res[f"{name}_s"] = round(secs, 2)
             res[f"{name}_MBps"] = round(mb / secs, 1)
             res[f"{name}_peak_MiB"] = round(rss) if rss else None
+            res[f"{name}_cpu_s"] = round(cpu, 2) if cpu is not None else None  # user + sys: steadier on a busy machine
             if not args.skip_sklearn:
                 res[f"ratio_{name}_vs_sklearn"] = round(secs / res["sklearn_s"], 3)
             if not args.keep:
@@ -171,7 +173,7 @@ def main():
             cmd = [RUN_CAPPED, limit, "--cold", "--"] + ooc_cmd() + [
                 "convert", src, store, "--layout", "both", "--memory", args.memory, "--format", args.format,
                 "--threads", str(args.threads), "--overwrite"]
-            secs, rss, rc, out, err = run_child(cmd, env)
+            secs, rss, cpu, rc, out, err = run_child(cmd, env)
             last = err.strip().splitlines()[-1] if err.strip() else ""
             if rc == 3:
                 res["capped"] = "skipped: no writable memory cgroup"
