@@ -43,12 +43,21 @@ import json; r = json.load(open('$TMP/train.json'))
 print(f\"converged={r['converged']} epochs={r['epochs']} primal={r['primal']:.8f} gap={r['gap']:.2e}\")
 "
 
-step "5. ooc evaluate: accuracy, logloss, primal objective on held-out rows"
+step "5. ooc evaluate: accuracy, logloss, ROC AUC, F1, confusion matrix, primal objective on held-out rows"
 $OOC evaluate "$TMP/run" "$TMP/test.svm"
 
 step "6. ooc predict: one label per line (the file's own label values)"
 $OOC predict "$TMP/run" "$TMP/test.svm" --out "$TMP/pred.txt"
 echo "$(wc -l < "$TMP/pred.txt") predictions, first ones: $(head -n 5 "$TMP/pred.txt" | tr '\n' ' ')"
+
+step "7. ooc info RUN: the objective, its certificate, the largest weights (feature ids as in the file)"
+$OOC info "$TMP/run" --top 5
+
+step "8. ooc export: LIBLINEAR's model file (its predict reads it) and 'feature weight' text"
+$OOC export "$TMP/run" --format liblinear --out "$TMP/model.liblinear"
+$OOC export "$TMP/run" --format text --out "$TMP/weights.txt"
+head -n 6 "$TMP/model.liblinear"
+echo "$(grep -vc '^#' "$TMP/weights.txt") weight lines in weights.txt"
 
 echo
 echo "walkthrough done"

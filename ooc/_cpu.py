@@ -101,6 +101,17 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
+def _forget_pools() -> None:
+    # a forked child has none of its parent's threads: a pool inherited from the parent would
+    # queue work that no thread ever runs
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
+
+
 def compute_pool(threads: int) -> ThreadPoolExecutor | None:
     """A long-lived pool of ``threads`` compute threads (the kernels release the GIL), None for 1."""
     if threads <= 1:

@@ -4,7 +4,7 @@ A spec is a TOML file::
 
     [batch]
     out = "grid-out"              # folder of run directories (relative to the spec file)
-    validation = "valid.svm"      # optional: evaluated after each run, sorts the summary
+    validation = "valid.svm"      # optional: scored at every epoch of each run, sorts the summary
 
     [grid]                        # every combination is one run; keys are `ooc train` options
     store = ["data.zarr"]
@@ -59,7 +59,6 @@ import typing
 from .config import TrainConfig, defaults, option_names
 from .dask_client import dask_client
 from .fsutil import atomic_write_bytes, temporary_file
-from .objectives.losses import REGRESSION_LOSSES
 
 RESULT_COLUMNS = ["run", "store", "loss", "l2", "l1", "solver", "status", "primal", "gap", "epochs", "seconds",
                   "converged", "validation", "error"]
@@ -315,6 +314,8 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
             state = "skipped"
         else:
             opts = {k: v for k, v in options.items() if k != "store"}
+            if validation and opts.get("validation") is None:
+                opts["validation"] = validation  # scored at every certified state: the history has the curve
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 if current:
@@ -324,12 +325,18 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
                     extra = {"warm_start": warm_start} if warm_start else {}
                     res = train(options["store"], run_dir, overwrite=True, **extra, **opts).result
                     state = "trained" if current is None else "retrained"
-        val = ""
+        val = metric = ""
         if validation:
-            m = evaluate(run_dir, validation)
-            val = m.get("accuracy", m.get("rmse"))
+            # the run's own score of its last state when it scored this data, else evaluated here
+            val = res.get("validation", "") if res.get("validation_metric") in ("accuracy", "rmse") else ""
+            metric = res.get("validation_metric", "") if val != "" else ""
+            if val == "" or os.path.abspath(options.get("validation") or validation) != os.path.abspath(validation):
+                m = evaluate(run_dir, validation)
+                metric = "accuracy" if "accuracy" in m else "rmse"
+                val = m[metric]
         return _row(run_dir, options, status="ok", primal=res["primal"], gap=res["gap"], epochs=res["epochs"],
-                    seconds=res["seconds"], converged=res["converged"], validation=val, state=state)
+                    seconds=res["seconds"], converged=res["converged"], validation=val, state=state,
+                    validation_metric=metric)
     except Exception as exc:  # a broken run is reported, never fatal to the batch
         msg = (str(exc).splitlines() or [type(exc).__name__])[0]
         return _row(run_dir, options, status="failed", error=f"{type(exc).__name__}: {msg}",
@@ -433,23 +440,47 @@ def write_results(out: str, rows: list[dict]) -> None:
 
 
 def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
-    """``OUT/summary.md`` (sorted by the validation metric when there is one) and ``comparison.png``,
-    each replaced atomically."""
+    """``OUT/summary.md`` and ``comparison.png``, each replaced atomically.
+
+    The summary names the stores, the validation file and its metric (accuracy, higher first, or
+    RMSE, lower first: the runs are sorted by it; without one, by the primal objective), lists the
+    runs skipped because an earlier batch had finished them on the same store, then one table row
+    per run (with its ``state``: trained, resumed, retrained, skipped) and the failed runs.
+    """
     ok = [r for r in rows if r["status"] == "ok"]
-    if validation and ok:
-        regression = any(r["loss"] in REGRESSION_LOSSES for r in ok)
-        ok.sort(key=lambda r: (float(r["validation"]) if r["validation"] != "" else float("inf"))
-                * (1 if regression else -1))
+    metrics = sorted({r.get("validation_metric") or "" for r in ok} - {""})
+    metric = metrics[0] if len(metrics) == 1 else None
+    if validation and metric:
+        sign = 1 if metric == "rmse" else -1  # the best first
+        ok.sort(key=lambda r: (r["validation"] == "", sign * float(r["validation"] or 0), r["run"]))
     else:
         ok.sort(key=lambda r: float(r["primal"]))
     lines = [f"# ooc batch summary ({len(ok)} ok, {len(rows) - len(ok)} failed)", ""]
-    cols = ["run", "loss", "l2", "l1", "solver", "primal", "gap", "epochs", "seconds", "converged"]
+    stores = sorted({str(r["store"]) for r in rows if r["store"]})
+    lines.append("- store" + ("s: " if len(stores) > 1 else ": ") + ", ".join(f"`{x}`" for x in stores))
+    if validation:
+        how = {"accuracy": "accuracy (higher is better)", "rmse": "RMSE (lower is better)"}
+        lines.append(f"- validation: `{validation}`, metric "
+                     + (f"{how[metric]}; runs sorted by it" if metric else
+                        " and ".join(metrics) + " (the runs' tasks differ)" if metrics else "none (no run finished)"))
+    else:
+        lines.append("- validation: none (no `validation` in `[batch]`); runs sorted by the primal objective")
+    skipped = sorted(r["run"] for r in ok if r.get("state") == "skipped")
+    if skipped:
+        lines.append(f"- skipped as finished ({len(skipped)}: trained by an earlier batch on the same store): "
+                     + ", ".join(f"`{x}`" for x in skipped))
+    else:
+        lines.append("- skipped as finished: none")
+    lines.append("")
+    cols = ["run", "state", "loss", "l2", "l1", "solver", "primal", "gap", "epochs", "seconds", "converged"]
+    names = dict(zip(cols, cols))
     if validation:
         cols.append("validation")
-    lines.append("| " + " | ".join(cols) + " |")
+        names["validation"] = f"validation {metric}" if metric else "validation"
+    lines.append("| " + " | ".join(names[c] for c in cols) + " |")
     lines.append("|" + "---|" * len(cols))
     for r in ok:
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         lines += ["", "## Failed runs", ""]

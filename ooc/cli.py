@@ -12,6 +12,7 @@ import functools
 import json
 import logging
 import os
+import shlex
 import sys
 import tempfile
 
@@ -19,7 +20,8 @@ import click
 
 from . import interrupts
 from ._version import __version__
-from .progress import ConvertProgress, wanted
+from .kernels.hash_bits import DEFAULT_HASH_BITS, MAX_HASH_BITS
+from .progress import ConvertProgress, EpochProgress, RowsProgress, wanted
 
 
 class UserError(click.ClickException):
@@ -187,8 +189,14 @@ def main():
               help="Memory for the whole process ('auto': what it may use: cgroup limit, RLIMIT_AS, available RAM).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
               help="Type of the stored values.")
-@click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz"]), default=None,
-              help="Input format (default: from the file name and content).")
+@click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz", "vw"]), default=None,
+              help="Input format (default: from the file name and content; .vw or a '|' in the lines: vw, "
+                   "Vowpal Wabbit's text format).")
+@click.option("--text", "text_columns", default=None, metavar="LABEL:TEXT",
+              help="Read INPUT as a CSV/TSV of raw text: the label in column LABEL, the text in column TEXT "
+                   "(0-based numbers or header names); unigrams and bigrams counted into 2**--hash-bits columns.")
+@click.option("--hash-bits", type=click.IntRange(1, MAX_HASH_BITS), default=DEFAULT_HASH_BITS, show_default=True,
+              help="vw and --text: features are hashed (VW's MurmurHash3) into 2**BITS columns, as VW's -b.")
 @click.option("--zero-based", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Whether svmlight feature ids start at 0.")
 @click.option("--label-kind", type=click.Choice(["auto", "binary", "multiclass", "regression"]),
@@ -205,11 +213,20 @@ def main():
 @click.option("--json", "as_json", is_flag=True, help="Print the store summary as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, label_kind, n_features,
-            block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
-    """Convert INPUT (svmlight/LIBSVM, CSV/TSV, .npz; .gz/.bz2/.xz; '-' for stdin, or an fsspec URL) into the
-    ooc store STORE (a local path or file:// URL)."""
+def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns, hash_bits, zero_based, label_kind,
+            n_features, block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
+    """Convert INPUT (svmlight/LIBSVM, CSV/TSV, Vowpal Wabbit, raw text, .npz; .gz/.bz2/.xz; '-' for stdin, or an
+    fsspec URL) into the ooc store STORE (a local path or file:// URL)."""
     from .store.ingest import convert as do_convert
+
+    if text_columns is not None:
+        if input_format is not None:
+            raise click.UsageError(f"--text reads raw text: it cannot go with --input-format {input_format}")
+        label_col, sep, text_col = text_columns.partition(":")
+        if not sep or not label_col.strip() or not text_col.strip():
+            raise click.UsageError(f"--text {text_columns!r}: expected LABEL:TEXT (two columns, e.g. 0:1 or "
+                                   "label:review)")
+        text_columns = (label_col, text_col)
 
     if factorize:
         from functools import partial
@@ -223,7 +240,8 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, zero_based, 
                         input_format=input_format,
                         zero_based={"auto": "auto", "yes": True, "no": False}[zero_based],
                         label_kind=label_kind, n_features=n_features, block_bytes=block_bytes,
-                        overwrite=overwrite, progress=bar, threads=threads)
+                        overwrite=overwrite, progress=bar, hash_bits=hash_bits, text_columns=text_columns,
+                        threads=threads)
     finally:
         bar.close()
     info = _store_info(st)
@@ -239,7 +257,10 @@ def _store_info(st) -> dict:
     """``st.info()`` and the memory each solver family holds for it (``resident_*``, from the planner)."""
     from .solvers.registry import resident_memory
 
-    return {**st.info(), **resident_memory(st)}
+    info = {**st.info(), **resident_memory(st)}
+    if st.attrs.get("lineage"):  # made by 'ooc append': the stores it grew from
+        info["lineage"] = st.attrs["lineage"]
+    return info
 
 
 def _info_defaults():
@@ -249,7 +270,7 @@ def _info_defaults():
 
 
 @main.command()
-@click.argument("store", type=click.Path())
+@click.argument("store", metavar="STORE|RUN", type=click.Path())
 @click.option("--memory", default="auto", show_default=True,
               help="Say whether and how a run fits this much memory (the whole process; 'auto': what this "
                    "process may use).")
@@ -257,14 +278,28 @@ def _info_defaults():
               help="The training option of that name.")
 @click.option("--mix-blocks", type=int, default=_info_defaults().mix_blocks, show_default=True,
               help="The training option of that name.")
+@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
+              help="RUN: how many of the largest weights to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_user_errors
-def info(store, memory, block_bytes, mix_blocks, as_json):
+def info(store, memory, block_bytes, mix_blocks, top, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes, and
-    whether a run fits --memory."""
+    whether a run fits --memory. Or describe the run directory RUN: its objective, the certificate
+    (duality gap against --tol), and the features of largest weight."""
     from .config import TrainConfig
+    from .runs.rundir import is_run_dir
     from .solvers.registry import explain_auto, memory_fit
     from .store import open_store
+
+    if os.path.isdir(store) and is_run_dir(store):
+        from .runinfo import format_run_info, run_info
+
+        i = run_info(store, top=top)
+        if as_json:
+            _emit_json(i)
+        else:
+            click.echo(format_run_info(i))
+        return
 
     cfg = TrainConfig(memory=memory, block_bytes=block_bytes, mix_blocks=mix_blocks)  # checks them as train does
     with open_store(store) as st:
@@ -337,6 +372,9 @@ def format_info(i: dict) -> str:
         "or memory-mapped): " + ", ".join(f"{s} {_fmt_bytes(b)}" for s, b in i["resident_vector_bytes"].items()),
         f"fingerprint  {i['fingerprint']}",
     ]
+    for j, g in enumerate(i.get("lineage") or []):
+        lines.append(("grown from   " if j == 0 else "             ")
+                     + f"{g['n_rows']} rows of store {g['fingerprint']} (ooc append)")
     for j, line in enumerate(i.get("auto") or []):
         lines.append(("auto solver  " if j == 0 else "             ") + line)
     if i.get("memory_fit"):
@@ -348,38 +386,23 @@ def format_info(i: dict) -> str:
 
 
 # -- train / resume ------------------------------------------------------------------------------
-class EpochProgress:
-    """A tqdm bar over epochs showing the gap and throughput; silent when disabled."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="epoch", desc="train", file=sys.stderr, leave=False)
-
-    def __call__(self, h: dict) -> None:
-        if self.bar is None:
-            return
-        self.bar.n = h["epoch"]
-        self.bar.set_postfix(gap=f"{h['rel_gap']:.2e}", rows_s=f"{(h.get('rows_per_s') or 0):.3g}",
-                             MB_s=f"{(h.get('mb_per_s') or 0):.3g}", refresh=False)
-        self.bar.refresh()
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-
-
 def _report(result: dict, as_json: bool) -> None:
     if as_json:
         _emit_json(result)
         return
-    status = "converged" if result["converged"] else "NOT converged (max epochs reached)"
+    status = ("converged" if result["converged"] else "stopped early (validation no longer improving)"
+              if result.get("early_stopped") else "NOT converged (max epochs reached)")
     click.echo(f"{status}: epochs {result['epochs']}, primal {result['primal']:.10g}, dual {result['dual']:.10g}, "
                f"relative gap {result['rel_gap']:.3g} (tol {result['tol']:g}), nnz(w) {result['nnz_w']}, "
                f"{result['seconds']:.2f} s")
+    if result.get("validation") is not None:
+        stop = ("early stop: " if result.get("early_stopped") else "")
+        click.echo(f"{stop}validation {result['validation_metric']} {result['validation']:.6g} (best "
+                   f"{result['best_validation']:.6g} at epoch {result['best_epoch']})")
     click.echo(f"run directory: {result['run']}")
+    if not result["converged"]:
+        click.echo(f"to continue: ooc resume {shlex.quote(str(result['run']))} --max-epochs "
+                   f"{2 * max(int(result['epochs']), 1)}")
     if result.get("memory_budget") is not None:
         click.echo(f"memory: {_fmt_bytes(result['memory_budget'])} for training ({result['memory_source']})")
 
@@ -388,7 +411,8 @@ def _report(result: dict, as_json: bool) -> None:
 #: help come from :class:`ooc.config.TrainConfig`).
 TRAIN_OPTION_ORDER = (
     "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "block_bytes", "mix_blocks",
-    "threads", "inner_passes", "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "memory", "bias",
+    "threads", "inner_passes", "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "validation",
+    "validation_metric", "early_stop", "memory", "bias",
     "class_weight", "seed", "checkpoint_every", "distributed",
 )
 
@@ -424,40 +448,87 @@ def train_options(fn):
 @click.argument("store", type=click.Path())
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory to create.")
 @train_options
+@click.option("--warm-start", type=click.Path(file_okay=False), default=None,
+              help="A finished run on the same store whose final duals start this one (another --l2 or --l1).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress (and the memory chosen) even when not on a terminal.")
 @_user_errors
-def train(store, out, overwrite, as_json, verbose, **options):
+def train(store, out, warm_start, overwrite, as_json, verbose, **options):
     """Train on STORE into the run directory OUT, to a certified relative duality gap."""
     from .train import train as do_train
 
-    bar = EpochProgress(wanted(verbose), options["max_epochs"])
+    if warm_start is not None and not os.path.isdir(warm_start):
+        raise UserError(f"--warm-start {warm_start}: no such run directory")
+    bar = EpochProgress(wanted(verbose), options["tol"], options["max_epochs"])
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
-            run = do_train(store, out, overwrite=overwrite, progress=bar, **options)
+            run = do_train(store, out, overwrite=overwrite, progress=bar, warm_start=warm_start, **options)
     finally:
         bar.close()
     _report(run.result, as_json)
 
 
+def _run_limits(run: str, max_epochs: int | None) -> tuple:
+    """``--tol`` and ``--max-epochs`` of the run to resume, for its progress bar (None, None when its
+    ``run.json`` cannot be read: resume itself then says why)."""
+    from .runs.rundir import RunDir, RunError
+
+    try:
+        cfg = RunDir.open(run).config
+        return cfg.get("tol"), max_epochs or cfg.get("max_epochs")
+    except (RunError, OSError, ValueError):
+        return None, max_epochs
+
+
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
-@click.option("--max-epochs", type=int, default=None, help="New epoch limit (default: the run's).")
+@click.option("--max-epochs", type=int, default=None,
+              help="New epoch limit (default: the run's); with --store, the new trajectory's passes.")
+@click.option("--store", type=click.Path(), default=None,
+              help="The run's store with rows appended ('ooc append'): continue the finished run on all rows, "
+                   "from its final duals (new rows at 0), to a new certificate.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress (and the memory chosen) even when not on a terminal.")
 @_user_errors
-def resume(run, max_epochs, as_json, verbose):
-    """Continue RUN from its last checkpoint (exactly as if it had never stopped)."""
+def resume(run, max_epochs, store, as_json, verbose):
+    """Continue RUN from its last checkpoint (exactly as if it had never stopped), or on STORE's new rows."""
     from .train import resume as do_resume
 
-    bar = EpochProgress(wanted(verbose), max_epochs or 0)
+    if max_epochs is not None and max_epochs < 0:
+        raise UserError("--max-epochs must be >= 0")
+    bar = EpochProgress(wanted(verbose), *_run_limits(run, max_epochs))
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
-            r = do_resume(run, max_epochs=max_epochs, progress=bar)
+            r = do_resume(run, max_epochs=max_epochs, progress=bar, store=store)
     finally:
         bar.close()
     _report(r.result, as_json)
+
+
+@main.command()
+@click.argument("store", type=click.Path())
+@click.argument("newdata", type=click.Path(dir_okay=False))
+@click.option("--out", "out_store", type=click.Path(), default=None,
+              help="Write the grown store here (default: replace STORE atomically).")
+@click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz"]), default=None,
+              help="Format of NEWDATA (default: from its name and contents).")
+@click.option("--memory", default="auto", show_default=True,
+              help="Memory for the whole process, as in convert ('auto': what it may use).")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists (only an ooc store).")
+@click.option("--json", "as_json", is_flag=True, help="Print the new store's summary as JSON.")
+@_user_errors
+def append(store, newdata, out_store, input_format, memory, overwrite, as_json):
+    """Add the rows of NEWDATA to STORE: a new store (new fingerprint) recording STORE's in its lineage."""
+    from .store.append import append as do_append
+
+    st = do_append(store, newdata, out_store, input_format=input_format, memory=memory, overwrite=overwrite)
+    info = _store_info(st)
+    if as_json:
+        _emit_json(info)
+    else:
+        click.echo(f"wrote {st.path}: {info['n_rows']} rows x {info['n_cols']} cols ({st.attrs['lineage'][-1]['n_rows']} "
+                   f"before), {info['nnz']} nonzeros; 'ooc resume RUN --store {st.path}' continues a run on them")
 
 
 # -- predict / evaluate ---------------------------------------------------------------------------
@@ -471,8 +542,9 @@ def resume(run, max_epochs, as_json, verbose):
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
 @click.option("--threads", type=int, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
+@click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def predict(run, input, out_file, proba, memory, threads):
+def predict(run, input, out_file, proba, memory, threads, verbose):
     """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
     from .evaluate import iter_predictions
     from .fsutil import atomic_output, contains
@@ -482,11 +554,15 @@ def predict(run, input, out_file, proba, memory, threads):
         for what, path in (("the input", input), ("the run directory", run)):
             if "://" not in path and os.path.lexists(path) and contains(path, out_file):
                 raise UserError(f"--out {out_file}: is {what} {path} or inside it; choose another file")
-    with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
-        for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads):
-            fh.write("\n".join(_fmt_label(p) for p in pred))
-            if len(pred):
-                fh.write("\n")
+    bar = RowsProgress(wanted(verbose), "predict")
+    try:
+        with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
+            for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar):
+                fh.write("\n".join(_fmt_label(p) for p in pred))
+                if len(pred):
+                    fh.write("\n")
+    finally:
+        bar.close()
 
 
 def _fmt_label(x) -> str:
@@ -502,17 +578,64 @@ def _fmt_label(x) -> str:
 @click.option("--threads", type=int, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as one JSON object.")
+@click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def evaluate(run, input, memory, threads, as_json):
-    """Score RUN's model on INPUT: accuracy, logloss, primal objective, ..."""
+def evaluate(run, input, memory, threads, as_json, verbose):
+    """Score RUN's model on INPUT: the primal objective; accuracy, log loss, ROC AUC, precision,
+    recall, F1 and the confusion matrix (classification); RMSE, MAE and R^2 (regression)."""
     from .evaluate import evaluate as do_evaluate
 
-    m = do_evaluate(run, input, memory=memory, threads=threads)
+    bar = RowsProgress(wanted(verbose), "evaluate")
+    try:
+        m = do_evaluate(run, input, memory=memory, threads=threads, progress=bar)
+    finally:
+        bar.close()
     if as_json:
         _emit_json(m)
         return
+    click.echo(format_metrics(m))
+
+
+def format_metrics(m: dict) -> str:
+    """Human-readable ``ooc evaluate``: one metric a line, then the confusion matrix as a table."""
+    lines = []
     for k, v in m.items():
-        click.echo(f"{k:>14}  {v}")
+        if k in ("confusion_matrix", "classes"):
+            continue
+        lines.append(f"{k:>14}  {'n/a (one class only)' if v is None else f'{v:.6g}' if isinstance(v, float) else v}")
+    if "confusion_matrix" in m:
+        names = [_fmt_label(c) for c in m["classes"]]
+        width = max(len(x) for x in names + [str(c) for row in m["confusion_matrix"] for c in row])
+        lines.append(f"{'confusion':>14}  rows: true class, columns: predicted")
+        lines.append(" " * 16 + " " * (width + 2) + "  ".join(x.rjust(width) for x in names))
+        for name, row in zip(names, m["confusion_matrix"]):
+            lines.append(" " * 16 + name.rjust(width) + "  " + "  ".join(str(c).rjust(width) for c in row))
+    return "\n".join(lines)
+
+
+# -- export --------------------------------------------------------------------------------------
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["liblinear", "text", "sklearn", "onnx"]), required=True,  # export.FORMATS
+              help="liblinear: LIBLINEAR's model file (its predict reads it); text: 'feature weight' lines; "
+                   "sklearn: a pickled fitted scikit-learn estimator; onnx: through skl2onnx (pip install 'ooc[onnx]').")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an export of this format ooc wrote.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (what was written).")
+@_user_errors
+def export(run, fmt, out, overwrite, as_json):
+    """Write RUN's model to OUT for another tool (LIBLINEAR, scikit-learn, ONNX) or as text."""
+    from .export import export as do_export
+
+    res = do_export(run, out, fmt, overwrite=overwrite)
+    if as_json:
+        _emit_json(res)
+    else:
+        click.echo(f"wrote {out}: {fmt} export of the {res['task']} {res['loss']} model "
+                   f"({res['n_features']} features, {_fmt_bytes(res['bytes'])})")
+        if fmt == "liblinear" and res["index_base"] == 0:  # LIBLINEAR's ids start at 1
+            click.echo("note: the training data's feature ids started at 0; LIBLINEAR's feature j is their j - 1 "
+                       "(add 1 to the ids of the files LIBLINEAR reads)")
 
 
 # -- batch ---------------------------------------------------------------------------------------
@@ -635,7 +758,7 @@ def demo(workdir, rows):
     click.echo(f"3. ooc info {store}")
     click.echo(format_info(_store_info(st)))
     click.echo(f"4. ooc train {store} --out {run_dir} --loss logistic --l2 1e-4 --bias 1 --tol 1e-6")
-    bar = EpochProgress(wanted(False), 100)
+    bar = EpochProgress(wanted(False), 1e-6, 100)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -645,7 +768,8 @@ def demo(workdir, rows):
     _report(run.result, False)
     click.echo(f"5. ooc evaluate {run_dir} {test_file}")
     m = do_evaluate(run_dir, test_file)
-    click.echo(f"   held-out accuracy {m['accuracy']:.4f}, logloss {m['logloss']:.4f} on {m['n_rows']} rows")
+    click.echo(f"   held-out accuracy {m['accuracy']:.4f}, logloss {m['logloss']:.4f}, ROC AUC {m['roc_auc']:.4f}, "
+               f"F1 {m['f1']:.4f} on {m['n_rows']} rows")
     click.echo(f"\ndemo files are in {workdir} (convergence plot: {os.path.join(run_dir, 'convergence.png')})")
 
 

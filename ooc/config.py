@@ -35,6 +35,8 @@ DEFAULT_TRAIN_BLOCK = "8MiB"
 #: Smallest ``--block-bytes``: one indptr slot and a few entries.
 MIN_TRAIN_BLOCK = 64
 PAGINGS = ("shuffled", "gap")
+#: ``--validation-metric``'s choices (``auto``: accuracy for classification, rmse for regression).
+VALIDATION_METRICS = (AUTO, "accuracy", "logloss", "rmse", "primal")
 
 
 def _opt(default, help: str | None = None, choices: tuple | None = None):
@@ -94,6 +96,13 @@ class TrainConfig:
                                                "coordinates (>= 0).")
     dgpd_dual_step: str = _opt(_DGPD["dual_step"], "dgpd: dual step size, the largest safe one (Prox-SDCA's on the "
                                                    "submatrix) or the paper's Theorem 4.2 (shorter).", DUAL_STEPS)
+    validation: str | None = _opt(None, "Held-out data (a file or a store) scored at every certified state, a pass "
+                                        "over it in blocks: the metric goes into the history, the plot and --json.")
+    validation_metric: str = _opt(AUTO, "Metric of --validation: auto (accuracy for classification, rmse for "
+                                        "regression), accuracy, logloss (logistic), rmse or primal.",
+                                  choices=VALIDATION_METRICS)
+    early_stop: int = _opt(0, "Stop after this many certified states in a row without a better --validation "
+                              "score (0: never); the run keeps the last state's model and names the best epoch.")
     #: ``memory`` in bytes (None: ``auto``), parsed once when the configuration is built (not an option)
     memory_bytes: int | None = field(init=False, repr=False, compare=False, default=0)
     #: ``block_bytes`` in bytes (None: the store's blocks), parsed likewise
@@ -198,8 +207,27 @@ def _check_values(cfg: TrainConfig, loss) -> None:
     _set(cfg, "max_epochs", int(cfg.max_epochs))
     _set(cfg, "seed", int(cfg.seed))
     _set(cfg, "checkpoint_every", float(cfg.checkpoint_every))
+    _check_validation(cfg)
     if cfg.class_weight not in (None, "none", "balanced"):
         raise ValueError("--class-weight: expected 'balanced' (or nothing)")
+
+
+def _check_validation(cfg: TrainConfig) -> None:
+    """``--validation``, ``--validation-metric`` and ``--early-stop`` on their own (the metric against the
+    task is checked with the store, :func:`ooc.validation.watch`)."""
+    if cfg.validation is not None and (not isinstance(cfg.validation, str) or not cfg.validation.strip()):
+        raise ValueError(f"--validation: expected the path of a file or a store (got {cfg.validation!r})")
+    if cfg.validation_metric not in VALIDATION_METRICS:
+        raise ValueError(f"--validation-metric {cfg.validation_metric!r}: expected one of {', '.join(VALIDATION_METRICS)}")
+    try:
+        patience = int(cfg.early_stop)
+    except (TypeError, ValueError):
+        patience = -1
+    if patience < 0 or patience != cfg.early_stop:
+        raise ValueError(f"--early-stop must be an integer >= 0 (got {cfg.early_stop!r})")
+    if patience and cfg.validation is None:
+        raise ValueError("--early-stop needs --validation (the data whose score decides)")
+    _set(cfg, "early_stop", patience)
 
 
 def _check_dgpd(cfg: TrainConfig) -> None:

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import math
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
+
+import numpy as np
 
 from . import interrupts
 
@@ -119,24 +121,55 @@ class EpochContext:
         self._engine.tick(self)
 
 
+class Watch(NamedTuple):
+    """What the engine evaluates at every certified state besides the gap (``--validation``).
+
+    ``score(w)`` gives the history fields of the certified state's coefficients ``w`` (the
+    solver's :meth:`certified_w`), among them ``key``, the number compared between states
+    (``higher``: larger is better). With ``patience > 0`` the run stops once ``patience``
+    states in a row did not improve on the best one (``--early-stop``).
+    """
+
+    score: Callable[[np.ndarray], dict]
+    key: str
+    higher: bool
+    patience: int = 0
+
+
+class Start(NamedTuple):
+    """Where a run's trajectory starts when not at zero: a run continued on a larger store.
+
+    ``meta`` overrides the fresh checkpoint's metadata (``seq`` above the previous trajectory's
+    checkpoints, which are ignored, ``history_len`` after its lines, ``seconds``, ``bytes_read``);
+    ``fields`` are added to every history line of the trajectory (its ``generation``).
+    """
+
+    meta: dict
+    fields: dict
+
+
 class _Engine:
-    def __init__(self, solver, max_epochs: int):
+    def __init__(self, solver, max_epochs: int, start: Start | None = None, watch: Watch | None = None):
         self.solver = solver
         self.rd = solver.rd
         self.max_epochs = int(max_epochs)
         self.tol = float(solver.opt["tol"])
         self.ck_every = float(solver.opt["checkpoint_every"])
         self.result = None
+        self.base = start or Start({}, {})
+        self.watch = watch
 
     # -- state ---------------------------------------------------------------------------------------
     def start(self, resume: bool) -> None:
         rd, solver = self.rd, self.solver
-        loaded = rd.load_checkpoint() if resume else None
+        first = int(self.base.meta.get("seq", 0))
+        loaded = rd.load_checkpoint(min_seq=first) if resume else None
         if loaded is None:
             solver.fresh()
-            meta = {"seq": 0, "epoch": 0, "seconds": 0.0, "state_seconds": 0.0, "history_len": 0, "bytes_read": 0}
+            meta = {"seq": 0, "epoch": 0, "seconds": 0.0, "state_seconds": 0.0, "history_len": 0, "bytes_read": 0,
+                    **self.base.meta}
             arrays, extra, _ = solver.checkpoint_state()
-            rd.truncate_history(0)
+            rd.truncate_history(meta["history_len"])
             rd.save_checkpoint(arrays, {**meta, **extra})
         else:
             arrays, meta = loaded
@@ -151,9 +184,15 @@ class _Engine:
         self.bytes0 = int(meta["bytes_read"])
         self.t_start = time.perf_counter()
         self.last_ck = self.t_start
-        # relative gaps of the last states, to decide when a pass should only certify
-        self.recent = [h["rel_gap"] for h in rd.history()[-2:]]
+        # relative gaps of the last states of this trajectory, to decide when a pass should only certify
+        mine = rd.history()[int(self.base.meta.get("history_len", 0)):]
+        self.recent = [h["rel_gap"] for h in mine[-2:]]
         self.cert_failed = -1
+        # the best validation score so far and the states since it: from the history, so that a
+        # resumed run stops where the uninterrupted one would
+        self.best, self.best_epoch, self.since_best = None, None, 0
+        for h in mine:
+            self.note_score(h)
 
     def elapsed(self) -> float:
         return self.seconds0 + time.perf_counter() - self.t_start
@@ -188,18 +227,37 @@ class _Engine:
         entry = {"epoch": self.epoch, "seconds": self.state_seconds, "primal": cert.primal, "dual": cert.dual,
                  "gap": cert.gap, "rel_gap": rel, "nnz_w": int(solver.nnz_w()),
                  "bytes_read": self.bytes0 + solver.bytes_read(), "cache_hit_rate": solver.cache_hit_rate(),
-                 **fields}
+                 **fields, **self.base.fields}
+        if self.watch is not None:
+            entry.update(self.watch.score(solver.certified_w()))
+            self.note_score(entry)
         self.rd.append_history(entry)
         self.history_len += 1
         if solver.progress:
             solver.progress(entry)
         converged = self.converged(cert)
-        if converged or not ctx.update:
+        early = (self.watch is not None and self.watch.patience > 0 and self.since_best >= self.watch.patience
+                 and not converged and ctx.update)
+        if converged or not ctx.update or early:
             ctx.stopped = True
             self.result = dict(entry, converged=bool(converged), epochs=self.epoch)
+            if self.watch is not None:
+                self.result.update(early_stopped=bool(early), best_epoch=self.best_epoch,
+                                   best_validation=self.best)
         else:
             self.recent = (self.recent + [rel])[-2:]
         return ctx.stopped
+
+    def note_score(self, entry: dict) -> None:
+        """Update the best validation score and the count of states since it with a history line."""
+        w = self.watch
+        if w is None or entry.get(w.key) is None:
+            return
+        x = float(entry[w.key])
+        if self.best is None or (x > self.best if w.higher else x < self.best):
+            self.best, self.best_epoch, self.since_best = x, int(entry["epoch"]), 0
+        else:
+            self.since_best += 1
 
     # -- the loop ------------------------------------------------------------------------------------
     def loop(self) -> dict:
@@ -221,7 +279,7 @@ class _Engine:
             self.checkpoint()
 
 
-def run(solver, max_epochs: int, resume: bool) -> dict:
+def run(solver, max_epochs: int, resume: bool, start: Start | None = None, watch: Watch | None = None) -> dict:
     """Run ``solver`` until its state is certified or ``max_epochs`` epochs are done.
 
     Parameters
@@ -233,6 +291,11 @@ def run(solver, max_epochs: int, resume: bool) -> dict:
     resume : bool
         Continue from the checkpoint ``LATEST`` names (bit for bit what an uninterrupted
         run would do), or start afresh.
+    start : Start, optional
+        Where a fresh start begins (a run continued on a larger store); its checkpoints only
+        are resumed.
+    watch : Watch, optional
+        A validation score of every certified state, and early stopping on it.
 
     Returns
     -------
@@ -240,7 +303,7 @@ def run(solver, max_epochs: int, resume: bool) -> dict:
         The last history entry plus ``converged``, ``epochs``, ``total_seconds`` (training
         time, all sessions) and what :meth:`result` of the solver adds (``w``, final duals).
     """
-    eng = _Engine(solver, max_epochs)
+    eng = _Engine(solver, max_epochs, start, watch)
     # SIGTERM (``kill``, a batch system's stop) ends a run like Ctrl-C: the solver's threads are stopped
     # and a checkpoint being written finishes or is discarded whole, instead of the process dying anywhere
     with interrupts.stop_on_signals():

@@ -289,13 +289,20 @@ class _OOCLinear(BaseEstimator):
         return self
 
     def partial_fit(self, X, y=None):
-        """One more pass of the solver over the same data (the first call makes one pass).
+        """One more pass of the solver over all the data given so far; new rows are appended first.
 
-        Each call adds exactly one epoch (``n_iter_`` grows by one) and recomputes the
-        certified gap (``gap_``, ``rel_gap_``, ``converged_``); no ConvergenceWarning is
-        issued. The data must be the same at every call (checked: a different ``X`` or ``y``
-        raises ``ValueError``). The run lives in ``run_dir`` if set, else in a temporary
-        directory removed with the estimator.
+        The first call makes one pass over ``X``. A later call with the same ``X, y`` as the
+        call before adds one more pass; with other rows (a new mini-batch) those rows are
+        appended to the training data (:func:`ooc.store.append.append`) and the run continues
+        on all rows from its duals, the new rows' at 0 (:func:`ooc.resume` with ``store``):
+        one pass, on the problem of the concatenated data (``l2=None`` becomes ``1 / n`` of
+        all rows). Repeated calls converge to :meth:`fit` on the concatenation. A store path
+        as ``X`` must be the previous one or one made from it by ``ooc append``.
+
+        Each call adds exactly one epoch to ``n_iter_`` (the passes since the last new rows)
+        and recomputes the certified gap of the problem on all rows so far (``gap_``,
+        ``rel_gap_``, ``converged_``); no ConvergenceWarning is issued. The run lives in
+        ``run_dir`` if set, else in a temporary directory removed with the estimator.
         """
         self._check_params()
         pf = getattr(self, "_pf", None)
@@ -309,12 +316,15 @@ class _OOCLinear(BaseEstimator):
             except BaseException:
                 fin()
                 raise
-            self._pf = {"key": key, "run_dir": run_dir, "finalizer": fin}
+            self._pf = {"key": key, "run_dir": run_dir, "finalizer": fin, "store": store, "owned": owned}
         else:
+            new_store = None
             if _is_path(X):
                 if y is not None:
                     raise ValueError("partial_fit(store_path) takes the labels from the store: pass y=None")
-                key = self._from_store(X, reset=False).fingerprint
+                new_store = self._from_store(X, reset=False)
+                self._check_store_labels(new_store, reset=False)
+                key = new_store.fingerprint
             else:
                 _check_sparse(X)
                 X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
@@ -322,16 +332,48 @@ class _OOCLinear(BaseEstimator):
                 y_store = self._encode_y(y, reset=False)
                 key = _data_hash(X, y_store)
             if key != pf["key"]:
-                raise ValueError("partial_fit continues training on the same data (one more pass); got "
-                                 "different X or y. Call fit to start over on new data.")
-            from .train import resume
+                run = self._grow(pf, new_store if new_store is not None else (X, y_store), key)
+            else:
+                from .train import resume
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", _OocConvergenceWarning)
-                run = resume(pf["run_dir"], max_epochs=self.n_iter_ + 1)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", _OocConvergenceWarning)
+                    run = resume(pf["run_dir"], max_epochs=self.n_iter_ + 1)
         self._set_fitted(run, warn=False)
         self.run_ = self._pf["run_dir"] if self.run_dir is not None else None
         return self
+
+    def _grow(self, pf: dict, new, key):
+        """Continue the partial_fit run on its rows and ``new`` (a store grown from its store, or
+        ``(X, y)`` rows to append to it): one pass from the run's duals, the new rows' at 0."""
+        from .store.append import append
+        from .train import resume
+
+        if isinstance(new, tuple):
+            X, y_store = new
+            if sp.issparse(X):
+                X = X.tocsr()
+            store = append(pf["store"], X, f"{_MEM_PREFIX}{uuid.uuid4().hex}", y=y_store)
+            owned = True
+        else:
+            store, owned = new, False
+        options = {"l2": 1.0 / store.n_rows} if self.l2 is None else {}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", _OocConvergenceWarning)
+                run = resume(pf["run_dir"], max_epochs=1, store=store, **options)
+        except BaseException:
+            if owned:
+                _cleanup(store.path, None)
+            raise
+        # the previous store is no longer needed: the finalizer now drops the new one
+        pf["finalizer"].detach()
+        if pf["owned"]:
+            _cleanup(pf["store"].path, None)
+        pf["finalizer"] = weakref.finalize(self, _cleanup, store.path if owned else None,
+                                           pf["run_dir"] if self.run_dir is None else None)
+        pf.update(key=key, store=store, owned=owned)
+        return run
 
     # -- prediction -------------------------------------------------------------------------------
     def _margins(self, X) -> np.ndarray:

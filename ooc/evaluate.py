@@ -1,7 +1,8 @@
 """Streamed prediction and evaluation of a trained model on a store or a file.
 
-INPUT is an ooc store, or a file as ``ooc convert`` reads it (svmlight/LIBSVM, CSV/TSV, .npz),
-streamed piece by piece. Two kinds of wrong use are refused with one line naming INPUT
+INPUT is an ooc store, or a file as ``ooc convert`` reads it (svmlight/LIBSVM, CSV/TSV, .npz,
+Vowpal Wabbit text, hashed into as many columns as the model has: it must be a power of two,
+``2**--hash-bits``; importance weights are not used), streamed piece by piece. Two kinds of wrong use are refused with one line naming INPUT
 (:class:`~ooc.store.readers.InputError`):
 
 - Features beyond the model's. A store, an .npz and a CSV declare their column count: more
@@ -38,7 +39,9 @@ from .store.readers import InputError
 
 class _Piece(NamedTuple):
     """Consecutive rows of INPUT: CSR arrays with 0-based ids as in training, the original labels,
-    and where the first row is (``line``: 1-based line of a text file; else ``row``: 0-based row)."""
+    where the first row is (``line``: 1-based line of a text file; else ``row``: 0-based row), and
+    how far INPUT has been read (``done`` of ``total`` ``unit``: rows of a store or an .npz, input
+    bytes of a text file)."""
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -46,6 +49,15 @@ class _Piece(NamedTuple):
     labels: np.ndarray
     line: int | None = None
     row: int = 0
+    done: int = 0
+    total: int = 0
+    unit: str = "rows"
+
+
+def progress_event(piece: _Piece, rows: int) -> dict:
+    """What a progress display gets after each piece: ``rows`` scored so far, and ``done`` of
+    ``total`` ``unit`` (rows, or bytes ``B`` of a text file) read."""
+    return {"rows": rows, "done": piece.done, "total": piece.total, "unit": piece.unit}
 
 
 def _too_wide(source: str, what: str, n_cols: int, model: LinearModel) -> None:
@@ -61,9 +73,10 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
 
     ``labels=False`` (prediction) lets an .npz come without labels (the pieces then hold zeros).
     """
+    from .kernels.hash_bits import MAX_HASH_BITS
     from .store.backend import StoreError
     from .store.ingest import load_npz, matrix_chunks
-    from .store.readers import csv_layout, detect_format, iter_csv, iter_svmlight
+    from .store.readers import csv_layout, detect_format, iter_csv, iter_svmlight, iter_vw
     from .store.store import backend_for_path, open_store
 
     # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
@@ -87,11 +100,13 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
             y = st.read_labels(blk.start, blk.stop)
             if st.label_kind == L.BINARY:
                 y = np.where(y > 0, vals[-1], vals[0])
-            yield _Piece(blk.indptr.astype(np.int64), blk.indices, blk.data, y, row=blk.start)
+            yield _Piece(blk.indptr.astype(np.int64), blk.indices, blk.data, y, row=blk.start, done=blk.stop,
+                         total=st.n_rows)
         return
     if not os.path.exists(source):
         raise InputError(source, "no such file or store")
     chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
+    size = os.path.getsize(source)  # text files: progress in input bytes (compressed ones too)
     fmt = detect_format(source)
     if fmt == "npz":
         rows, y = load_npz(source, labels_required=labels)
@@ -99,11 +114,21 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
         if y is None:
             y = np.zeros(rows.n_rows)
         for ch in matrix_chunks(rows, y, chunk_bytes, max(1024, chunk_bytes // 64)):
-            yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1)
+            yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1,
+                         done=ch.first_line - 1 + len(ch.labels), total=rows.n_rows)
         return
     if fmt == "csv":
         _too_wide(source, "the CSV file", csv_layout(source).n_features, model)
         for ch in iter_csv(source, chunk_bytes=chunk_bytes):
+            yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
+                         total=size, unit="B")
+        return
+    if fmt == "vw":
+        bits = model.n_features.bit_length() - 1
+        if model.n_features != 1 << bits or not 1 <= bits <= MAX_HASH_BITS:
+            raise InputError(source, f"a Vowpal Wabbit file is hashed into 2**B columns, but the model has "
+                                     f"{model.n_features} features: it was not trained on hashed data")
+        for ch in iter_vw(source, chunk_bytes=chunk_bytes, hash_bits=bits):
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, line=ch.first_line)
         return
     base = int(model.meta.get("index_base", 0))
@@ -115,9 +140,11 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
             counts = np.add.reduceat(keep.astype(np.int64), ch.indptr[:-1]) if len(keep) else np.zeros(0)
             counts[np.diff(ch.indptr) == 0] = 0
             indptr = np.concatenate(([0], np.cumsum(counts)))
-            yield _Piece(indptr, ind[keep], ch.data[keep], ch.labels, line=ch.first_line)
+            yield _Piece(indptr, ind[keep], ch.data[keep], ch.labels, line=ch.first_line, done=ch.bytes_consumed,
+                         total=size, unit="B")
         else:
-            yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line)
+            yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
+                         total=size, unit="B")
 
 
 def _label(v) -> str:
@@ -140,33 +167,50 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
     raise InputError(source, f"row {piece.row + k}: {msg}")
 
 
-def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0) -> Iterator[np.ndarray]:
+def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0,
+                     progress=None) -> Iterator[np.ndarray]:
     """Predicted labels (or positive-class probabilities) of ``source``, piece by piece.
 
     ``source`` is a store or a file (svmlight, CSV, .npz, which may come without labels); its
     labels are not used. An svmlight
     file's feature ids beyond the model's are ignored; a store, .npz or CSV with more columns
     than the model has features is refused (:class:`~ooc.store.readers.InputError`, see the
-    module docstring).
+    module docstring). ``progress``: called with each piece's :func:`progress_event`.
     """
     model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
+    rows = 0
     if proba and not loss_spec(model.loss).proba:
         raise ValueError(f"--proba needs a logistic model (this one: {model.loss})")
     for piece in _iter_rows(model, source, memory, labels=False):
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
+        rows += len(m)
+        if progress is not None:
+            progress(progress_event(piece, rows))
         if proba:
             yield 1.0 / (1.0 + np.exp(-m))
         else:
             yield model.predict_from_margins(m)
 
 
-def evaluate(run: str, source: str, memory="auto", threads: int = 0) -> dict:
-    """Metrics of the run's model on ``source``.
+def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=None) -> dict:
+    """Metrics of the run's model on ``source`` (:func:`evaluate_model` of ``RUN/model``)."""
+    return evaluate_model(LinearModel.load(run), source, memory, threads, progress)
 
-    Classification: ``accuracy``, ``logloss`` (logistic), and the ``primal`` objective of
-    the training problem (loss, l2, l1, bias) evaluated on these rows. Regression:
-    ``rmse`` and ``primal``.
+
+def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int = 0, progress=None) -> dict:
+    """Metrics of ``model`` on ``source``.
+
+    Every model: ``n_rows`` and the ``primal`` objective of the training problem (loss, l2, l1,
+    bias) evaluated on these rows. Classification: ``accuracy``, ``logloss`` (logistic, one-vs-rest
+    or binary), ``precision``, ``recall``, ``f1`` (binary: of the class a positive margin
+    predicts; multiclass: means over the model's classes), ``confusion_matrix`` (rows: true class,
+    columns: predicted, in the order of ``classes``) and ``roc_auc`` (binary: of the margins;
+    multiclass: the mean of each class's against the rest, scored by its probability (logistic) or
+    its margin), which keeps every score until the end (``8 k + 1`` bytes a row, ``k = 1`` for
+    binary; :mod:`ooc.metrics`). Regression: ``rmse``, ``mae`` and ``r2``.
+
+    ``progress``: called with each block's :func:`progress_event`.
 
     Raises
     ------
@@ -174,7 +218,8 @@ def evaluate(run: str, source: str, memory="auto", threads: int = 0) -> dict:
         ``source`` has a label the classification model does not know (naming it, its line or
         row, and the model's classes), or more feature columns than the model (module docstring).
     """
-    model = LinearModel.load(run)
+    from .metrics import ClassificationMetrics, RegressionMetrics
+
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
     meta = model.meta
     cs = meta.get("multiclass") == "crammer-singer"
@@ -184,39 +229,42 @@ def evaluate(run: str, source: str, memory="auto", threads: int = 0) -> dict:
         from .objectives.multiclass import make_multiclass_loss
 
         cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if "gamma" in loss_spec(model.loss).params else 0.0)
+    classify = model.task in (L.BINARY, L.MULTICLASS)
+    scores = ClassificationMetrics(len(model.classes_)) if classify else RegressionMetrics()
     n = 0
     correct = 0
     loss_sum = 0.0
     logloss = 0.0
-    sq = 0.0
     for piece in _iter_rows(model, source, memory):
         _check_labels(model, source, piece)
         y = piece.labels
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         n += len(y)
+        if classify:
+            pred = model.predict_from_margins(m)
+            correct += int(np.sum(pred == y))
+            yi = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
+            # ROC AUC's scores: the margins, or the probabilities of a multiclass logistic model
+            auc_scores = proba_from_margins(m) if model.task == L.MULTICLASS and has_proba and not cs else m
+            scores.add(yi, np.searchsorted(model.classes_, pred), auc_scores)
         if model.task == L.BINARY:
             pos = model.classes_[-1]
             ys = np.where(y == pos, 1.0, -1.0)
-            correct += int(np.sum(model.predict_from_margins(m) == y))
             loss_sum += float(np.sum(loss.value(m, ys)))
             if has_proba:
                 logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
-        elif model.task == L.MULTICLASS and meta.get("multiclass") == "crammer-singer":
-            correct += int(np.sum(model.predict_from_margins(m) == y))
-            yi = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
+        elif model.task == L.MULTICLASS and cs:
             loss_sum += float(np.sum(cs_loss.value(np.ascontiguousarray(m), yi)))
         elif model.task == L.MULTICLASS:
-            pred = model.predict_from_margins(m)
-            correct += int(np.sum(pred == y))
             for c, cls in enumerate(model.classes_):
                 loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
-            if has_proba:
-                p = proba_from_margins(m)  # what predict_proba gives
-                idx = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
-                logloss += float(-np.sum(np.log(np.maximum(p[np.arange(len(y)), idx], 1e-300))))
+            if has_proba:  # auc_scores: what predict_proba gives
+                logloss += float(-np.sum(np.log(np.maximum(auc_scores[np.arange(len(y)), yi], 1e-300))))
         else:
             loss_sum += float(np.sum(loss.value(m, y)))
-            sq += float(np.sum((m - y) ** 2))
+            scores.add(y, m)
+        if progress is not None:
+            progress(progress_event(piece, n))
     if n == 0:
         raise ValueError(f"{source}: no rows to evaluate")
     bias = float(meta.get("bias", 0.0))
@@ -225,10 +273,10 @@ def evaluate(run: str, source: str, memory="auto", threads: int = 0) -> dict:
         W = np.hstack([W, np.atleast_1d(model.intercept_).reshape(-1, 1) / bias])
     pen = ElasticNet(float(meta.get("l2", 0.0)), float(meta.get("l1", 0.0)))
     out = {"n_rows": n, "primal": loss_sum / n + sum(primal_value(pen, w, bias) for w in W)}
-    if model.task in (L.BINARY, L.MULTICLASS):
+    if classify:
         out["accuracy"] = correct / n
         if has_proba and not cs:
             out["logloss"] = logloss / n
-    else:
-        out["rmse"] = float(np.sqrt(sq / n))
+        out["classes"] = model.classes_.tolist()
+    out.update(scores.result())
     return out

@@ -13,8 +13,18 @@ from ._cpu import resolve_threads
 from ._memlimit import auto_budget, counts_whole_process, held_bytes, kernels_loaded, process_limit, work_budget
 from ._version import __version__
 from .config import TrainConfig, defaults
+from .engine import Start
 from .engine import run as run_solver
-from .fsutil import atomic_write_bytes, read_sealed_json, remove_stale_temporaries, remove_tree, seal_json
+from .fsutil import (
+    array_checksum,
+    atomic_save_npy,
+    atomic_write_bytes,
+    fsync_dir,
+    read_sealed_json,
+    remove_stale_temporaries,
+    remove_tree,
+    seal_json,
+)
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
@@ -34,7 +44,10 @@ from .solvers.registry import (
 )
 from .store import layout as L
 from .store import open_store
+from .store.append import starts_with
 from .store.ingest import format_bytes
+from .validation import check as check_validation
+from .validation import watch as validation_watch
 
 log = logging.getLogger("ooc")
 
@@ -65,8 +78,15 @@ def _validate(opts: dict, store) -> dict:
     o = dict(cfg.options(), memory_bytes=cfg.memory_bytes, train_block_bytes=cfg.train_block_bytes)
     # 0 becomes this machine's count here, so that run.json records the number a resume keeps
     o["threads"] = resolve_threads(o["threads"])
+    if o["validation"] is not None and "://" not in o["validation"]:
+        o["validation"] = os.path.abspath(o["validation"])  # run.json's: a resume from elsewhere finds it
     _check_task(o, cfg.loss_spec, store)
     _choose_solver(o, cfg.loss_spec, store)
+    if o["validation"] is not None:
+        check_validation(o, store.label_kind)
+    if o["validation"] is not None and o["solver_used"] == "dgpd":
+        raise ValueError("--validation scores the certified state, which dgpd records only after its update; "
+                         "use another --solver")
     return o
 
 
@@ -209,9 +229,13 @@ def _warm_source(path: str, st, o: dict):
     return read if np.array_equal(old_ptr, new_ptr) else _rows_as_blocks(read, old_ptr, new_ptr)
 
 
-def _rows_as_blocks(read, old_ptr: np.ndarray, new_ptr: np.ndarray):
+def _rows_as_blocks(read, old_ptr: np.ndarray, new_ptr: np.ndarray, k: int = 1):
     """``read(b)`` over the blocks ``new_ptr`` of duals ``read`` gives over the blocks ``old_ptr``
-    (a warm start from a run with another ``--block-bytes``: the same rows, cut differently)."""
+    (a warm start from a run with another ``--block-bytes``: the same rows, cut differently).
+
+    Rows past ``old_ptr[-1]`` (rows appended to the store since, :func:`resume` with ``store``)
+    start at 0 (``k`` duals each): zero duals are feasible for every loss.
+    """
     last = {}
 
     def old(i):
@@ -228,7 +252,10 @@ def _rows_as_blocks(read, old_ptr: np.ndarray, new_ptr: np.ndarray):
             lo, hi = max(s, int(old_ptr[i])), min(e, int(old_ptr[i + 1]))
             parts.append(np.asarray(old(i))[:, lo - int(old_ptr[i]):hi - int(old_ptr[i])])
             i += 1
-        return np.concatenate(parts, axis=1) if parts else np.zeros((1, 0))
+        end = int(old_ptr[-1])
+        if e > end:
+            parts.append(np.zeros((k, e - max(s, end))))
+        return np.concatenate(parts, axis=1) if parts else np.zeros((k, 0))
 
     return read_new
 
@@ -288,17 +315,32 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         raise
 
 
-def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
-    """Continue a run from its last checkpoint; bit-for-bit the same as never stopping."""
+def resume(run: str, max_epochs: int | None = None, progress=None, store=None, **options) -> Run:
+    """Continue a run from its last checkpoint; bit-for-bit the same as never stopping.
+
+    With ``store``, a finished run goes on on a store made from its own by appending rows
+    (:func:`ooc.store.append.append`): a new trajectory in the same run directory, from the
+    run's final duals for the old rows and 0 for the new ones, to a certificate of the
+    problem on all rows (:func:`continue_on`). ``max_epochs`` then counts its passes, and
+    ``options`` may give another ``l2``, ``l1`` or ``tol`` (the duals stay feasible).
+    """
     rd = RunDir.open(run)
     cfg = rd.config
+    if set(options) - set(CONTINUE_OPTIONS) or (options and store is None):
+        raise ValueError(f"resume takes {', '.join(CONTINUE_OPTIONS)} only with store (got {', '.join(options)})")
+    if store is not None:
+        st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
+        if st.fingerprint != cfg["store_fingerprint"]:
+            return continue_on(rd, st, max_epochs, progress, **options)
     try:
         st = open_store(cfg["store"])
     except Exception as exc:
         raise RunError(f"{run}: cannot open the run's store {cfg['store']}: {exc}") from exc
     if st.fingerprint != cfg["store_fingerprint"]:
+        grown = " ('ooc resume RUN --store STORE' continues on rows appended to it)" if starts_with(
+            st, cfg["store_fingerprint"]) else ""
         raise RunError(f"{run}: the store {cfg['store']} changed since training started (fingerprint "
-                       f"{st.fingerprint} != {cfg['store_fingerprint']}); resume refused")
+                       f"{st.fingerprint} != {cfg['store_fingerprint']}); resume refused{grown}")
     # options added after the run was made take their defaults (the state format is the same)
     opts = TrainConfig.from_run_config(cfg).options()
     if max_epochs is not None:
@@ -310,10 +352,143 @@ def resume(run: str, max_epochs: int | None = None, progress=None) -> Run:
         if max_epochs is not None and max_epochs != cfg["max_epochs"]:
             cfg["max_epochs"] = int(max_epochs)
             rd.write_config(cfg)
-        return _execute(rd, st, o, resume=True, progress=progress)
+        warm, start = _trajectory(rd, cfg, st, o)
+        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
 
 
-def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
+#: Options a run continued on new rows may change (its duals stay feasible, as for a warm start).
+CONTINUE_OPTIONS = ("l2", "l1", "tol")
+
+
+def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, **options) -> Run:
+    """Continue the finished run ``rd`` on ``st``, its store with rows appended; see :func:`resume`.
+
+    ``st`` must list the run's store in its lineage (it then starts with exactly the rows the
+    run trained on). The run's final duals are copied to ``RUN/state/parent-G/`` (verified by
+    their checksums when read), then ``run.json`` is rewritten at once with the new store and
+    a ``generations`` entry (the parent store, its rows and epochs, where the new trajectory's
+    history lines and checkpoints start): whenever the process dies, the run is either the
+    finished one on the old store or the new trajectory, which ``ooc resume RUN`` continues
+    (bit-exact after its first checkpoint, from the copied duals before it).
+    """
+    cfg = rd.config
+    old_fp = cfg["store_fingerprint"]
+    entry = starts_with(st, old_fp)
+    if entry is None:
+        raise RunError(f"{st.path}: does not start with the rows this run trained on (the run's store {old_fp} is "
+                       f"not in its lineage); make it with 'ooc append {cfg['store']} NEWDATA'")
+    if int(entry["n_rows"]) != int(cfg["n_rows"]):
+        raise RunError(f"{st.path}: its lineage gives {entry['n_rows']} rows for the run's store, the run has "
+                       f"{cfg['n_rows']}")
+    metrics = os.path.join(rd.model_dir, "metrics.json")
+    if not os.path.exists(metrics):
+        raise RunError(f"{rd.path}: the run has not finished on its store; 'ooc resume {rd.path}' first (new rows "
+                       "continue from the final duals)")
+    try:
+        m = read_sealed_json(metrics, required=False)
+    except ValueError as exc:
+        raise RunError(f"{metrics}: {exc}") from None
+    if cfg.get("distributed"):
+        raise RunError(f"{rd.path}: a distributed run cannot continue on appended rows (its duals live on the workers)")
+    if cfg.get("class_weight") == "balanced":
+        raise RunError(f"{rd.path}: --class-weight balanced weights depend on the class counts, which new rows "
+                       "change (the old duals may not be feasible): train again on the new store")
+    opts = TrainConfig.from_run_config(cfg).options()
+    opts["solver"] = cfg["solver_used"]  # the duals are this solver's: auto may choose another on more rows
+    if max_epochs is not None:
+        opts["max_epochs"] = max_epochs
+    opts.update(options)
+    o = _validate(opts, st)
+    if not solver_spec(o["solver_used"]).warm_start:
+        able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
+        raise RunError(f"{rd.path}: its solver {o['solver_used']} keeps no duals to continue from ({able} do)")
+    with rd.lock():
+        remove_stale_temporaries(rd.path)
+        gens = list(cfg.get("generations") or [])
+        gen = len(gens) + 1
+        staged = _stage_final_duals(rd, m, int(cfg["n_rows"]), gen)
+        record = {"generation": gen, "parent_store": cfg["store"], "parent_fingerprint": old_fp,
+                  "parent_rows": int(cfg["n_rows"]), "parent_epochs": int(m["epochs"]),
+                  "parent_rel_gap": m["rel_gap"], "seq": rd.last_seq() + 1, "history_len": len(rd.history()),
+                  "seconds": float(m["seconds"]), "bytes_read": int(m["bytes_read"]), **staged}
+        cfg.update(store=os.path.abspath(st.path) if "://" not in st.path else st.path,
+                   store_fingerprint=st.fingerprint, n_rows=st.n_rows, n_cols=st.n_cols,
+                   solver=opts["solver"], generations=gens + [record], **{k: o[k] for k in ("max_epochs", *options)})
+        rd.write_config(cfg)  # the commit: from here on the run is the new trajectory
+        os.unlink(metrics)  # the run is no longer finished (a batch must not skip it)
+        warm, start = _trajectory(rd, cfg, st, o)
+        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
+
+
+def _stage_final_duals(rd: RunDir, metrics: dict, n_rows: int, gen: int) -> dict:
+    """Copy a finished run's final duals to ``RUN/state/parent-GEN/`` (fsynced); their blocks and CRC-32s."""
+    d = os.path.join(rd.state, f"parent-{gen}")
+    if os.path.exists(d):  # a copy an earlier attempt, killed before its commit, left
+        remove_tree(d)
+    os.makedirs(d)
+    if metrics.get("dual_store") == "memory":
+        src = os.path.join(rd.model_dir, "duals.npy")
+        blocks = iter([np.load(src, allow_pickle=False)]) if os.path.exists(src) else iter(())
+    elif "dual_buffer" in metrics:
+        buf = int(metrics["dual_buffer"])
+        blocks = (rd.read_duals(buf, b) for b in range(n_rows + 1))
+    else:
+        raise RunError(f"{rd.path}: its final duals are not recorded")
+    ptr, crcs, k = [0], [], 1
+    while ptr[-1] < n_rows:
+        a = next(blocks, None)
+        if a is None or a.ndim != 2 or ptr[-1] + a.shape[1] > n_rows:
+            raise RunError(f"{rd.path}: its final duals do not cover its {n_rows} rows (damaged)")
+        atomic_save_npy(os.path.join(d, f"b{len(crcs):06d}.npy"), a, fsync=True)
+        crcs.append(array_checksum(a))
+        ptr.append(ptr[-1] + int(a.shape[1]))
+        k = int(a.shape[0])
+    fsync_dir(d)
+    return {"parent_ptr": ptr, "parent_crc": crcs, "k": k}
+
+
+def _trajectory(rd: RunDir, cfg: dict, st, o: dict):
+    """``(warm, start)`` of the run's current trajectory: None, None for a run never continued on new rows;
+    else the copied parent duals over this run's blocks (new rows at 0) and the engine's :class:`~ooc.engine.Start`."""
+    gens = cfg.get("generations") or []
+    if not gens:
+        return None, None
+    g = gens[-1]
+    d = os.path.join(rd.state, f"parent-{g['generation']}")
+
+    def read(i):
+        p = os.path.join(d, f"b{i:06d}.npy")
+        try:
+            a = np.load(p, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise RunError(f"{p}: the parent run's duals are unreadable ({exc})") from None
+        if array_checksum(a) != g["parent_crc"][i]:
+            raise RunError(f"{p}: the parent run's duals failed their checksum (damaged)")
+        return a
+
+    new_ptr = st.with_blocks(o["train_block_bytes"]).block_ptr(L.ROWS)
+    warm = _rows_as_blocks(read, np.asarray(g["parent_ptr"], dtype=np.int64), new_ptr, int(g["k"]))
+    meta = {"seq": g["seq"], "epoch": 0, "seconds": g["seconds"], "state_seconds": g["seconds"],
+            "history_len": g["history_len"], "bytes_read": g["bytes_read"]}
+    return warm, Start(meta, {"generation": g["generation"]})
+
+
+def _model(w: np.ndarray, o: dict, st, pb) -> LinearModel:
+    """The :class:`~ooc.model.LinearModel` of the exported coefficients ``w`` ((k, dim), bias column last)."""
+    d = st.n_cols
+    coef = w[:, :d]
+    icpt = o["bias"] * w[:, d] if o["bias"] > 0 else np.zeros(len(w))
+    if pb.task != L.MULTICLASS:
+        coef, icpt = coef[0], float(icpt[0])
+    classes = (st.label_values if pb.task == L.BINARY else
+               list(pb.classes) if pb.task == L.MULTICLASS else None)
+    meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "gamma": o["gamma"], "store": st.path,
+            "multiclass": o["multiclass"],
+            "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
+    return LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
+
+
+def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=None) -> Run:
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
@@ -333,7 +508,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
                  "train_options": {**{k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")},
                            "block_bytes": o["train_block_bytes"]}},
         progress=progress)
-    res = run_solver(solver, o["max_epochs"], resume=resume)
+    watch = validation_watch(o, pb.task, lambda w: _model(np.atleast_2d(w), o, st, pb))
+    res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
     kernels_loaded()
     # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
     del solver
@@ -341,17 +517,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     if not np.isfinite(w).all():  # never a NaN model with exit status 0
         raise RunError(f"{rd.path}: the coefficients are not finite (the iterates diverged: check the data for huge "
                        "values and the options); no model written")
-    d = st.n_cols
-    coef = w[:, :d]
-    icpt = o["bias"] * w[:, d] if o["bias"] > 0 else np.zeros(len(w))
-    if pb.task != L.MULTICLASS:
-        coef, icpt = coef[0], float(icpt[0])
-    classes = (st.label_values if pb.task == L.BINARY else
-               list(pb.classes) if pb.task == L.MULTICLASS else None)
-    meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "gamma": o["gamma"], "store": st.path,
-            "multiclass": o["multiclass"],
-            "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
-    model = LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
+    model = _model(w, o, st, pb)
     with disk_full_is_run_error(rd.path, "the model"):
         model.save(rd.model_dir)
     result = {
@@ -366,13 +532,19 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
     result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
+    # --validation: the last state's score, the best one and whether --early-stop ended the run
+    result.update({k: res[k] for k in ("validation", "validation_metric", "best_validation", "best_epoch",
+                                        "early_stopped", "generation") if k in res})
     with disk_full_is_run_error(rd.path, "the model's metrics"):
         atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json(result))
     try:
         plot_convergence(rd)
     except Exception as exc:  # a plot must never lose a trained model
         warnings.warn(f"could not draw convergence.png: {exc}")
-    if not res["converged"]:
+    if res.get("early_stopped"):
+        log.info("early stop: %d certified states without a better validation %s (best %.6g at epoch %d)",
+                 o["early_stop"], res["validation_metric"], res["best_validation"], res["best_epoch"])
+    elif not res["converged"]:
         warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
                       f"{o['tol']:g}; 'ooc resume {rd.path} --max-epochs N' continues", ConvergenceWarning)
     return Run(rd.path, result)
@@ -409,8 +581,10 @@ def plot_convergence(rd: RunDir) -> str:
 
     h = rd.history()
     t = [e["seconds"] for e in h]
-    fig = Figure(figsize=(10, 4))
-    a1, a2 = fig.subplots(1, 2)
+    scored = [e for e in h if e.get("validation") is not None]
+    fig = Figure(figsize=(15 if scored else 10, 4))
+    axes = fig.subplots(1, 3 if scored else 2)
+    a1, a2 = axes[0], axes[1]
     gaps = [e["gap"] if e["gap"] > 0 else np.nan for e in h]
     a1.semilogy(t, gaps, "o-", label="duality gap")
     a1.set_xlabel("training time (s)")
@@ -435,6 +609,12 @@ def plot_convergence(rd: RunDir) -> str:
     for ax in (a1, a2):
         ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=True))
         ax.yaxis.set_minor_formatter(NullFormatter())
+    if scored:  # --validation: the held-out metric of each certified state
+        a3 = axes[2]
+        a3.plot([e["seconds"] for e in scored], [e["validation"] for e in scored], "o-")
+        a3.set_xlabel("training time (s)")
+        a3.set_title(f"validation {scored[-1].get('validation_metric', '')}")
+        a3.grid(True, alpha=0.3)
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.92, wspace=0.25)
     path = os.path.join(rd.path, "convergence.png")
     tmp = path + f".tmp-{os.getpid()}.png"

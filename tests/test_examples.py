@@ -58,4 +58,8 @@ def test_cli_walkthrough(tmp_path):
     assert re.search(r"accuracy +0\.\d+", out)
     m = re.search(r"(\d+) predictions, first ones: ((?:-?1 ){5})", out)
     assert m and m.group(1) == "2000", out
+    assert re.search(r"certificate  converged: relative duality gap \S+ <= tol 1e-06", out)
+    assert re.search(r"roc_auc +0\.\d+", out) and "confusion" in out
+    assert "solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 5000\nbias -1\nw\n" in out
+    assert re.search(r"\d+ weight lines in weights.txt", out)
     assert os.listdir(tmp_path) == []

@@ -131,3 +131,61 @@ def test_estimator_n_jobs(multi):
     assert np.array_equal(a.predict(multi.path), b.predict(multi.path))
     with pytest.raises(ValueError, match="n_jobs"):
         LinearClassifier(n_jobs=0).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory):
+    rng = np.random.default_rng(9)
+    X = sp.random(N, D, density=0.2, random_state=9, format="csr", data_rvs=rng.standard_normal)
+    y = np.where(X @ rng.standard_normal(D) + 0.3 * rng.standard_normal(N) > 0, 1.0, -1.0)
+    path = str(tmp_path_factory.mktemp("thr") / "binary.zarr")
+    return ooc.convert(X, path, y=y, dtype="float64", block_bytes="8KiB")
+
+
+@pytest.mark.parametrize("solver,l1", [("sdca", 0.0), ("sdca", 1e-3), ("acc-sdca", 0.0)])
+def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, tmp_path, solver, l1):
+    """One problem's rows over the threads (CoCoA+ mini-batches, ooc.kernels.sdca_threads): another
+    trajectory than one thread's, to the same certified optimum; the same bits on every run with
+    the same count, and after an interrupted run is resumed."""
+    opts = dict(OPTS, solver=solver, l1=l1, tol=1e-10)
+    one = ooc.train(binary, str(tmp_path / "one"), threads=1, **opts)
+    two = ooc.train(binary, str(tmp_path / "two"), threads=2, **opts)
+    again = ooc.train(binary, str(tmp_path / "again"), threads=2, **opts)
+    for r in (one, two):
+        res = r.result
+        assert res["converged"] and res["gap"] <= 1e-10 * max(1.0, abs(res["primal"]))
+    assert not np.array_equal(_coef(one), _coef(two))  # the threads did split the rows
+    assert abs(one.result["primal"] - two.result["primal"]) <= 2e-10 * abs(one.result["primal"])
+    # strong convexity: both within sqrt(2 gap / l2) of the optimum
+    bound = 2 * np.sqrt(2 * max(one.result["gap"], two.result["gap"]) / OPTS["l2"])
+    assert np.linalg.norm(_coef(one) - _coef(two)) <= bound
+    assert np.array_equal(_coef(two), _coef(again)) and _history(two) == _history(again)
+    out = str(tmp_path / "part")
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(binary, out, threads=2, **dict(opts, max_epochs=2))
+    done = ooc.resume(out, max_epochs=opts["max_epochs"])
+    assert np.array_equal(_coef(done), _coef(two)) and _history(done) == _history(two)
+
+
+def test_one_problem_threads_hold_a_change_of_v_each(binary):
+    from ooc.solvers.sdca import SDCASolver
+
+    dim = binary.n_cols
+    base = SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=1)
+    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=3) == base + 3 * 8 * dim
+    # one-vs-rest: the classes go on the threads, nothing more is held
+    assert SDCASolver.fixed_for(binary, 4, dim, 1, 0.0, threads=3) == SDCASolver.fixed_for(binary, 4, dim, 1, 0.0)
+
+
+def test_compute_pool_after_fork():
+    """A child forked after the parent made its compute threads makes its own (the parent's
+    threads do not exist in the child: work queued on the inherited pool would never run)."""
+    import os
+
+    assert _cpu.map_threads(lambda x: x + 1, [1, 2, 3], 2) == [2, 3, 4]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        ok = _cpu.map_threads(lambda x: x * 2, [1, 2, 3], 2) == [2, 4, 6]
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -252,16 +252,19 @@ def check_against(name, X, y, w, res, refs, l2, l1, c=None, n_l1=None):
     return P_ref, w_ref
 
 
+@pytest.mark.parametrize("threads", [1, 3], ids=["1thread", "3threads"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
 @pytest.mark.parametrize("l1", [0.0, L1], ids=["l2", "elastic"])
 @pytest.mark.parametrize("loss", LOSSES)
-def test_optimum_matches_reference(stores, tmp_path, loss, l1, kind, dtype):
+def test_optimum_matches_reference(stores, tmp_path, loss, l1, kind, dtype, threads):
+    """``threads=3``: one problem's rows over three threads (CoCoA+ mini-batches), another trajectory
+    to the same optimum."""
     s = stores[kind, dtype]
     X = s["X"]
     y = s["y_reg"] if loss == "squared" else s["y_bin"]
     st = s["regression"] if loss == "squared" else s["binary"]
-    run = _train(st, tmp_path, loss=loss, l2=L2, l1=l1, gamma=GAMMA, tol=TOL[loss], max_epochs=3000)
+    run = _train(st, tmp_path, loss=loss, l2=L2, l1=l1, gamma=GAMMA, tol=TOL[loss], max_epochs=3000, threads=threads)
     res = run.result
     check_certificate(res, TOL[loss])
     model = ooc.load_model(run.path)
@@ -289,7 +292,7 @@ def test_bias_is_a_regularized_constant_feature(stores, tmp_path, loss, l1, bias
         y = y + 3.0  # an offset the intercept has to absorb
     st = ooc.convert(X, _name("bias"), y=y, dtype="float64", block_bytes=_block_bytes(X),
                      label_kind="regression" if loss == "squared" else "auto")
-    run = _train(st, tmp_path, loss=loss, l2=L2, l1=l1, bias=bias, tol=TOL[loss], max_epochs=3000)
+    run = _train(st, tmp_path, loss=loss, l2=L2, l1=l1, bias=bias, tol=TOL[loss], max_epochs=3000, threads=2)
     res = run.result
     check_certificate(res, TOL[loss])
     m = ooc.load_model(run.path)

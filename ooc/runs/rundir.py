@@ -336,27 +336,37 @@ class RunDir:
             if old.startswith("ckpt-") and old != name:
                 shutil.rmtree(os.path.join(self.state, old), ignore_errors=True)
 
-    def checkpoints(self) -> list[str]:
-        """The complete checkpoint directories, newest first (by their number; LATEST is only a hint)."""
+    def checkpoints(self, min_seq: int = 0) -> list[str]:
+        """The complete checkpoint directories numbered ``min_seq`` or more, newest first (by their
+        number; LATEST is only a hint)."""
         try:
             names = os.listdir(self.state)
         except OSError:
             return []
-        done = [n for n in names if n.startswith("ckpt-") and ".tmp-" not in n and n[5:].isdigit()]
+        done = [n for n in names if n.startswith("ckpt-") and ".tmp-" not in n and n[5:].isdigit()
+                and int(n[5:]) >= min_seq]
         return [os.path.join(self.state, n) for n in sorted(done, key=lambda n: int(n[5:]), reverse=True)]
 
-    def load_checkpoint(self) -> tuple[dict[str, np.ndarray], dict] | None:
+    def last_seq(self) -> int:
+        """The number of the newest complete checkpoint (-1: none)."""
+        found = self.checkpoints()
+        return int(os.path.basename(found[0])[5:]) if found else -1
+
+    def load_checkpoint(self, min_seq: int = 0) -> tuple[dict[str, np.ndarray], dict] | None:
         """The newest checkpoint that verifies (arrays, meta), or None; clears what a killed process left.
 
         Every file of a candidate is verified before use: ``meta.json``'s checksum, the CRC-32 of every
         array, the paged dual files it refers to, and that the state is finite. One that fails is
         reported (:class:`CheckpointWarning`) and the previous one tried; when none verifies the run
         starts again from the beginning, which ends with the same result (iterates depend only on the
-        data and the options), only later.
+        data and the options), only later. Checkpoints numbered below ``min_seq`` belong to the
+        trajectory a run continued on a larger store left behind: they are deleted, never resumed.
         """
         self.wait_checkpoint()
         self.remove_stale()
-        found = self.checkpoints()
+        for older in self.checkpoints()[len(self.checkpoints(min_seq)):]:  # a previous trajectory's
+            shutil.rmtree(older, ignore_errors=True)
+        found = self.checkpoints(min_seq)
         for i, ck in enumerate(found):
             try:
                 arrays, meta, duals = self._read_checkpoint(ck, check_duals=True)

@@ -156,6 +156,11 @@ class StoreSolver:
     def result(self) -> dict:
         return {}
 
+    def certified_w(self) -> np.ndarray:
+        """The coefficients of the state last certified, ``(k, dim)`` with the bias column (what
+        ``--validation`` scores); no side effects."""
+        return np.atleast_2d(self.result()["w"])
+
     def close(self) -> None:
         """Stop the solver's threads."""
 
@@ -202,6 +207,8 @@ class BlockLoopSolver(StoreSolver):
 
     #: ``(k, dim)`` arrays of the state (checkpointed): ``w``, ``v``, the pass snapshot ``w_prev``
     state_vectors = 3
+    #: whether one problem's pass runs on several threads (:mod:`ooc.solvers.row_threads`)
+    threads_one_problem = False
 
     @classmethod
     def held_vectors(cls, l1: float) -> int:
@@ -209,15 +216,31 @@ class BlockLoopSolver(StoreSolver):
         return cls.state_vectors + 1
 
     @classmethod
-    def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float) -> int:
+    def row_threads(cls, k: int, threads: int) -> int:
+        """Threads that share one problem's pass: ``threads`` for a single problem (binary,
+        regression) when the solver can, else 1 (one-vs-rest classes go on the threads instead)."""
+        return threads if cls.threads_one_problem and k == 1 and threads > 1 else 1
+
+    @classmethod
+    def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float, threads: int = 1) -> int:
         """What a solver of this class holds whatever the plan, on ``store`` as it reads it: the
         footprint's rows terms (:func:`ooc.schedule.planner.fixed_bytes`) with its own count of
-        ``O(d)`` vectors (:meth:`held_vectors`: its state, the result) in place of the family's."""
+        ``O(d)`` vectors (:meth:`held_vectors`: its state, the result) in place of the family's,
+        and each thread's change of ``v`` when one problem's pass runs on ``threads`` threads."""
         fixed = fixed_bytes(cls.footprint, store, k, dim, mix)
-        return fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * cls.held_vectors(float(l1))
+        t = cls.row_threads(k, threads)
+        return (fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * cls.held_vectors(float(l1))
+                + (8 * dim * t if t > 1 else 0))
 
     def _fixed_bytes(self) -> int:
-        return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1))
+        return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), self.threads)
+
+    def thread_dv(self) -> np.ndarray:
+        """The threads' changes of ``v`` for :func:`ooc.solvers.row_threads.threaded_sdca_pass`
+        (zeros between mini-batches), made once."""
+        if getattr(self, "_dv", None) is None:
+            self._dv = np.zeros((self.row_threads(self.k, self.threads), self.dim))
+        return self._dv
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
@@ -441,6 +464,9 @@ class BlockLoopSolver(StoreSolver):
 
     def result(self) -> dict:
         return {"w": self.export_w(self.w_prev).copy(), **self.duals.final(self._cur)}
+
+    def certified_w(self) -> np.ndarray:
+        return self.export_w(self.w_prev)  # the pass certifies its snapshot (result() also saves the duals)
 
     def close(self) -> None:
         if self._gate is not None:

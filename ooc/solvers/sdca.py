@@ -21,12 +21,14 @@ from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import block_dual_loss, sdca_pass_gap
 from ..schedule.scheduler import row_order
 from .base import BlockLoopSolver, TrainBlock
+from .row_threads import threaded_sdca_pass
 
 
 class SDCASolver(BlockLoopSolver):
     """``--solver sdca``."""
 
     name = "sdca"
+    threads_one_problem = True
 
     @classmethod
     def held_vectors(cls, l1: float) -> int:
@@ -44,6 +46,14 @@ class SDCASolver(BlockLoopSolver):
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
         rows = Rows(blk.indptr, blk.indices, blk.data)
         reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))
+
+        if self.row_threads(self.k, self.threads) > 1:
+            # one problem: the rows of each mini-batch over the threads (CoCoA+ inside the node)
+            y0 = pb.sub_labels(blk.y, 0)
+            dsum[0] += block_dual_loss(pb.loss, y0, blk.c, alpha[0])  # before the update
+            psum[0] += threaded_sdca_pass(pb.loss, rows, Labels(y0, blk.c), alpha[0], order, v[0], w[0], reg,
+                                          w_state[0], self.thread_dv())[1]
+            return
 
         def one(c):
             # one-vs-rest: every class on the block already in memory; classes touch only their own duals,

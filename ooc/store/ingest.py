@@ -26,6 +26,7 @@ labels, in bounded pieces), then taken in scipy's canonical form, row chunk by r
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import shutil
 import tempfile
@@ -40,6 +41,7 @@ from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
+from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 from . import layout as L
 from .backend import MemoryBackend, StoreError
 from .readers import (
@@ -51,6 +53,8 @@ from .readers import (
     is_local,
     iter_csv,
     iter_svmlight,
+    iter_text,
+    iter_vw,
 )
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
@@ -560,14 +564,15 @@ def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_ch
         s = e
 
 
-def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype, threads: int = 1):
+def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype,
+                   hash_bits: int = DEFAULT_HASH_BITS, text_columns=None, threads: int = 1):
     """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure).
 
     The iterator factory carries ``n_cols`` when the source knows its column count (a
     matrix's shape, a CSV's header), since trailing all-zero columns leave no trace in
     the nonzeros. Text readers refuse values that overflow ``dtype`` where they find them;
     matrices and .npz files are checked whole here (:func:`check_matrix`, :func:`load_npz`),
-    before anything is written.
+    before anything is written. Hashed inputs (VW, raw text) have ``2**hash_bits`` columns.
     """
     if callable(source):  # a factory of RowChunk iterators (ooc.synth), ids 0-based
         if y is not None:
@@ -579,10 +584,22 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
             raise ValueError(f"{path}: the labels are read from the file: pass y=None")
         if is_local(path) and not os.path.exists(path):
             raise InputError(path, "no such file")
-        fmt = fmt or detect_format(path)
+        if text_columns is not None and fmt not in (None, "text"):
+            raise ValueError(f"{path}: text columns are for raw text input, not {fmt}")
+        fmt = "text" if text_columns is not None else (fmt or detect_format(path))
         if fmt == "npz" and not is_local(path):
             raise InputError(path, "an .npz archive is read from a local file only (not standard input or a URL)")
         size = input_size(path)
+        if fmt in ("vw", "text"):
+            bits = check_hash_bits(hash_bits)
+            if (1 << bits) > max_columns():
+                raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
+            if fmt == "vw":
+                make = lambda: iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype)  # noqa: E731
+            else:
+                cols = dict(zip(("label", "text"), text_columns)) if text_columns is not None else {}
+                make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, **cols)  # noqa: E731
+            return _tag_n_cols(make, 1 << bits), size, path, True
         if fmt == "svmlight":
             return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)), \
                 size, path, False
@@ -633,6 +650,8 @@ def convert(
     chunk_len: int | None = None,
     overwrite: bool = False,
     progress: Callable[[dict], None] | None = None,
+    hash_bits: int = DEFAULT_HASH_BITS,
+    text_columns: tuple[str, str] | None = None,
     threads: int = 0,
 ) -> Store:
     """Convert an input into an ooc store, streaming, in bounded memory.
@@ -640,7 +659,9 @@ def convert(
     Parameters
     ----------
     source : path, numpy array or scipy sparse matrix
-        An svmlight/LIBSVM file (plain, .gz, .bz2, .xz), a dense CSV/TSV file, an
+        An svmlight/LIBSVM file (plain, .gz, .bz2, .xz), a dense CSV/TSV file, a Vowpal
+        Wabbit text file (:func:`ooc.store.readers.iter_vw`), a CSV/TSV of raw text
+        (``text_columns``, :func:`ooc.store.readers.iter_text`), an
         ``.npz`` file (:func:`load_npz`), or an in-memory matrix (2-D, real numbers, finite;
         any scipy sparse format, checked by :func:`check_matrix`; then ``y`` is required).
         Repeated column ids of a row are summed and the ids sorted (scipy's canonical form).
@@ -659,6 +680,9 @@ def convert(
         transpose buckets).
     dtype : {'float32', 'float64'}
         Stored value type.
+    input_format : {None, 'svmlight', 'csv', 'npz', 'vw', 'text'}
+        The format of a file ``source``; None finds it from the name and the content
+        (:func:`ooc.store.readers.detect_format`; raw text is never guessed).
     zero_based : True, False or 'auto'
         Whether svmlight feature ids start at 0. ``'auto'``: 0-based if any id is
         0, else 1-based (scikit-learn's rule); recorded as ``index_base``.
@@ -678,6 +702,12 @@ def convert(
         Decoded size of a block; default 64 MiB, capped at ``memory / 8``.
     progress : callable, optional
         Called with a dict (``phase``, ``bytes``, ``total``, ``rows``) as work advances.
+    hash_bits : int, default 18
+        VW and raw text inputs: features are hashed into ``2**hash_bits`` columns (1 to 31).
+    text_columns : (str, str), optional
+        ``(label, text)``: read ``source`` as raw text, the label and the text in these
+        columns (0-based numbers or header names); ``input_format`` must then be None or
+        ``'text'``.
     threads : int, default 0
         Threads parsing text input (0: every core this process may use); the store is the
         same, byte for byte, whatever the count.
@@ -703,7 +733,7 @@ def convert(
     """
     store = output_location(store)
     plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
-                 block_bytes, chunk_len, overwrite, threads)
+                 block_bytes, chunk_len, overwrite, hash_bits, text_columns, threads)
     t0 = time.perf_counter()
     _build_and_publish(plan, label_kind, progress)
     if progress:
@@ -732,7 +762,7 @@ class _Plan(NamedTuple):
 
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
-          chunk_len, overwrite, threads=0) -> _Plan:
+          chunk_len, overwrite, hash_bits=DEFAULT_HASH_BITS, text_columns=None, threads=0) -> _Plan:
     """Check :func:`convert`'s options, size its buffers and open the source (nothing written yet)."""
     if format not in BACKENDS:
         raise ValueError(f"unknown store format {format!r}; expected zarr or hdf5")
@@ -751,7 +781,8 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     check_output_store(store, exists, overwrite, source)
 
     make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes,
-                                                                 rows_per_chunk, dtype, threads)
+                                                                 rows_per_chunk, dtype, hash_bits, text_columns,
+                                                                 threads)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
     elif n_features > max_columns():
@@ -810,6 +841,7 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         limit = np.iinfo(index_dtype).max
         out_dtype = np.dtype(dtype)
         max_cols = max_columns()
+        takes_weights = _writer_takes_weights(w)
         for chunk in make_chunks():
             ind = np.empty(len(chunk.indices), index_dtype)
             data = np.empty(len(chunk.data), out_dtype)
@@ -830,7 +862,15 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                 # text readers refuse these themselves, with the column; arrays end up here
                 raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
-            w.add_rows(chunk.labels, chunk.indptr, ind, data)
+            if chunk.weights is None:
+                w.add_rows(chunk.labels, chunk.indptr, ind, data)
+            elif takes_weights:
+                w.add_rows(chunk.labels, chunk.indptr, ind, data, weights=chunk.weights)
+            else:
+                k = int(np.flatnonzero(chunk.weights != 1.0)[0])
+                raise InputError(source_desc, f"row {w.n_rows + k + 1} has importance weight {chunk.weights[k]:g}: "
+                                 "importance weights other than 1 need a store with sample weights, which this "
+                                 "version of ooc does not write (remove the weights to train unweighted)")
             if progress:
                 progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
         if w.n_rows == 0:
@@ -849,6 +889,11 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
+
+
+def _writer_takes_weights(writer) -> bool:
+    """Whether ``writer.add_rows`` stores per-row sample weights (a ``weights=`` argument)."""
+    return "weights" in inspect.signature(writer.add_rows).parameters
 
 
 def _line_of(chunk: RowChunk, k: int) -> int:

@@ -1,5 +1,5 @@
-"""Streaming readers for svmlight/LIBSVM and dense CSV/TSV text, plain or compressed, from a
-file, standard input (``-``) or an fsspec URL.
+"""Streaming readers for svmlight/LIBSVM, dense CSV/TSV, Vowpal Wabbit and raw text, plain or compressed,
+from a file, standard input (``-``) or an fsspec URL.
 
 The input is read in blocks of ``chunk_bytes`` by a background thread (decompression runs
 there, overlapping with parsing, since zlib/ISA-L/bz2/lzma and the Numba kernels all release
@@ -30,6 +30,8 @@ import numpy as np
 
 from ooc._cpu import map_threads, resolve_threads
 from ooc.kernels import text as _k
+from ooc.kernels import vw as _kv
+from ooc.kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 
 __all__ = [
     "InputError",
@@ -41,6 +43,10 @@ __all__ = [
     "CsvLayout",
     "overflow_limit",
     "detect_format",
+    "iter_vw",
+    "iter_text",
+    "text_layout",
+    "TextLayout",
     "STDIN",
     "is_url",
     "is_local",
@@ -102,6 +108,9 @@ class RowChunk(NamedTuple):
         1-based line number of the chunk's first row.
     bytes_consumed : int
         Input bytes (compressed, for a compressed file) read so far; for progress bars.
+    weights : ndarray of float64, shape (m,), or None
+        Importance (sample) weights of the rows, >= 0; None when all are 1 (the formats
+        without weights, and a VW file whose rows give none).
     """
 
     labels: np.ndarray
@@ -110,6 +119,7 @@ class RowChunk(NamedTuple):
     data: np.ndarray
     first_line: int
     bytes_consumed: int
+    weights: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------- opening files
@@ -731,6 +741,31 @@ _MESSAGES = {
         "value {tok!r} overflows {dtype} (largest {largest:.8g}); store float64 values "
         "instead (--dtype float64)"
     ),
+    _kv.ERR_NO_LABEL: "no label: ooc trains on labeled examples only (a token touching the '|' is VW's tag)",
+    _kv.ERR_BAD_LABEL: "bad label {tok!r}: expected a number",
+    _kv.ERR_NONFINITE_LABEL: "label {tok!r} is not finite (NaN and inf are not allowed)",
+    _kv.ERR_COST_LABEL: "label {tok!r}: cost-sensitive and multilabel labels are not supported",
+    _kv.ERR_TOO_MANY_LABEL_TOKENS: (
+        "too many tokens before '|' at {tok!r}: expected 'label [weight [base]] [tag]'"
+    ),
+    _kv.ERR_BAD_WEIGHT: "bad importance weight {tok!r}: expected a finite number",
+    _kv.ERR_NEGATIVE_WEIGHT: "negative importance weight {tok!r}: weights must be >= 0",
+    _kv.ERR_BASE: "base (initial prediction) {tok!r} is not supported: ooc keeps no per-row offset; only 0",
+    _kv.ERR_EMPTY_NAMESPACE: "empty namespace name before ':' in {tok!r}",
+    _kv.ERR_BAD_NAMESPACE_WEIGHT: "bad namespace scale {tok!r}: expected a finite number after 'namespace:'",
+    _kv.ERR_MISSING_VALUE: "':' without a value in {tok!r}: write 'name:value' or just 'name'",
+    _kv.ERR_BAD_VALUE: "bad value {tok!r}: expected a number",
+    _kv.ERR_NONFINITE_VALUE: "value {tok!r} is not finite (NaN and inf are not allowed)",
+    _kv.ERR_VALUE_TOO_LARGE: (
+        "value {tok!r} (times its namespace scale) overflows {dtype} (largest {largest:.8g}); "
+        "store float64 values instead (--dtype float64)"
+    ),
+    _kv.ERR_NOT_UTF8: "not UTF-8: the byte at this column does not start a valid UTF-8 character",
+    _kv.ERR_CARRIAGE_RETURN: "carriage return ('\\r') inside a line",
+    _kv.ERR_UNTERMINATED_QUOTE: (
+        "quoted field without its closing quote (a quoted field cannot span lines)"
+    ),
+    _kv.ERR_TEXT_AFTER_QUOTE: "text after a closing quote: expected the delimiter or the line end",
 }
 
 
@@ -788,7 +823,7 @@ def _line_text(buf, nbuf, first_line, line):
     return bytes(buf[start:end])
 
 
-def _parsed_chunk(path, parsed, outs, buf, nbuf, first_line, input_pos, stops=_SPACE, **fields):
+def _parsed_chunk(path, parsed, outs, buf, nbuf, first_line, input_pos, stops=_SPACE, weights=None, **fields):
     """The :class:`RowChunk` a parse kernel produced, or None if it found no row.
 
     Parameters
@@ -805,6 +840,9 @@ def _parsed_chunk(path, parsed, outs, buf, nbuf, first_line, input_pos, stops=_S
     stops, **fields :
         For messages: the bytes that end a token, and the ``ncols``/``dtype``/``largest``
         some messages name.
+    weights : ndarray, optional
+        The row weights the kernel wrote (one slot per possible row); kept only when one
+        of them is not 1.
 
     Raises
     ------
@@ -823,8 +861,10 @@ def _parsed_chunk(path, parsed, outs, buf, nbuf, first_line, input_pos, stops=_S
     if m == 0:
         return None
     labels, indptr, indices, data = outs
+    if weights is not None:
+        weights = weights[:m] if np.any(weights[:m] != 1.0) else None
     return RowChunk(labels[:m], indptr[: m + 1], _trim(indices, nnz), _trim(data, nnz),
-                    int(row_line), int(input_pos))
+                    int(row_line), int(input_pos), weights)
 
 
 def _some_rows(path, chunks, head=b""):
@@ -1083,6 +1123,189 @@ def iter_csv(
     yield from _some_rows(path, iter_parsed(path, blocks(), kernel, threads), lay.head)
 
 
+# --------------------------------------------------------------------------- hashed inputs
+
+def iter_vw(path, chunk_bytes=32 << 20, hash_bits=DEFAULT_HASH_BITS, value_dtype=np.float64) -> Iterator[RowChunk]:
+    """Stream a Vowpal Wabbit text file as hashed CSR row chunks.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Plain, .gz, .bz2 or .xz file of VW text examples,
+        ``label [weight [base]] [tag]|namespace[:scale] feature[:value] ...``.
+    chunk_bytes : int, default 32 MiB
+        Bytes of text parsed per chunk.
+    hash_bits : int, default 18
+        Columns are VW's feature hashes modulo ``2**hash_bits`` (VW's ``-b``), so a
+        feature lands in the column VW gives it (:mod:`ooc.kernels.vw`).
+    value_dtype : float32 or float64
+        The type the values will be stored as; a value that overflows it is an error.
+
+    Yields
+    ------
+    RowChunk
+        Labels as written (VW's -1/1, 1..k or real numbers), the importance weights in
+        ``weights`` (None for a chunk whose weights are all 1), each row's columns sorted
+        with colliding features summed. VW's constant feature is not added: train with
+        ``--bias`` for an intercept.
+
+    Raises
+    ------
+    InputError
+        With file, line and column of the first malformed token (VW would warn and go on),
+        or ``'{path}: no data rows'``.
+    """
+    path = os.fspath(path)
+    mask = (1 << check_hash_bits(hash_bits)) - 1
+    max_abs = overflow_limit(value_dtype)
+    fields = _value_fields(value_dtype)
+    stops = _SPACE + b"|"
+
+    def chunks():
+        line = 1
+        for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
+            n_newlines, _ = _k.count_bytes(buf, nbuf, 10, 10)
+            n_sep = _kv.count_separators(buf, nbuf)
+            weights = np.empty(n_newlines, np.float64)
+            outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
+                    np.empty(n_sep, np.int64), np.empty(n_sep, np.float64))
+            parsed = _kv.parse_vw(buf, nbuf, line, mask, max_abs, outs[0], weights, *outs[1:])
+            yield _parsed_chunk(path, parsed, outs, buf, nbuf, line, pos, stops, weights, **fields)
+            line += n_newlines
+
+    yield from _some_rows(path, chunks())
+
+
+class TextLayout(NamedTuple):
+    """Where the label and the text are in a delimited file of raw text (:func:`text_layout`).
+
+    Attributes
+    ----------
+    delimiter : str
+        Tab or comma.
+    header_line : int
+        1-based line number of the header, 0 when there is none.
+    label_col, text_col : int
+        0-based columns.
+    """
+
+    delimiter: str
+    header_line: int
+    label_col: int
+    text_col: int
+
+
+def _column(spec, header, path, line, option):
+    """The 0-based column that ``spec`` (a cell of ``header``, the first line, or an integer) designates."""
+    spec = str(spec).strip()
+    if spec.lstrip("-").isdigit():
+        return int(spec)
+    if spec in header:
+        return header.index(spec)
+    shown = ", ".join(repr(h) for h in header[:20])
+    raise InputError(path, f"{option}: no column {spec!r} in the header (columns: {shown})", line=line)
+
+
+def text_layout(path, label="0", text="1") -> TextLayout:
+    """Find the delimiter, the header and the label and text columns of a raw-text CSV/TSV.
+
+    Parameters are those of :func:`iter_text`. The delimiter is a tab when the first
+    non-blank line holds one, else a comma. That line is a header when ``label`` or
+    ``text`` is a name (not a number), or when its label cell is not a number.
+
+    Raises
+    ------
+    InputError
+        No data line, a column name the header lacks, or twice the same column.
+    """
+    import csv
+
+    path = os.fspath(path)
+    first = _first_lines(path, 1)
+    if not first:
+        raise InputError(path, "no data rows")
+    no, head = first[0]
+    # _first_lines cuts at '#', which raw text may hold: read the whole first line again
+    with open_text(path) as f:
+        for _ in range(no):
+            raw = f.readline()
+    head = raw.rstrip(b"\r\n")
+    delimiter = "\t" if b"\t" in head else ","
+    try:
+        cells = next(csv.reader([head.decode("utf-8")], delimiter=delimiter))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise InputError(path, f"cannot read the first line: {e}", line=no) from None
+    named = not all(str(c).strip().lstrip("-").isdigit() for c in (label, text))
+    lc = _column(label, cells, path, no, "label column")
+    tc = _column(text, cells, path, no, "text column")
+    for spec, c in ((label, lc), (text, tc)):
+        if c < 0:
+            raise InputError(path, f"column {spec!r}: columns are counted from 0", line=no)
+    if lc == tc:
+        raise InputError(path, f"the label and the text are both column {lc}", line=no)
+    header = named or (lc < len(cells) and not _is_number(cells[lc].strip().encode()))
+    return TextLayout(delimiter, no if header else 0, lc, tc)
+
+
+def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT_HASH_BITS) -> Iterator[RowChunk]:
+    """Stream a CSV/TSV of labeled raw text as hashed bag-of-words rows.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Plain, .gz, .bz2 or .xz file, UTF-8; comma- or tab-separated, fields optionally in
+        double quotes (``""`` for a quote inside; a quoted field cannot span lines).
+    chunk_bytes : int, default 32 MiB
+        Bytes of text parsed per chunk.
+    label, text : str or int
+        The label's and the text's column: a 0-based number, or else a name in the header
+        (the first non-blank line). Other columns are ignored.
+    hash_bits : int, default 18
+        Unigrams and bigrams are hashed into ``2**hash_bits`` columns.
+
+    Yields
+    ------
+    RowChunk
+        Numeric labels; column ``j`` of a row counts the row's unigrams and bigrams whose
+        MurmurHash3 (seed 0) is ``j`` modulo ``2**hash_bits``. Tokens are runs of ASCII
+        letters, digits, ``_`` and non-ASCII characters, ASCII letters lowered; a bigram is
+        two consecutive tokens joined by one space (:mod:`ooc.kernels.vw`).
+
+    Raises
+    ------
+    InputError
+        A bad label, a row with too few columns, a bad quote or bytes that are not UTF-8
+        (file, line, column); ``no data rows``.
+    """
+    path = os.fspath(path)
+    mask = (1 << check_hash_bits(hash_bits)) - 1
+    lay = text_layout(path, label, text)
+    delim = _DELIMITERS[lay.delimiter]
+    stops = b"\r\n" + bytes([delim])
+    need = max(lay.label_col, lay.text_col) + 1
+
+    def chunks():
+        line = 1
+        for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
+            start = 0
+            while line <= lay.header_line and start < nbuf:  # the header, in the first block
+                start = int(np.argmax(buf[start:nbuf] == 10)) + start + 1
+                line += 1
+            if start >= nbuf:
+                continue
+            view = buf[start:]
+            n = nbuf - start
+            n_newlines, _ = _k.count_bytes(view, n, 10, 10)
+            cap = 2 * _kv.count_words(view, n)
+            outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
+                    np.empty(cap, np.int64), np.empty(cap, np.float64))
+            parsed = _kv.parse_text(view, n, line, delim, lay.label_col, lay.text_col, mask, *outs)
+            yield _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, ncols=f"at least {need}")
+            line += n_newlines
+
+    yield from _some_rows(path, chunks())
+
+
 # --------------------------------------------------------------------------- format detection
 
 _EXT_FORMATS = {
@@ -1092,6 +1315,7 @@ _EXT_FORMATS = {
     ".csv": "csv",
     ".tsv": "csv",
     ".npz": "npz",
+    ".vw": "vw",
 }
 
 
@@ -1104,10 +1328,11 @@ def detect_format(path):
 
     Returns
     -------
-    {'svmlight', 'csv', 'npz'}
+    {'svmlight', 'csv', 'npz', 'vw'}
         From the extension (after stripping .gz/.bz2/.xz: .svm .svmlight .libsvm -> svmlight,
-        .csv .tsv -> csv, .npz -> npz); otherwise (.txt, no extension, ...) from the content:
-        a zip archive is npz, ``id:value`` tokens mean svmlight, numbers in columns mean csv.
+        .csv .tsv -> csv, .npz -> npz, .vw -> vw); otherwise (.txt, no extension, ...) from the
+        content: a zip archive is npz, a ``|`` means Vowpal Wabbit, ``id:value`` tokens mean
+        svmlight, numbers in columns mean csv. Raw text is never guessed (``--text``).
 
     Raises
     ------
@@ -1130,6 +1355,8 @@ def detect_format(path):
     lines = [(k, t.strip()) for k, t in _first_lines(path, 20)]
     if not lines:
         raise InputError(path, "no data rows")
+    if any(b"|" in t for _, t in lines):
+        return "vw"
     if any(b":" in t for _, t in lines):
         return "svmlight"
     if all(len(t.split()) == 1 for _, t in lines) and not any(

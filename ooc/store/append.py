@@ -1,0 +1,184 @@
+"""Appending rows to a store: a new store made of the old one's rows followed by new ones.
+
+A store is immutable and fingerprinted (a run records the fingerprint it trained on), so
+"appending" writes a *new* store: the old store's row blocks are streamed through the same
+:class:`~ooc.store.writer.StoreWriter` as a conversion, followed by the new rows, and the
+column layout (if the old store has it) is rebuilt from the rows by the conversion's
+:func:`~ooc.store.ingest.build_columns`. The result is built under a temporary name and
+published atomically (:func:`~ooc.store.writer.publish`): whenever the process dies, the
+path holds the old store or the new one, whole, never a half-appended one. Its arrays are
+the ones a conversion of the concatenated data would write (same dtype, index base and
+column count), so its fingerprint is that conversion's.
+
+The new store records where it came from, sealed with its other attributes::
+
+    lineage = [..., {"fingerprint": <old store's>, "n_rows": <its rows>, "n_cols": <its columns>}]
+
+one entry per append, oldest first. ``ooc resume RUN --store NEW`` checks that the run's
+store is in NEW's lineage: NEW then starts with exactly the rows the run trained on (the
+writer copied them, in order), so the run's duals are the first rows' duals of NEW.
+
+The new rows are parsed and validated by :func:`~ooc.store.ingest.convert` into a scratch
+store first (rows layout, the old store's dtype and index base), so bad input is refused
+with its file and line before anything is written at the store's path. Their labels must be
+labels the old store has (binary and multiclass stores: a new class would be a different
+task); regression labels are any finite number. Cost: one read of the old store's rows and
+one write of everything (O(nnz)); memory as a conversion's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+from ..fsutil import contains
+from . import layout as L
+from .backend import MemoryBackend
+from .ingest import build_columns, convert, memory_budget
+from .readers import InputError
+from .store import Store, open_store
+from .writer import StoreWriter, Temporary, check_output_store, publish, remove_path, remove_stale_temporaries
+
+#: The attribute listing the stores a store was appended from (oldest first).
+LINEAGE = "lineage"
+
+
+def lineage(st: Store) -> list[dict]:
+    """The stores ``st`` was appended from, oldest first (``[]`` for a converted store)."""
+    return list(st.attrs.get(LINEAGE) or [])
+
+
+def starts_with(st: Store, fingerprint: str) -> dict | None:
+    """The lineage entry of the store with ``fingerprint`` whose rows ``st`` starts with, or None."""
+    for entry in lineage(st):
+        if entry.get("fingerprint") == fingerprint:
+            return entry
+    return None
+
+
+def _original_labels(old: Store, y: np.ndarray) -> np.ndarray:
+    """Labels as the user gave them: a binary store keeps -1/+1 and its original two values."""
+    if old.label_kind != L.BINARY:
+        return y
+    lo, hi = (float(v) for v in old.attrs["label_values"])
+    return np.where(y > 0, hi, lo)
+
+
+def _check_new_labels(old: Store, y: np.ndarray, source: str, first_row: int) -> None:
+    if old.label_kind == L.REGRESSION:
+        return
+    known = np.asarray(old.attrs["label_values"] if old.label_kind == L.BINARY else old.classes, dtype=np.float64)
+    bad = ~np.isin(y, known)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise InputError(source, f"row {first_row + k}: label {y[k]:g} is not one of the store's labels "
+                                 f"{[float(v) for v in np.unique(known)]} (appended rows keep the task)")
+
+
+def append(store, source, out: str | os.PathLike | None = None, *, y=None, memory="auto",
+           input_format: str | None = None, overwrite: bool = False) -> Store:
+    """Write the rows of ``store`` followed by the rows of ``source`` as a store at ``out``.
+
+    Parameters
+    ----------
+    store : str or Store
+        The store to extend (it needs the row layout; a factorized store is refused).
+    source : path, matrix
+        The new rows, as :func:`ooc.convert` reads them (an in-memory matrix needs ``y``).
+        Feature ids are read with the store's index base (``index_base``).
+    out : path, optional
+        Where the new store goes; default ``store`` itself, replaced atomically (do not
+        append to a store a run is training on meanwhile: write to another path).
+    memory : bytes or str
+        Bound on the conversion's memory (as :func:`ooc.convert`).
+    overwrite : bool
+        Replace an existing ``out`` other than ``store`` (only an ooc store).
+
+    Returns
+    -------
+    Store
+        The new store, opened; ``lineage`` ends with the old store's fingerprint and row count.
+    """
+    opened = isinstance(store, (str, os.PathLike))
+    old = open_store(store) if opened else store
+    out = os.fspath(out) if out is not None else old.path
+    if not old.has_layout(L.ROWS):
+        raise ValueError(f"{old.path}: appending needs the row layout (this store has only "
+                         f"{', '.join(old.layouts)}); convert with --layout rows or both")
+    if old.attrs.get(L.FACTOR):
+        raise ValueError(f"{old.path}: a factorized store cannot be appended to (its factor U covers the old rows); "
+                         "convert the concatenated data with --factorize instead")
+    memory_store = out.startswith("memory://")
+    in_place = out == old.path if "://" in out else os.path.abspath(out) == os.path.abspath(old.path)
+    exists = MemoryBackend.detect(out) if memory_store else os.path.lexists(out)
+    if not in_place:
+        if "://" not in out and "://" not in old.path and contains(old.path, out):
+            raise FileExistsError(f"{out}: is inside the store {old.path}; choose another output path")
+        check_output_store(out, exists, overwrite, source)
+    mem = memory_budget(memory)
+    remove_stale_temporaries(out)
+    tmp = Temporary(out)
+    new_rows = _scratch_path(out)
+    try:
+        # the new rows, parsed and validated on their own (bad input refused before anything else)
+        index_base = int(old.attrs.get("index_base", 0))
+        new = convert(source, new_rows, y=y, layout="rows", memory=mem, dtype=str(old.dtype),
+                      input_format=input_format, zero_based=index_base == 0, label_kind=L.REGRESSION,
+                      block_bytes=int(old.attrs["block_bytes"]))
+        try:
+            _write(old, new, tmp, mem, str(source) if isinstance(source, (str, os.PathLike)) else "a matrix")
+        finally:
+            new.close()
+        if opened or in_place:  # read whole: the old store's files may now be replaced
+            old.close()
+        publish(tmp.path, out, replace=exists)
+    except BaseException:
+        tmp.remove()
+        raise
+    finally:
+        tmp.release()
+        remove_path(new_rows)
+    return open_store(out)
+
+
+def _scratch_path(out: str) -> str:
+    """Where the new rows are converted first: beside ``out`` (same disk), or in memory for a memory store."""
+    from ..fsutil import temporary_sibling
+
+    if out.startswith("memory://"):
+        import uuid
+
+        return f"{out}.rows-{uuid.uuid4().hex[:8]}"
+    return temporary_sibling(out, "append-rows")
+
+
+def _write(old: Store, new: Store, tmp: Temporary, memory: int, source: str) -> None:
+    """Stream ``old``'s rows then ``new``'s into a writer at ``tmp`` and seal it with its lineage."""
+    index_dtype = max(np.dtype(old.index_dtype), np.dtype(new.index_dtype), key=lambda t: t.itemsize)
+    block_bytes = int(old.attrs["block_bytes"])
+    chunk_len = int(old.attrs.get("chunk_len") or L.DEFAULT_CHUNK_LEN)
+    w = StoreWriter(type(old.backend), tmp.path, old.dtype, index_dtype, block_bytes, chunk_len)
+    try:
+        for st, original in ((old, True), (new, False)):
+            for b in range(st.n_blocks(L.ROWS)):
+                blk = st.block(L.ROWS, b)
+                labels = st.read_labels(blk.start, blk.stop)
+                if original:
+                    labels = _original_labels(old, labels)
+                else:
+                    _check_new_labels(old, labels, source, blk.start)
+                w.add_rows(labels, blk.indptr, blk.indices.astype(index_dtype, copy=False), blk.data)
+        attrs = w.finish_rows(max(old.n_cols, new.n_cols), old.label_kind)
+        attrs["index_base"] = int(old.attrs.get("index_base", 0))
+        attrs["source"] = f"{old.attrs.get('source', old.path)} + {source}"
+        attrs[LINEAGE] = lineage(old) + [{"fingerprint": old.fingerprint, "n_rows": old.n_rows,
+                                          "n_cols": old.n_cols}]
+        if L.COLS in old.layouts:  # derived from the row layout, as in a conversion
+            build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, tmp.scratch)
+        w.finalize(attrs, old.layouts)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            w.backend.close()
+        raise
