@@ -203,6 +203,9 @@ def main():
               default="auto", show_default=True,
               help="Task of the labels (auto: two values binary, up to 1000 integers multiclass, else regression).")
 @click.option("--n-features", type=int, default=None, help="Number of features (default: from the data).")
+@click.option("--weight-column", type=int, default=None, metavar="J",
+              help="CSV input: column J (0-based, the label is column 0; negative from the end) holds each row's "
+                   "sample weight (finite, >= 0), not a feature. An .npz's weights are its key 'sample_weight'.")
 @click.option("--block-bytes", default=None, help="Decoded bytes per block (default 64MiB, at most memory/8).")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists.")
 @click.option("--threads", type=int, default=0, show_default=True,
@@ -214,7 +217,7 @@ def main():
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns, hash_bits, zero_based, label_kind,
-            n_features, block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
+            n_features, weight_column, block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
     """Convert INPUT (svmlight/LIBSVM, CSV/TSV, Vowpal Wabbit, raw text, .npz; .gz/.bz2/.xz; '-' for stdin, or an
     fsspec URL) into the ooc store STORE (a local path or file:// URL)."""
     from .store.ingest import convert as do_convert
@@ -240,8 +243,8 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns
                         input_format=input_format,
                         zero_based={"auto": "auto", "yes": True, "no": False}[zero_based],
                         label_kind=label_kind, n_features=n_features, block_bytes=block_bytes,
-                        overwrite=overwrite, progress=bar, hash_bits=hash_bits, text_columns=text_columns,
-                        threads=threads)
+                        weight_column=weight_column, overwrite=overwrite, progress=bar, hash_bits=hash_bits,
+                        text_columns=text_columns, threads=threads)
     finally:
         bar.close()
     info = _store_info(st)
@@ -354,6 +357,9 @@ def format_info(i: dict) -> str:
         lines.append("             counts " + ", ".join(f"{k}: {v}" for k, v in i["label_counts"].items()))
     if i.get("label_values") and i["label_kind"] == "binary":
         lines.append(f"             stored as -1/+1 for {i['label_values'][0]} / {i['label_values'][-1]}")
+    if i.get("sample_weights"):
+        sw = i["sample_weights"]
+        lines.append(f"weights      per-row sample weights: sum {sw['sum']:.6g}, min {sw['min']:.6g}, max {sw['max']:.6g}")
     lines += [
         f"row norms    min {i['row_norm_min']:.4g}, mean {i['row_norm_mean']:.4g}, max R = {i['R']:.4g}; "
         f"{i['empty_rows']} empty rows, {i['empty_cols']} empty columns",

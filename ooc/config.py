@@ -21,6 +21,7 @@ import numpy as np
 from .objectives.losses import LOSS_NAMES, Logistic, loss_spec
 from .solvers.dgpd import DEFAULTS as _DGPD
 from .solvers.dgpd import DUAL_STEPS
+from .solvers.problem import normalize_class_weight
 from .solvers.registry import AUTO, CRAMMER_SINGER, OVR, SOLVER_NAMES, solver_spec
 from .store.ingest import AUTO_MEMORY, parse_bytes, parse_memory
 
@@ -70,8 +71,8 @@ class TrainConfig:
                                     "'auto' is what the process may use (cgroup limit, RLIMIT_AS, available RAM) "
                                     "less what it holds. Never changes the iterates.")
     bias: float = _opt(0.0, "Intercept feature value B (0: none).")
-    class_weight: str | None = _opt(None, "balanced: weight each example by n / (classes x its class's count).",
-                                    choices=("balanced",))
+    class_weight: str | None = _opt(None, "balanced: weight each example by n / (classes x its class's count); or "
+                                          "LABEL=WEIGHT,... (original labels, e.g. 1=5,-1=1; others weigh 1).")
     seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")
     checkpoint_every: float = _opt(300.0, "Seconds between checkpoints.")
     distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
@@ -208,8 +209,7 @@ def _check_values(cfg: TrainConfig, loss) -> None:
     _set(cfg, "seed", int(cfg.seed))
     _set(cfg, "checkpoint_every", float(cfg.checkpoint_every))
     _check_validation(cfg)
-    if cfg.class_weight not in (None, "none", "balanced"):
-        raise ValueError("--class-weight: expected 'balanced' (or nothing)")
+    _set(cfg, "class_weight", normalize_class_weight(cfg.class_weight))
 
 
 def _check_validation(cfg: TrainConfig) -> None:

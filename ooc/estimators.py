@@ -24,8 +24,10 @@ so scikit-learn's / LIBLINEAR's ``C`` is ``1 / (l2 n)`` and Ridge's ``alpha`` is
 
 Multiclass targets train one-vs-rest (``multiclass='ovr'``, every class on the same pass
 over the data) or with the Crammer-Singer loss (``multiclass='crammer-singer'``, hinge or
-smooth hinge); ``coef_`` is then ``(n_classes, n_features)``. Scope of this version:
-``class_weight`` is None or ``'balanced'`` (no dict); no ``sample_weight``.
+smooth hinge); ``coef_`` is then ``(n_classes, n_features)``. ``fit(X, y, sample_weight=)``
+multiplies each row's loss by its weight (``c_i`` above; with a store path the weights are the
+store's). ``class_weight`` is None, ``'balanced'`` or a dict ``{label: weight}`` (labels as in
+``y``; a label not listed weighs 1), as scikit-learn's.
 """
 
 from __future__ import annotations
@@ -110,13 +112,13 @@ def _check_sparse(X) -> None:
         check_sparse_structure(X)
 
 
-def _data_hash(X, y) -> str:
+def _data_hash(X, y, sample_weight=None) -> str:
     import joblib
 
     if sp.issparse(X):
         X = X.tocsr()
-        return joblib.hash((X.shape, X.indptr, X.indices, X.data, y))
-    return joblib.hash((X, y))
+        return joblib.hash((X.shape, X.indptr, X.indices, X.data, y, sample_weight))
+    return joblib.hash((X, y, sample_weight))
 
 
 class _OOCLinear(BaseEstimator):
@@ -197,9 +199,9 @@ class _OOCLinear(BaseEstimator):
                 del self.feature_names_in_
         return st
 
-    def _to_store(self, X, y, reset: bool):
-        """Validate ``X, y`` and copy them into a fresh in-process store; returns (store, hash)."""
-        from .store.ingest import convert
+    def _to_store(self, X, y, reset: bool, sample_weight=None):
+        """Validate ``X, y`` and copy them (and the weights) into a fresh in-process store; returns (store, hash)."""
+        from .store.ingest import check_weights, convert
 
         _check_sparse(X)
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
@@ -207,20 +209,22 @@ class _OOCLinear(BaseEstimator):
         y_store = self._encode_y(y, reset)
         if sp.issparse(X):
             X = X.tocsr()
-        key = _data_hash(X, y_store)
-        st = convert(X, f"{_MEM_PREFIX}{uuid.uuid4().hex}", y=y_store, dtype="float64",
+        sw = None if sample_weight is None else check_weights(sample_weight, X.shape[0])
+        key = _data_hash(X, y_store, sw)
+        st = convert(X, f"{_MEM_PREFIX}{uuid.uuid4().hex}", y=y_store, sample_weight=sw, dtype="float64",
                      label_kind=self._store_kind(), n_features=X.shape[1])
         return st, key
 
-    def _store_for(self, X, y, reset: bool):
+    def _store_for(self, X, y, reset: bool, sample_weight=None):
         """(store, data key, owned): the store to train on and whether we must release it."""
         if _is_path(X):
-            if y is not None:
-                raise ValueError("fit(store_path) takes the labels from the store: pass y=None")
+            if y is not None or sample_weight is not None:
+                raise ValueError("fit(store_path) takes the labels and sample weights from the store: pass y=None, "
+                                 "sample_weight=None")
             st = self._from_store(X, reset)
             self._check_store_labels(st, reset)
             return st, st.fingerprint, False
-        st, key = self._to_store(X, y, reset)
+        st, key = self._to_store(X, y, reset, sample_weight)
         return st, key, True
 
     def _check_store_labels(self, st, reset: bool) -> None:
@@ -264,7 +268,7 @@ class _OOCLinear(BaseEstimator):
         if pf is not None:
             pf["finalizer"]()
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Train to a certified relative duality gap ``tol`` (or stop at ``max_epochs``).
 
         Parameters
@@ -272,10 +276,13 @@ class _OOCLinear(BaseEstimator):
         X : array-like or sparse matrix of shape (n_samples, n_features), or str
             Training data, or the path of an ooc store (then ``y`` is None).
         y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), optional
+            Finite weights ``>= 0`` multiplying each row's loss (scikit-learn's meaning); None
+            for a store path, whose weights are its own.
         """
         self._check_params()
         self._reset_partial()
-        store, _, owned = self._store_for(X, y, reset=True)
+        store, _, owned = self._store_for(X, y, reset=True, sample_weight=sample_weight)
         run_dir = os.fspath(self.run_dir) if self.run_dir is not None else tempfile.mkdtemp(prefix="ooc-est-")
         try:
             run = self._train(store, run_dir)
@@ -288,7 +295,7 @@ class _OOCLinear(BaseEstimator):
         self.run_ = run_dir if self.run_dir is not None else None
         return self
 
-    def partial_fit(self, X, y=None):
+    def partial_fit(self, X, y=None, sample_weight=None):
         """One more pass of the solver over all the data given so far; new rows are appended first.
 
         The first call makes one pass over ``X``. A later call with the same ``X, y`` as the
@@ -303,11 +310,15 @@ class _OOCLinear(BaseEstimator):
         and recomputes the certified gap of the problem on all rows so far (``gap_``,
         ``rel_gap_``, ``converged_``); no ConvergenceWarning is issued. The run lives in
         ``run_dir`` if set, else in a temporary directory removed with the estimator.
+        ``sample_weight``: the weights of ``X``'s rows (as in :meth:`fit`); rows given without
+        weigh 1.
         """
+        from .store.ingest import check_weights
+
         self._check_params()
         pf = getattr(self, "_pf", None)
         if pf is None:
-            store, key, owned = self._store_for(X, y, reset=True)
+            store, key, owned = self._store_for(X, y, reset=True, sample_weight=sample_weight)
             run_dir = os.fspath(self.run_dir) if self.run_dir is not None else tempfile.mkdtemp(prefix="ooc-est-")
             fin = weakref.finalize(self, _cleanup, store.path if owned else None,
                                    run_dir if self.run_dir is None else None)
@@ -320,8 +331,9 @@ class _OOCLinear(BaseEstimator):
         else:
             new_store = None
             if _is_path(X):
-                if y is not None:
-                    raise ValueError("partial_fit(store_path) takes the labels from the store: pass y=None")
+                if y is not None or sample_weight is not None:
+                    raise ValueError("partial_fit(store_path) takes the labels and weights from the store: pass "
+                                     "y=None, sample_weight=None")
                 new_store = self._from_store(X, reset=False)
                 self._check_store_labels(new_store, reset=False)
                 key = new_store.fingerprint
@@ -330,9 +342,10 @@ class _OOCLinear(BaseEstimator):
                 X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
                                      y_numeric=self._label_kind == "regression", reset=False)
                 y_store = self._encode_y(y, reset=False)
-                key = _data_hash(X, y_store)
+                sw = None if sample_weight is None else check_weights(sample_weight, X.shape[0])
+                key = _data_hash(X, y_store, sw)
             if key != pf["key"]:
-                run = self._grow(pf, new_store if new_store is not None else (X, y_store), key)
+                run = self._grow(pf, new_store if new_store is not None else (X, y_store, sw), key)
             else:
                 from .train import resume
 
@@ -350,10 +363,10 @@ class _OOCLinear(BaseEstimator):
         from .train import resume
 
         if isinstance(new, tuple):
-            X, y_store = new
+            X, y_store, sw = new
             if sp.issparse(X):
                 X = X.tocsr()
-            store = append(pf["store"], X, f"{_MEM_PREFIX}{uuid.uuid4().hex}", y=y_store)
+            store = append(pf["store"], X, f"{_MEM_PREFIX}{uuid.uuid4().hex}", y=y_store, sample_weight=sw)
             owned = True
         else:
             store, owned = new, False
@@ -422,7 +435,9 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         Passes over the data before giving up (with a ConvergenceWarning).
     bias : float
         Value ``B`` of LIBLINEAR's intercept feature (regularized); 0 for no intercept.
-    class_weight : None or 'balanced'
+    class_weight : None, 'balanced' or dict
+        ``'balanced'``: scikit-learn's ``n / (classes x count)`` (sums of ``sample_weight`` when
+        given); a dict ``{label: weight}`` weighs the examples of each listed label of ``y``.
     gamma : float
         Smoothing of ``'smooth-hinge'``.
     solver : {'auto', 'sdca', 'acc-sdca', 'rcd-primal', 'rcd-dual', 'dgpd'}
@@ -490,14 +505,37 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
 
     def _check_params(self) -> None:
         super()._check_params()
-        if self.class_weight not in (None, "balanced"):
-            raise ValueError(f"class_weight={self.class_weight!r}: expected None or 'balanced' "
-                             "(per-class dicts are not supported yet)")
+        cw = self.class_weight
+        if not (cw is None or cw == "balanced" or isinstance(cw, dict)):
+            raise ValueError(f"class_weight={cw!r}: expected None, 'balanced' or a dict {{label: weight}}")
+        if isinstance(cw, dict):
+            for k, v in cw.items():
+                if not isinstance(v, numbers.Real) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
+                    raise ValueError(f"class_weight={cw!r}: the weight of {k!r} must be a finite number >= 0")
         g = self.gamma
         if not isinstance(g, numbers.Real) or not np.isfinite(g) or g <= 0:
             raise ValueError(f"gamma={g!r}: expected a finite number > 0")
         if self.multiclass not in ("ovr", "crammer-singer"):
             raise ValueError(f"multiclass={self.multiclass!r}: expected 'ovr' or 'crammer-singer'")
+
+    def _train(self, store, run_dir, **override):
+        if isinstance(self.class_weight, dict):
+            override = dict(override, class_weight=self._store_class_weight(store))
+        return super()._train(store, run_dir, **override)
+
+    def _store_class_weight(self, store) -> dict:
+        """``class_weight``'s dict with ``y``'s labels as the store's (original) label values: the store
+        of an array holds class positions (-1/+1 for two), one from a path the values themselves."""
+        from .store import layout as L
+
+        values = store.label_values if store.label_kind == L.BINARY else store.classes
+        out = {}
+        for k, v in self.class_weight.items():
+            pos = np.flatnonzero(self.classes_ == k)
+            if len(pos) == 0:
+                raise ValueError(f"class_weight: label {k!r} is not one of the classes {self.classes_.tolist()}")
+            out[float(values[int(pos[0])])] = float(v)
+        return out
 
     def _extra_options(self) -> dict:
         return {"class_weight": self.class_weight, "gamma": float(self.gamma),
@@ -564,13 +602,13 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
             return np.log(self.predict_proba(X))
         return np.column_stack([-np.logaddexp(0.0, m), -np.logaddexp(0.0, -m)])
 
-    def partial_fit(self, X, y=None, classes=None):
-        """One more pass over the same data; ``classes`` (if given) must be the labels of y."""
+    def partial_fit(self, X, y=None, classes=None, sample_weight=None):
+        """:meth:`_OOCLinear.partial_fit`; ``classes`` (if given) must be the labels of y."""
         if classes is not None and getattr(self, "_pf", None) is None:
             classes = np.unique(np.asarray(classes))
             if len(classes) < 2:
                 raise ValueError(f"classes={classes.tolist()}: a classifier needs at least 2 classes")
-        super().partial_fit(X, y)
+        super().partial_fit(X, y, sample_weight=sample_weight)
         if classes is not None and not np.array_equal(classes, self.classes_):
             raise ValueError(f"classes={classes.tolist()} differ from the labels of y {self.classes_.tolist()}")
         return self

@@ -30,7 +30,7 @@ from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError
-from .solvers.problem import make_problem
+from .solvers.problem import class_weights_for, make_problem
 from .solvers.registry import (
     ADDED_L2,
     AUTO,
@@ -108,6 +108,7 @@ def _check_task(o: dict, loss, store) -> None:
         raise ValueError("--distributed trains binary and regression tasks in this version (not multiclass)")
     if kind == L.REGRESSION and loss.classification:
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
+    class_weights_for(store, o["class_weight"])  # a mapping's labels against the store's classes
 
 
 def _choose_solver(o: dict, loss, store) -> None:
@@ -172,7 +173,7 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
     ptr = store.block_ptr(L.ROWS)
     for b in range(len(ptr) - 1):
         y = pb.block_labels(store.read_labels(int(ptr[b]), int(ptr[b + 1])))
-        c = pb.example_weights(y)
+        c = pb.example_weights(y, store.read_weights(int(ptr[b]), int(ptr[b + 1])))
         for k in range(pb.n_sub):
             p0[k] += float(np.dot(c, pb.loss.value(0.0, pb.sub_labels(y, k))))
     radius = p0 / max(store.n_rows, 1) / o["l1"]

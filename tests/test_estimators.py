@@ -33,12 +33,14 @@ def _no_plots(monkeypatch):
 # -- scikit-learn's estimator checks ------------------------------------------------------------------
 
 def _expected_failed_checks(est):
-    if isinstance(est, LinearClassifier):
-        return {
-            # The engine weights classes with None or 'balanced' only; the check sets a dict
-            # {0: 1000, 1: 1e-4}, which fit refuses with a ValueError naming what is supported.
-            "check_class_weight_classifiers": "class_weight dicts are not supported (None or 'balanced')",
-        }
+    if est.loss in ("hinge", "squared"):
+        # fitting with integer weights and with the rows repeated reach the same optimum, each within
+        # its certified gap (tol=1e-4 here); the checks compare predictions to rtol 1e-7, which a
+        # relative gap bounds only as sqrt(2 gap / l2) in the coefficients. tests/test_sample_weights.py
+        # checks the equivalence against the certificates.
+        why = "predictions agree to the certified tol=1e-4, not to the check's rtol=1e-7"
+        return {"check_sample_weight_equivalence_on_dense_data": why,
+                "check_sample_weight_equivalence_on_sparse_data": why}
     return {}
 
 

@@ -59,6 +59,22 @@ def test_append_writes_the_store_a_conversion_of_the_concatenation_writes(tmp_pa
     assert sorted(os.listdir(tmp_path)) == ["a.zarr", "b.zarr", "full.zarr"]  # no temporaries left
 
 
+def test_append_carries_sample_weights(tmp_path):
+    """Weighted rows stay weighted, unweighted rows (old or new) weigh 1: the store a conversion of
+    the concatenation with those weights writes."""
+    X, y = _binary()
+    w = np.random.default_rng(3).uniform(0.5, 2.0, size=len(y))
+    full_w = np.concatenate([w[:200], np.ones(len(y) - 200)])
+    old = ooc.convert(X[:200], tmp_path / "a.zarr", y=y[:200], sample_weight=w[:200], block_bytes=1500)
+    grown = append(old, X[200:], tmp_path / "b.zarr", y=y[200:])
+    full = ooc.convert(X, tmp_path / "full.zarr", y=y, sample_weight=full_w, block_bytes=1500)
+    assert np.array_equal(grown.read_weights(0, len(y)), full_w)
+    assert grown.fingerprint == full.fingerprint
+    plain = ooc.convert(X[:200], tmp_path / "p.zarr", y=y[:200], block_bytes=1500)
+    both = append(plain, X[200:], tmp_path / "c.zarr", y=y[200:], sample_weight=w[200:])
+    assert np.array_equal(both.read_weights(0, len(y)), np.concatenate([np.ones(200), w[200:]]))
+
+
 def test_append_errors_are_one_line_and_write_nothing(tmp_path):
     X, y = _binary(n=60)
     write_svmlight(tmp_path / "a.svm", X[:40], y[:40])
@@ -190,6 +206,31 @@ def test_partial_fit_on_two_mini_batches_equals_fit_on_their_concatenation(no_pl
     assert np.abs(est.coef_ - ref).max() < 1e-3
     assert np.abs(est.coef_ - fit.coef_).max() < 1e-3
     assert abs(est.primal_ - fit.primal_) <= 1e-9 * max(1.0, abs(fit.primal_))
+
+
+def test_partial_fit_with_sample_weights_reaches_the_weighted_optimum(no_plot):
+    """Weighted mini-batches: the optimum of the weighted problem on all rows,
+    ``(X' C X / n + l2 I) w = X' C y / n`` with ``l2 = 1/n``."""
+    rng = np.random.default_rng(4)
+    X = sp.random(300, 20, density=0.5, random_state=4, format="csr")
+    y = X @ rng.normal(size=20) + 0.1 * rng.normal(size=300)
+    c = rng.uniform(0.2, 3.0, size=300)
+    est = ooc.LinearRegressor(tol=1e-10, bias=0.0)
+    est.partial_fit(X[:180], y[:180], sample_weight=c[:180])
+    est.partial_fit(X[180:], y[180:], sample_weight=c[180:])
+    for _ in range(300):
+        if est.converged_:
+            break
+        est.partial_fit(X[180:], y[180:], sample_weight=c[180:])
+    assert est.converged_ and est.rel_gap_ <= 1e-10
+    n = X.shape[0]
+    XC = X.multiply(c[:, None]).tocsr()
+    ref = np.linalg.solve((X.T @ XC).toarray() / n + np.eye(20) / n, XC.T @ y / n)
+    fit = ooc.LinearRegressor(tol=1e-10, bias=0.0, max_epochs=5000).fit(X, y, sample_weight=c)
+    assert fit.converged_
+    assert abs(est.primal_ - fit.primal_) <= 1e-9 * max(1.0, abs(fit.primal_))
+    # strong convexity (l2 = 1/n): ||w - w*|| <= sqrt(2 gap / l2)
+    assert np.linalg.norm(est.coef_ - ref) <= np.sqrt(2 * est.gap_ * n) + 1e-9
 
 
 def test_partial_fit_refuses_a_new_class():

@@ -717,3 +717,18 @@ def test_early_close_on_threads_stops_reader(tmp_path, tiny_pieces):
     next(it)
     it.close()
     assert not [t for t in threading.enumerate() if t.name.startswith(("ooc-input-reader", "ooc-parse-ahead"))]
+
+
+def test_csv_weight_column_on_threads(tmp_path, tiny_pieces):
+    rng = np.random.default_rng(6)
+    rows = [f"{rng.integers(0, 2)},{rng.random():.3f},{rng.integers(0, 3)},{rng.random():.2f}" for _ in range(300)]
+    p = write(tmp_path, ("y,a,w,b\n" + "\n".join(rows) + "\n").encode(), name="w.csv")
+    one = list(iter_csv(p, chunk_bytes=500, weight_column=2, threads=1))
+    two = list(iter_csv(p, chunk_bytes=500, weight_column=2, threads=3))
+    assert _chunk_arrays(one) == _chunk_arrays(two)
+    assert [c.weights.tobytes() for c in one] == [c.weights.tobytes() for c in two]
+    np.testing.assert_array_equal(np.concatenate([c.weights for c in two]), [float(r.split(",")[2]) for r in rows])
+    bad = write(tmp_path, ("y,a,w,b\n" + "\n".join(rows) + "\n1,0.5,-2,1\n").encode(), name="neg.csv")
+    with pytest.raises(InputError, match="negative") as ei:
+        list(iter_csv(bad, chunk_bytes=500, weight_column=2, threads=3))
+    assert ei.value.line == len(rows) + 2

@@ -332,20 +332,36 @@ def test_vw_convert_and_train_match_sklearn(tmp_path):
     assert ev2["primal"] == pytest.approx(ev1["primal"], rel=1e-12)
 
 
-def test_importance_weights_reach_the_writer_or_are_refused(tmp_path):
-    p = tmp_path / "w.vw"
-    p.write_bytes(b"1 |a x\n-1 1 |a y\n1 0.5 |a z\n")
-    store = tmp_path / "s.zarr"
-    from ooc.store.writer import StoreWriter
+def test_importance_weights_are_sample_weights(tmp_path):
+    """VW's importance weights become the store's sample weights: training certifies the weighted
+    objective, whose optimum is scikit-learn's with ``sample_weight``."""
+    from sklearn.linear_model import LogisticRegression
 
-    if "weights" in __import__("inspect").signature(StoreWriter.add_rows).parameters:
-        pytest.skip("the writer stores sample weights: covered by the sample-weight tests")
-    r = CliRunner().invoke(cli, ["convert", str(p), str(store)])
-    assert r.exit_code == 1
-    err = r.stderr.strip()
-    assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert str(p) in err and "row 3" in err and "importance weight" in err
-    assert not store.exists()
+    rng = np.random.default_rng(5)
+    text = _vw_dataset(rng).decode().splitlines()
+    weights = rng.choice([0.25, 1.0, 2.0, 4.0], size=len(text))
+    lines = [f"{ln.split(' ', 1)[0]} {w:g} {ln.split(' ', 1)[1]}" for ln, w in zip(text, weights)]
+    p = tmp_path / "w.vw"
+    p.write_bytes(("\n".join(lines) + "\n").encode())
+    bits, l2 = 7, 1e-2
+    st = ooc.convert(str(p), str(tmp_path / "s.zarr"), hash_bits=bits, dtype="float64")
+    y, ws, X = ref_vw_rows(p.read_bytes(), bits)
+    np.testing.assert_array_equal(ws, weights)
+    np.testing.assert_array_equal(st.read_weights(0, st.n_rows), weights)
+    run = ooc.train(st, str(tmp_path / "run"), l2=l2, tol=1e-10, max_epochs=2000)
+    res = run.result
+    assert res["converged"] and res["gap"] <= 1e-10 * max(1.0, abs(res["primal"]))
+    n = X.shape[0]
+    ref = LogisticRegression(C=1.0 / (l2 * n), fit_intercept=False, solver="newton-cholesky", tol=1e-12,
+                             max_iter=1000).fit(X, y, sample_weight=weights)
+    w = ooc.load_model(run.path).coef_
+
+    def primal(v):
+        return np.mean(weights * np.logaddexp(0, -y * (X @ v))) + l2 / 2 * v @ v
+
+    assert res["primal"] == pytest.approx(primal(w), rel=1e-11)
+    assert primal(w) - primal(ref.coef_.ravel()) <= res["gap"] + 1e-12
+    assert abs(primal(w) - primal(ref.coef_.ravel())) <= 1e-8 * primal(w)
 
 
 def test_weights_of_one_convert(tmp_path):

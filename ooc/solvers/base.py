@@ -81,10 +81,12 @@ def load_train_group(store, problem, blocks, pause_at: int = 0, pause=None, allo
     One block keeps its own row range; several are rows ``0..m-1`` of the merged block.
     ``pause`` is called once the first ``pause_at`` blocks are read (:meth:`ooc.store.Store.read_group`).
     """
-    blk, y = store.read_labeled_rows([int(b) for b in blocks], pause_at, pause, alloc)
+    blocks = [int(b) for b in blocks]
+    blk, y = store.read_labeled_rows(blocks, pause_at, pause, alloc)
     y = problem.block_labels(y)
+    sw = store.read_weights_group([store.block_bounds(L.ROWS, b) for b in blocks]) if store.has_weights else None
     indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
-    return TrainBlock(blk.index, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y))
+    return TrainBlock(blk.index, blk.start, blk.stop, indptr, blk.indices, blk.data, y, problem.example_weights(y, sw))
 
 
 def _part_bytes(g: TrainBlock, off: int, m: int) -> int:

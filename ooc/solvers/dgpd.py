@@ -260,7 +260,8 @@ class DGPDSolver(StoreSolver):
         self.vector_bytes_read = 0
         if self.vectors == "memory":
             self.y_all = problem.block_labels(st.labels)
-            self.c_all = np.ascontiguousarray(problem.example_weights(self.y_all), dtype=np.float64)
+            self.c_all = np.ascontiguousarray(problem.example_weights(self.y_all, st.read_weights(0, self.n)),
+                                              dtype=np.float64)
             self.rsq = np.asarray(st.row_sqnorm, dtype=np.float64) + (self.bias ** 2 if self.has_bias else 0.0)
         self.r2 = max([float(self._chunk(b)[4].max()) for b in range(self.nb) if self.row_ptr[b + 1] > self.row_ptr[b]]
                       + [0.0])
@@ -281,7 +282,7 @@ class DGPDSolver(StoreSolver):
             return lo, hi, self.y_all[lo:hi], self.c_all[lo:hi], self.rsq[lo:hi]
         st, pb = self.store, self.pb
         y = pb.block_labels(st.read_labels(lo, hi))
-        c = np.ascontiguousarray(pb.example_weights(y), dtype=np.float64)
+        c = np.ascontiguousarray(pb.example_weights(y, st.read_weights(lo, hi)), dtype=np.float64)
         rsq = np.asarray(st.backend.read(L.ROW_SQNORM, lo, hi), dtype=np.float64) + (
             self.bias ** 2 if self.has_bias else 0.0)
         self.vector_bytes_read += y.nbytes + rsq.nbytes

@@ -155,7 +155,7 @@ class DSPDCSolver(BlockLoopSolver):
             vdat = np.append(vdat, 1.0)
         self.V = (vptr, vidx, vdat)
         self.R = math.sqrt(r2 + (self.bias ** 2 if has_b else 0.0))
-        cmax = float(np.max(pb.class_weights)) if pb.class_weights else 1.0
+        cmax = pb.max_example_weight()
         self.gamma = 1.0 / (float(pb.loss.smoothness) * cmax)
         self.m = int(options.get("dspdc_m") or 1)
         if self.m < 1:

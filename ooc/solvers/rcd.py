@@ -203,7 +203,7 @@ class RCDDualSolver(BlockLoopSolver):
         for b in range(self.nb):
             s, e = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
             sq = self._row_sq(s, e)
-            c = self.pb.example_weights(self.pb.block_labels(self.store.read_labels(s, e)))
+            c = self.pb.example_weights(self.pb.block_labels(self.store.read_labels(s, e)), self.store.read_weights(s, e))
             self.base_mass[b] = self._fixed_weights(sq, c).sum()
             if e > s:
                 cs_max = max(cs_max, float((c * sq).max()))
@@ -366,7 +366,7 @@ class RCDPrimalSolver(StoreSolver):
         for b in range(self.nrb):
             s, e = int(self.rb_ptr[b]), int(self.rb_ptr[b + 1])
             y = pb.block_labels(self.store.read_labels(s, e))
-            self.C[s:e] = pb.example_weights(y)
+            self.C[s:e] = pb.example_weights(y, self.store.read_weights(s, e))
             for c in range(self.k):
                 self.Y[c, s:e] = pb.sub_labels(y, c)
 

@@ -77,7 +77,7 @@ def _check_new_labels(old: Store, y: np.ndarray, source: str, first_row: int) ->
                                  f"{[float(v) for v in np.unique(known)]} (appended rows keep the task)")
 
 
-def append(store, source, out: str | os.PathLike | None = None, *, y=None, memory="auto",
+def append(store, source, out: str | os.PathLike | None = None, *, y=None, sample_weight=None, memory="auto",
            input_format: str | None = None, overwrite: bool = False) -> Store:
     """Write the rows of ``store`` followed by the rows of ``source`` as a store at ``out``.
 
@@ -86,8 +86,9 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, memor
     store : str or Store
         The store to extend (it needs the row layout; a factorized store is refused).
     source : path, matrix
-        The new rows, as :func:`ooc.convert` reads them (an in-memory matrix needs ``y``).
-        Feature ids are read with the store's index base (``index_base``).
+        The new rows, as :func:`ooc.convert` reads them (an in-memory matrix needs ``y``, and
+        takes ``sample_weight``). Feature ids are read with the store's index base (``index_base``).
+        Sample weights carry over: a row without one (in either store) weighs 1.
     out : path, optional
         Where the new store goes; default ``store`` itself, replaced atomically (do not
         append to a store a run is training on meanwhile: write to another path).
@@ -124,7 +125,7 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, memor
     try:
         # the new rows, parsed and validated on their own (bad input refused before anything else)
         index_base = int(old.attrs.get("index_base", 0))
-        new = convert(source, new_rows, y=y, layout="rows", memory=mem, dtype=str(old.dtype),
+        new = convert(source, new_rows, y=y, sample_weight=sample_weight, layout="rows", memory=mem, dtype=str(old.dtype),
                       input_format=input_format, zero_based=index_base == 0, label_kind=L.REGRESSION,
                       block_bytes=int(old.attrs["block_bytes"]))
         try:
@@ -169,7 +170,9 @@ def _write(old: Store, new: Store, tmp: Temporary, memory: int, source: str) -> 
                     labels = _original_labels(old, labels)
                 else:
                     _check_new_labels(old, labels, source, blk.start)
-                w.add_rows(labels, blk.indptr, blk.indices.astype(index_dtype, copy=False), blk.data)
+                # sample weights carried over (a store without them: each row weighs 1)
+                w.add_rows(labels, blk.indptr, blk.indices.astype(index_dtype, copy=False), blk.data,
+                           st.read_weights(blk.start, blk.stop))
         attrs = w.finish_rows(max(old.n_cols, new.n_cols), old.label_kind)
         attrs["index_base"] = int(old.attrs.get("index_base", 0))
         attrs["source"] = f"{old.attrs.get('source', old.path)} + {source}"

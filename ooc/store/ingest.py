@@ -26,7 +26,6 @@ labels, in bounded pieces), then taken in scipy's canonical form, row chunk by r
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import shutil
 import tempfile
@@ -455,6 +454,34 @@ def check_labels(y, n_rows: int, name: str = "y", path: str | None = None) -> np
     return y.astype(np.float64, copy=False)
 
 
+def check_weights(w, n_rows: int, name: str = "sample_weight", path: str | None = None) -> np.ndarray:
+    """Check per-row sample weights against a matrix of ``n_rows`` rows; returns them as float64.
+
+    ``w`` must be 1-D, of length ``n_rows``, real numbers, finite and ``>= 0`` (scikit-learn
+    refuses negative weights too). Errors are one line naming ``name`` and the first bad row
+    (and ``path``, an .npz, as :class:`InputError`).
+    """
+    origin = _Origin(path)
+    shown = repr(name) if path is not None else name
+    try:
+        w = np.asarray(w)
+    except (ValueError, TypeError) as exc:
+        raise origin.error(f"{shown} cannot be read as an array of weights: {' '.join(str(exc).split())}") from None
+    _check_numbers(w.dtype, shown, origin, "sample weights")
+    if w.ndim != 1:
+        raise origin.error(f"{shown} must be 1-D (one weight per row), got shape {w.shape}")
+    if len(w) != n_rows:
+        raise origin.error(f"X has {n_rows} rows but {shown} has {len(w)} weights")
+    w = w.astype(np.float64, copy=False)
+    bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))
+    if len(bad):
+        k = int(bad[0])
+        raise origin.error(f"{shown} has a weight that is not finite and >= 0: {name}[{k}] = {w[k]}")
+    if n_rows and not w.any():  # (scikit-learn's message) nothing to fit: every row's loss is multiplied by 0
+        raise origin.error(f"Sample weights must contain at least one non-zero number: every weight of {shown} is 0")
+    return w
+
+
 def _npz_array(z, key: str, origin: _Origin) -> np.ndarray:
     """One array of an open .npz, read without unpickling; any failure is one line naming the key."""
     try:
@@ -530,12 +557,22 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
     return rows, y
 
 
-def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_chunk: int) -> Iterator[RowChunk]:
+def load_npz_weights(path: str, n_rows: int) -> np.ndarray | None:
+    """The checked per-row sample weights of an .npz (key ``sample_weight``), or None without them."""
+    origin = _Origin(path)
+    with np.load(path, allow_pickle=False) as z:  # load_npz read it already: an archive
+        if "sample_weight" not in z.files:
+            return None
+        return check_weights(_npz_array(z, "sample_weight", origin), n_rows, "sample_weight", path)
+
+
+def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_chunk: int,
+                  weights: np.ndarray | None = None) -> Iterator[RowChunk]:
     """Row chunks of a checked matrix, canonical (sorted unique ids, float64 values).
 
     A chunk holds at most ``rows_per_chunk`` rows and about ``chunk_bytes`` of values (at
     least one row), so converting it needs no copy of the whole matrix. The caller's arrays
-    are never modified.
+    are never modified. ``weights``: checked per-row sample weights, or None.
     """
     import scipy.sparse as sp
 
@@ -545,7 +582,7 @@ def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_ch
         for s in range(0, n, step):
             part = sp.csr_matrix(np.asarray(rows.dense[s:s + step], dtype=np.float64))
             yield RowChunk(y[s:s + step], part.indptr.astype(np.int64), part.indices.astype(np.int64),
-                           part.data, s + 1, 0)
+                           part.data, s + 1, 0, None if weights is None else weights[s:s + step])
         return
     indptr, indices, data = rows.indptr, rows.indices, rows.data
     max_entries = max(1, chunk_bytes // 16)
@@ -560,12 +597,13 @@ def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_ch
                               (indptr[s:e + 1] - lo).astype(np.int64)), shape=(e - s, d))
         part.sum_duplicates()  # sorts the ids of each row and sums repeated ones (scipy's canonical form)
         yield RowChunk(y[s:e], part.indptr.astype(np.int64), part.indices.astype(np.int64),
-                       part.data.astype(np.float64, copy=False), s + 1, 0)
+                       part.data.astype(np.float64, copy=False), s + 1, 0, None if weights is None else weights[s:e])
         s = e
 
 
 def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype,
-                   hash_bits: int = DEFAULT_HASH_BITS, text_columns=None, threads: int = 1):
+                   hash_bits: int = DEFAULT_HASH_BITS, text_columns=None, sample_weight=None,
+                   weight_column: int | None = None, threads: int = 1):
     """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure).
 
     The iterator factory carries ``n_cols`` when the source knows its column count (a
@@ -577,16 +615,23 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
     if callable(source):  # a factory of RowChunk iterators (ooc.synth), ids 0-based
         if y is not None:
             raise ValueError("a chunk source brings its own labels: pass y=None")
+        if sample_weight is not None:
+            raise ValueError("a chunk source brings its own sample weights (RowChunk.weights): pass sample_weight=None")
         return source, None, getattr(source, "description", "<generated>"), True
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if y is not None:
             raise ValueError(f"{path}: the labels are read from the file: pass y=None")
+        if sample_weight is not None:
+            raise ValueError(f"{path}: the sample weights are read from the file: pass sample_weight=None "
+                             "(a CSV's weights: weight_column; an .npz's: its key 'sample_weight')")
         if is_local(path) and not os.path.exists(path):
             raise InputError(path, "no such file")
         if text_columns is not None and fmt not in (None, "text"):
             raise ValueError(f"{path}: text columns are for raw text input, not {fmt}")
         fmt = "text" if text_columns is not None else (fmt or detect_format(path))
+        if weight_column is not None and fmt != "csv":
+            raise ValueError(f"{path}: --weight-column is for CSV input (this file is {fmt})")
         if fmt == "npz" and not is_local(path):
             raise InputError(path, "an .npz archive is read from a local file only (not standard input or a URL)")
         size = input_size(path)
@@ -604,27 +649,30 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
             return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)), \
                 size, path, False
         if fmt == "csv":
-            make = _tag_n_cols(lambda: iter_csv(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads),
-                               csv_layout(path).n_features)
+            make = _tag_n_cols(lambda: iter_csv(path, chunk_bytes=chunk_bytes, value_dtype=dtype,
+                                                weight_column=weight_column, threads=threads),
+                               csv_layout(path, weight_column=weight_column).n_features)
             return make, size, path, True
         if fmt == "npz":
             rows, yy = load_npz(path)
-            return _matrix_source(rows, yy, chunk_bytes, rows_per_chunk), None, path, True
+            sw = load_npz_weights(path, rows.n_rows)
+            return _matrix_source(rows, yy, chunk_bytes, rows_per_chunk, sw), None, path, True
         raise ValueError(f"unknown input format {fmt!r}")
     if y is None:
         raise ValueError("converting an array or matrix needs its labels: convert(X, store, y=y)")
     rows = check_matrix(source)
     yy = check_labels(y, rows.n_rows)
-    return _matrix_source(rows, yy, chunk_bytes, rows_per_chunk), None, f"<{type(source).__name__}>", True
+    sw = None if sample_weight is None else check_weights(sample_weight, rows.n_rows)
+    return _matrix_source(rows, yy, chunk_bytes, rows_per_chunk, sw), None, f"<{type(source).__name__}>", True
 
 
-def _matrix_source(rows: MatrixRows, y, chunk_bytes: int, rows_per_chunk: int):
+def _matrix_source(rows: MatrixRows, y, chunk_bytes: int, rows_per_chunk: int, weights=None):
     """A chunk factory of a checked matrix, tagged with its column count.
 
     The data alone cannot tell trailing all-zero columns from absent ones, but a
     matrix has a shape: a store built from it must have as many columns.
     """
-    return _tag_n_cols(lambda: matrix_chunks(rows, y, chunk_bytes, rows_per_chunk), rows.n_cols)
+    return _tag_n_cols(lambda: matrix_chunks(rows, y, chunk_bytes, rows_per_chunk, weights), rows.n_cols)
 
 
 def _tag_n_cols(make, n_cols):
@@ -638,6 +686,8 @@ def convert(
     store: str | os.PathLike,
     *,
     y=None,
+    sample_weight=None,
+    weight_column: int | None = None,
     format: str = "zarr",
     layout: str = "both",
     memory: str | int = "1GiB",
@@ -668,6 +718,12 @@ def convert(
     y : array-like, optional
         The labels of an in-memory matrix: 1-D, one finite real number per row. None for a
         file, which holds its labels.
+    sample_weight : array-like, optional
+        Per-row weights of an in-memory matrix (1-D, finite, >= 0); they multiply each row's
+        loss in the training objective. An .npz holds them under the key ``sample_weight``.
+    weight_column : int, optional
+        For a CSV file: the 0-based column of each row's weight (negative counts from the end;
+        the label is column 0). Not a feature.
     store : path
         Where the store goes (a directory for Zarr, a file for HDF5). Built under
         a temporary name and renamed when complete.
@@ -733,7 +789,8 @@ def convert(
     """
     store = output_location(store)
     plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
-                 block_bytes, chunk_len, overwrite, hash_bits, text_columns, threads)
+                 block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
+                 threads)
     t0 = time.perf_counter()
     _build_and_publish(plan, label_kind, progress)
     if progress:
@@ -762,7 +819,8 @@ class _Plan(NamedTuple):
 
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
-          chunk_len, overwrite, hash_bits=DEFAULT_HASH_BITS, text_columns=None, threads=0) -> _Plan:
+          chunk_len, overwrite, hash_bits=DEFAULT_HASH_BITS, text_columns=None, sample_weight=None,
+          weight_column=None, threads=0) -> _Plan:
     """Check :func:`convert`'s options, size its buffers and open the source (nothing written yet)."""
     if format not in BACKENDS:
         raise ValueError(f"unknown store format {format!r}; expected zarr or hdf5")
@@ -782,7 +840,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
 
     make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes,
                                                                  rows_per_chunk, dtype, hash_bits, text_columns,
-                                                                 threads)
+                                                                 sample_weight, weight_column, threads)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
     elif n_features > max_columns():
@@ -841,7 +899,6 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         limit = np.iinfo(index_dtype).max
         out_dtype = np.dtype(dtype)
         max_cols = max_columns()
-        takes_weights = _writer_takes_weights(w)
         for chunk in make_chunks():
             ind = np.empty(len(chunk.indices), index_dtype)
             data = np.empty(len(chunk.data), out_dtype)
@@ -862,15 +919,7 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                 # text readers refuse these themselves, with the column; arrays end up here
                 raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
-            if chunk.weights is None:
-                w.add_rows(chunk.labels, chunk.indptr, ind, data)
-            elif takes_weights:
-                w.add_rows(chunk.labels, chunk.indptr, ind, data, weights=chunk.weights)
-            else:
-                k = int(np.flatnonzero(chunk.weights != 1.0)[0])
-                raise InputError(source_desc, f"row {w.n_rows + k + 1} has importance weight {chunk.weights[k]:g}: "
-                                 "importance weights other than 1 need a store with sample weights, which this "
-                                 "version of ooc does not write (remove the weights to train unweighted)")
+            w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
         if w.n_rows == 0:
@@ -891,9 +940,18 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         raise
 
 
-def _writer_takes_weights(writer) -> bool:
-    """Whether ``writer.add_rows`` stores per-row sample weights (a ``weights=`` argument)."""
-    return "weights" in inspect.signature(writer.add_rows).parameters
+def _checked_weights(chunk: RowChunk, source_desc: str) -> np.ndarray | None:
+    """The chunk's sample weights, refused (naming the line) unless finite and >= 0."""
+    w = getattr(chunk, "weights", None)
+    if w is None:
+        return None
+    w = np.asarray(w, dtype=np.float64)
+    bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))
+    if len(bad):
+        k = int(bad[0])
+        raise InputError(source_desc, f"sample weight {w[k]!r}: weights must be finite and >= 0",
+                         line=chunk.first_line + k)
+    return w
 
 
 def _line_of(chunk: RowChunk, k: int) -> int:

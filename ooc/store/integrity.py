@@ -61,6 +61,8 @@ from .layout import (
     ROW_SQNORM,
     ROWS,
     STAT_FLOAT,
+    WEIGHTS,
+    WEIGHTS_ATTR,
     array_name,
     index_dtype_for,
 )
@@ -139,6 +141,8 @@ def check_attrs(path: str, attrs: dict) -> None:
     if "index_base" in attrs:
         _require(path, attrs, "index_base", attrs["index_base"] in (0, 1), "0 or 1")
     _check_labels(path, attrs)
+    if WEIGHTS_ATTR in attrs:
+        _check_weights(path, attrs)
     factor = attrs.get(FACTOR)
     if factor:
         _require(path, attrs, FACTOR, isinstance(factor, dict) and _is_count(factor.get("k")) and factor["k"] > 0
@@ -188,6 +192,16 @@ def _check_labels(path: str, attrs: dict) -> None:
             _require(path, attrs, "label_counts", len(counts) == len(classes), "one count per class")
 
 
+def _check_weights(path: str, attrs: dict) -> None:
+    """The sample weights' summary: sum, min and max (finite, ``0 <= min <= max``), class sums."""
+    sw = attrs[WEIGHTS_ATTR]
+    ok = (isinstance(sw, dict) and all(_is_number(sw.get(k)) and np.isfinite(sw[k]) for k in ("sum", "min", "max"))
+          and 0 <= sw["min"] <= max(sw["max"], 0) and sw["sum"] >= 0)
+    sums = sw.get("class_sums") if isinstance(sw, dict) else None
+    ok = ok and (sums is None or (isinstance(sums, dict) and all(_is_number(v) and v >= 0 for v in sums.values())))
+    _require(path, attrs, WEIGHTS_ATTR, ok, "a dict of the weights' sum, min and max (finite, >= 0)")
+
+
 def _is_count(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
@@ -232,6 +246,8 @@ def check_arrays(backend: Backend, attrs: dict) -> dict[str, np.ndarray]:
     check(ROW_SQNORM, n, "shape", STAT_FLOAT)
     check(COL_NNZ, d, "shape", np.dtype(np.int64))
     check(COL_SQNORM, d, "shape", STAT_FLOAT)
+    if WEIGHTS_ATTR in attrs:  # (a removed attribute is refused by the digest, which lists it)
+        check(WEIGHTS, n, "shape", STAT_FLOAT)
     ptrs = {}
     for lay in attrs["layouts"]:
         lines = n if lay == ROWS else d

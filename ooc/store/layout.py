@@ -10,6 +10,7 @@ per-row / per-column statistics and the labels::
     cols/block_ptr (n_col_blocks+1, int64): first column of each column block
     labels (n, float64)  row_nnz (n, int64)  row_sqnorm (n, float64)
     col_nnz (d, int64)   col_sqnorm (d, float64)
+    weights (n, float64): optional per-row sample weights (attribute ``sample_weights``)
 
 A ``--layout cols`` store keeps ``rows/indptr`` and ``rows/block_ptr`` but empties
 ``rows/indices`` and ``rows/data``; a factorized store adds ``factor/*``
@@ -38,6 +39,11 @@ DATA = "data"
 BLOCK_PTR = "block_ptr"
 
 LABELS = "labels"
+#: Optional per-row sample weights (finite, >= 0), present exactly when the attribute
+#: :data:`WEIGHTS_ATTR` is: ``{"sum", "min", "max"}`` of the weights and, for class labels,
+#: ``class_sums`` (the weights' sum per original label value, keyed like ``label_counts``).
+WEIGHTS = "weights"
+WEIGHTS_ATTR = "sample_weights"
 ROW_NNZ = "row_nnz"
 ROW_SQNORM = "row_sqnorm"
 COL_NNZ = "col_nnz"

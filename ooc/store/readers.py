@@ -544,12 +544,17 @@ class PieceKernel(NamedTuple):
         Bytes that end a token, to quote the offending one in a message.
     fields : dict
         What the messages name besides the token (``dtype``, ``largest``, ``ncols``).
+    finish : callable, optional
+        ``finish(chunk, text, n) -> RowChunk``: applied to a block's chunk once its pieces
+        are joined, with the block's text (e.g. a CSV's weight column taken out of the
+        features); it may raise :class:`InputError`.
     """
 
     size: Callable
     parse: Callable
     stops: bytes
     fields: dict
+    finish: Callable | None = None
 
 
 def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKernel, threads: int = 1):
@@ -614,7 +619,8 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
             _parsed_chunk(path, res, None, pieces[k][0], pieces[k][1], int(lines[k]), input_pos,
                           kernel.stops, **kernel.fields)
     if k_all == 1:
-        return _parsed_chunk(path, parsed[0], outs(0), text, n, first_line, input_pos), int(rows[0])
+        chunk = _parsed_chunk(path, parsed[0], outs(0), text, n, first_line, input_pos)
+        return _finish(kernel, chunk, text, n), int(rows[0])
     # close up the pieces' slices, in order (each moves left, over what is already moved)
     m = nnz = 0
     first_row_line = 0
@@ -637,8 +643,12 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
     total = int(row0[-1])
     if m == 0:
         return None, total
-    return RowChunk(labels[:m], indptr, _trim(indices, nnz), _trim(data, nnz), first_row_line,
-                    int(input_pos)), total
+    chunk = RowChunk(labels[:m], indptr, _trim(indices, nnz), _trim(data, nnz), first_row_line, int(input_pos))
+    return _finish(kernel, chunk, text, n), total
+
+
+def _finish(kernel: PieceKernel, chunk, text, n):
+    return chunk if chunk is None or kernel.finish is None else kernel.finish(chunk, text, n)
 
 
 def iter_parsed(path, blocks, kernel: PieceKernel, threads: int = 1) -> Iterator[RowChunk | None]:
@@ -994,6 +1004,8 @@ class CsvLayout(NamedTuple):
         0-based column of the label.
     head : bytes
         The first non-blank line (for messages).
+    weight_col : int or None
+        0-based column of the sample weights, if the rows carry them.
     """
 
     delimiter: str
@@ -1001,14 +1013,15 @@ class CsvLayout(NamedTuple):
     ncols: int
     label_col: int
     head: bytes
+    weight_col: int | None = None
 
     @property
     def n_features(self) -> int:
-        """Feature columns: every column but the label's, zero or not."""
-        return self.ncols - 1
+        """Feature columns: every column but the label's (and the weights'), zero or not."""
+        return self.ncols - 1 - (self.weight_col is not None)
 
 
-def csv_layout(path, delimiter=None, label_column=0, header="auto") -> CsvLayout:
+def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_column=None) -> CsvLayout:
     """Find the delimiter, header and column count of a dense CSV/TSV file.
 
     Parameters are those of :func:`iter_csv`.
@@ -1020,7 +1033,7 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto") -> CsvLayout
     Raises
     ------
     InputError
-        No data line, an unsupported delimiter, or a label column the file lacks.
+        No data line, an unsupported delimiter, or a label or weight column the file lacks.
     """
     path = os.fspath(path)
     first = _first_lines(path, 1)
@@ -1049,12 +1062,20 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto") -> CsvLayout
             path, f"label column {label_column} does not exist: the file has {ncols} columns",
             line=first_no,
         )
-    return CsvLayout(delimiter, first_no if header else 0, ncols, label_col, first_text)
+    weight_col = None
+    if weight_column is not None:
+        weight_col = weight_column + ncols if weight_column < 0 else weight_column
+        if not 0 <= weight_col < ncols:
+            raise InputError(path, f"weight column {weight_column} does not exist: the file has {ncols} columns",
+                             line=first_no)
+        if weight_col == label_col:
+            raise InputError(path, f"weight column {weight_column} is the label column")
+    return CsvLayout(delimiter, first_no if header else 0, ncols, label_col, first_text, weight_col)
 
 
 def iter_csv(
     path, chunk_bytes=32 << 20, delimiter=None, label_column=0, header="auto",
-    value_dtype=np.float64, threads=1,
+    value_dtype=np.float64, weight_column=None, threads=1,
 ) -> Iterator[RowChunk]:
     """Stream a dense numeric CSV/TSV file as sparse CSR row chunks.
 
@@ -1074,6 +1095,8 @@ def iter_csv(
         is not a number.
     value_dtype : float32 or float64, default float64
         The type the feature cells will be stored as; a cell that overflows it is an error.
+    weight_column : int, optional
+        Column holding each row's sample weight (finite, >= 0); negative counts from the end.
     threads : int, default 1
         Threads parsing each chunk, as in :func:`iter_svmlight`.
 
@@ -1081,7 +1104,7 @@ def iter_csv(
     ------
     RowChunk
         Labels and the nonzero feature cells; ids are 0-based positions among the feature
-        columns (the label column removed). The number of feature columns is
+        columns (the label and weight columns removed), and the weights with ``weight_column``. The number of feature columns is
         :func:`csv_layout`'s ``n_features`` (trailing all-zero columns count). Blank lines
         and ``#`` comments are skipped; a delimiter is never padding, so a leading tab in a
         tab-separated row is an empty first cell.
@@ -1089,10 +1112,11 @@ def iter_csv(
     Raises
     ------
     InputError
-        Bad or non-finite cell, empty cell, ragged row (with line and column), or no rows.
+        Bad or non-finite cell, empty cell, ragged row (with line and column), a negative
+        weight, or no rows.
     """
     path = os.fspath(path)
-    lay = csv_layout(path, delimiter, label_column, header)
+    lay = csv_layout(path, delimiter, label_column, header, weight_column)
     delim = _DELIMITERS[lay.delimiter]
     count_a, count_b = (32, 9) if delim == 32 else (delim, delim)
     stops = _SPACE if delim == 32 else _SPACE + bytes([delim])
@@ -1107,7 +1131,11 @@ def iter_csv(
     def parse(text, n, line, *outs):
         return _k.parse_csv(text, n, line, delim, lay.ncols, lay.label_col, max_abs, *outs)
 
-    kernel = PieceKernel(size, parse, stops, dict(_value_fields(value_dtype), ncols=lay.ncols))
+    def weights(chunk, text, n):
+        return _take_weights(path, chunk, lay, text, n)
+
+    kernel = PieceKernel(size, parse, stops, dict(_value_fields(value_dtype), ncols=lay.ncols),
+                         weights if lay.weight_col is not None else None)
 
     def blocks():
         line = 1
@@ -1304,6 +1332,40 @@ def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT
             line += n_newlines
 
     yield from _some_rows(path, chunks())
+
+
+def _take_weights(path, chunk: RowChunk, lay: CsvLayout, buf, nbuf) -> RowChunk:
+    """``chunk`` with the weight column's cells taken out of the features into ``weights``.
+
+    The parser read the weight column as a feature (zeros are no entry: weight 0); its
+    feature position is removed and the later ones shift down by one.
+    """
+    wf = lay.weight_col - (lay.weight_col > lay.label_col)  # its position among the parsed features
+    m = len(chunk.labels)
+    rows = np.repeat(np.arange(m), np.diff(chunk.indptr))
+    is_w = chunk.indices == wf
+    weights = np.zeros(m)
+    weights[rows[is_w]] = chunk.data[is_w]
+    bad = np.flatnonzero(weights < 0)
+    if len(bad):
+        k = int(bad[0])
+        raise InputError(path, f"sample weight {weights[k]:g} is negative (weight column {lay.weight_col}: "
+                         "weights must be >= 0)", line=_row_line(buf, nbuf, chunk.first_line, k),
+                         column=lay.weight_col + 1)
+    keep = ~is_w
+    indices = chunk.indices[keep]
+    indices -= indices > wf
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=m), out=indptr[1:])
+    return chunk._replace(indptr=indptr, indices=indices, data=chunk.data[keep], weights=weights)
+
+
+def _row_line(buf, nbuf, first_line, k):
+    """Line number of the ``k``-th data row of ``buf[:nbuf]``, whose first row is on line ``first_line``
+    (blank and comment-only lines hold no row)."""
+    text = bytes(buf[:nbuf]).split(b"\n")
+    data_lines = [i for i, t in enumerate(text) if t.split(b"#", 1)[0].strip()]
+    return first_line + (data_lines[k] - data_lines[0]) if k < len(data_lines) else first_line + k
 
 
 # --------------------------------------------------------------------------- format detection

@@ -24,6 +24,8 @@ from .layout import (
     ROW_NNZ,
     ROW_SQNORM,
     ROWS,
+    WEIGHTS,
+    WEIGHTS_ATTR,
     array_name,
     block_boundaries,
     entry_bytes,
@@ -133,7 +135,8 @@ class Store:
         self.fingerprint = attrs["fingerprint"]
         self._block_ptr = check_arrays(backend, attrs)
         self._cached: dict[str, np.ndarray] = {}
-        self._label_window: tuple | None = None  # (start, stop, labels) of the label chunks read last
+        # name -> (start, stop, values) of the chunks of a per-row vector (labels, weights) read last
+        self._windows: dict[str, tuple] = {}
         # (layout, first line, end line) -> (first entry, end entry) of line ranges read before:
         # a range read again (the blocks of the next pass) needs no indptr read first
         self._entry_bounds: dict[tuple, tuple[int, int]] = {}
@@ -178,21 +181,41 @@ class Store:
         decodes only the part of a chunk asked for (:meth:`Backend.decodes_whole_chunks`)
         reads just the range: the window would only pay off for blocks visited in row order.
         """
-        if LABELS in self._cached:
-            return self._cached[LABELS][start:stop]
-        if not self.backend.decodes_whole_chunks(LABELS):
-            return self.backend.read(LABELS, start, stop)
-        win = self._label_window
+        return self._read_row_vector(LABELS, start, stop)
+
+    def _read_row_vector(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``start..stop-1`` of the per-row array ``name``, keeping the chunks read last (see
+        :meth:`read_labels`)."""
+        if name in self._cached:
+            return self._cached[name][start:stop]
+        if not self.backend.decodes_whole_chunks(name):
+            return self.backend.read(name, start, stop)
+        win = self._windows.get(name)
         if win is not None and win[0] <= start and stop <= win[1]:
             return win[2][start - win[0]:stop - win[0]].copy()
-        cl = int(self.backend.chunk_len(LABELS) or 0)
+        cl = int(self.backend.chunk_len(name) or 0)
         if cl <= 0 or stop - start >= cl:
-            return self.backend.read(LABELS, start, stop)
+            return self.backend.read(name, start, stop)
         lo = start // cl * cl
         hi = min(-(-stop // cl) * cl, self.n_rows)
-        arr = self.backend.read(LABELS, lo, hi)
-        self._label_window = (lo, hi, arr)  # one tuple: a reader in another thread sees old or new
+        arr = self.backend.read(name, lo, hi)
+        self._windows[name] = (lo, hi, arr)  # one tuple: a reader in another thread sees old or new
         return arr[start - lo:stop - lo].copy()
+
+    @property
+    def has_weights(self) -> bool:
+        """Whether the rows carry sample weights (the array ``weights``)."""
+        return WEIGHTS_ATTR in self.attrs
+
+    def read_weights(self, start: int, stop: int) -> np.ndarray | None:
+        """Sample weights of rows ``start..stop-1`` (float64), or None when the store has none."""
+        return self._read_row_vector(WEIGHTS, start, stop) if self.has_weights else None
+
+    def read_weights_group(self, ranges) -> np.ndarray | None:
+        """Sample weights of the row ranges ``(start, stop)``, one after the other, or None."""
+        if not self.has_weights:
+            return None
+        return np.concatenate([self.read_weights(s, e) for s, e in ranges]) if ranges else np.zeros(0)
 
     @property
     def row_nnz(self) -> np.ndarray:
@@ -403,6 +426,7 @@ class Store:
             "classes": self.classes,
             "label_counts": a.get("label_counts"),
             "label_values": a.get("label_values"),
+            "sample_weights": a.get(WEIGHTS_ATTR),
             "index_base": a.get("index_base"),
             "layouts": list(self.layouts),
             "block_bytes": a["block_bytes"],

@@ -245,22 +245,32 @@ class LabelTracker:
     def __init__(self, cap: int = MAX_AUTO_CLASSES):
         self.cap = cap
         self.values: dict[float, int] = {}
+        # the sample weights' sum per label value, from the first weighted rows on (rows before
+        # them weigh 1 each); None while no row carried a weight
+        self.weight_sums: dict[float, float] | None = None
         self.overflow = False
         self.all_integer = True
 
-    def add(self, labels: np.ndarray) -> None:
+    def add(self, labels: np.ndarray, weights: np.ndarray | None = None) -> None:
         if len(labels) == 0:
             return
         if self.all_integer and not np.all(labels == np.round(labels)):
             self.all_integer = False
         if self.overflow:
             return
-        u, c = np.unique(labels, return_counts=True)
+        if weights is not None and self.weight_sums is None:
+            self.weight_sums = {v: float(k) for v, k in self.values.items()}
+        u, inv, c = np.unique(labels, return_inverse=True, return_counts=True)
         for v, k in zip(u.tolist(), c.tolist()):
             self.values[v] = self.values.get(v, 0) + k
+        if self.weight_sums is not None:
+            sums = np.bincount(inv.reshape(-1), weights=weights, minlength=len(u)) if weights is not None else c
+            for v, s in zip(u.tolist(), sums.tolist()):
+                self.weight_sums[v] = self.weight_sums.get(v, 0.0) + float(s)
         if len(self.values) > self.cap:
             self.overflow = True
             self.values = {}
+            self.weight_sums = None if self.weight_sums is None else {}
 
     def kind(self, requested: str = "auto") -> str:
         if requested != "auto":
@@ -314,6 +324,9 @@ class StoreWriter:
         self.labels = Appender(be, L.LABELS, L.LABEL_DTYPE, cl, behind=bh)
         self.row_nnz = Appender(be, L.ROW_NNZ, np.int64, cl, behind=bh)
         self.row_sqnorm = Appender(be, L.ROW_SQNORM, np.float64, cl, behind=bh)
+        self._behind = bh
+        self.weights: Appender | None = None  # made by the first rows that carry sample weights
+        self.weight_stats = [0.0, np.inf, -np.inf]  # sum, min, max of the weights
         self.cols = ColumnAccumulator(behind=bh)
         # row blocks and the row summary are settled as rows stream in: O(blocks), not O(n)
         self.row_blocks = L.BlockCutter(L.entry_bytes(self.dtype, self.index_dtype), self.block_bytes)
@@ -323,9 +336,15 @@ class StoreWriter:
         self.nnz = 0
         self.indptr.append(np.zeros(1, dtype=np.int64))
 
-    def add_rows(self, labels, indptr, indices, data) -> None:
-        """Append rows given as a local CSR piece (0-based column ids, already validated)."""
+    def add_rows(self, labels, indptr, indices, data, weights=None) -> None:
+        """Append rows given as a local CSR piece (0-based column ids, already validated).
+
+        ``weights``: the rows' sample weights (finite, >= 0), or None (each row weighs 1). The
+        store holds the array ``weights`` once any rows carried them, 1 for every other row.
+        """
         indptr = np.asarray(indptr, dtype=np.int64)
+        if weights is not None or self.weights is not None:
+            weights = self._add_weights(len(labels), weights)
         self.indptr.append(indptr[1:] + self.nnz)
         self.indices.append(indices)
         self.data.append(data)
@@ -336,20 +355,45 @@ class StoreWriter:
         self.row_blocks.add(nnz)
         self.row_summary.add(nnz, sq)
         self.cols.add(indices, data)
-        self.label_tracker.add(np.asarray(labels, dtype=np.float64))
+        self.label_tracker.add(np.asarray(labels, dtype=np.float64), weights)
         self.n_rows += len(labels)
         self.nnz += int(indptr[-1])
 
     def abort(self) -> None:
         """Stop the row arrays' writes in flight (before the backend is closed on an error)."""
-        for a in (self.indptr, self.indices, self.data, self.labels, self.row_nnz, self.row_sqnorm):
-            a.abort()
+        for a in (self.indptr, self.indices, self.data, self.labels, self.row_nnz, self.row_sqnorm, self.weights):
+            if a is not None:
+                a.abort()
         self.cols.abort()
+
+    def _add_weights(self, m: int, weights) -> np.ndarray:
+        """Append the sample weights of ``m`` rows (None: 1 each); returns them as float64."""
+        if self.weights is None:
+            self.hashers[L.WEIGHTS] = hashlib.blake2b(digest_size=16)
+            self.weights = Appender(self.backend, L.WEIGHTS, np.float64, self.chunk_len, self.hashers[L.WEIGHTS],
+                                    self._behind)
+            for s in range(0, self.n_rows, self.chunk_len):  # the rows before weigh 1
+                self.weights.append(np.ones(min(self.chunk_len, self.n_rows - s)))
+            self.weight_stats = [float(self.n_rows), 1.0 if self.n_rows else np.inf, 1.0 if self.n_rows else -np.inf]
+        w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+        if len(w) != m:
+            raise ValueError(f"{len(w)} sample weights for {m} rows")
+        bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))  # the readers name the line first
+        if len(bad):
+            raise ValueError(f"sample weight {w[bad[0]]!r} of row {self.n_rows + int(bad[0])}: weights must be "
+                             "finite and >= 0")
+        self.weights.append(w)
+        if m:
+            st = self.weight_stats
+            self.weight_stats = [st[0] + float(w.sum()), min(st[1], float(w.min())), max(st[2], float(w.max()))]
+        return w
 
     def finish_rows(self, n_cols: int | None, label_kind: str = "auto") -> dict:
         """Close the row arrays, settle labels and statistics; returns attributes so far."""
         for a in (self.indptr, self.indices, self.data, self.labels, self.row_nnz, self.row_sqnorm):
             a.close()
+        if self.weights is not None:
+            self.weights.close()
         nz = self.cols.nnz != 0  # one byte per column, not flatnonzero's eight
         seen = int(len(nz) - np.argmax(nz[::-1])) if nz.any() else 0
         del nz
@@ -370,6 +414,8 @@ class StoreWriter:
         be.create_array(L.array_name(L.ROWS, L.BLOCK_PTR), np.int64, max(len(row_ptr), 1), len(row_ptr))
         be.write(L.array_name(L.ROWS, L.BLOCK_PTR), 0, row_ptr)
         attrs = self._settle_labels(label_kind)
+        if self.weights is not None:
+            attrs[L.WEIGHTS_ATTR] = self._weights_attr(attrs["label_kind"])
         attrs["stats"] = summary_from(self.row_summary, col_nnz, col_sq)
         self.col_nnz = col_nnz
         return attrs
@@ -395,6 +441,15 @@ class StoreWriter:
             self.hashers[L.LABELS].update(self.backend.read(L.LABELS, s, s + step).view(np.uint8))
         return attrs
 
+    def _weights_attr(self, kind: str) -> dict:
+        """The attribute :data:`~ooc.store.layout.WEIGHTS_ATTR` of a store whose rows carry weights."""
+        total, lo, hi = self.weight_stats
+        out = {"sum": total, "min": lo if self.n_rows else 0.0, "max": hi if self.n_rows else 0.0}
+        sums = self.label_tracker.weight_sums
+        if kind != L.REGRESSION and sums:
+            out["class_sums"] = {repr(v): float(sums[v]) for v in sorted(sums)}
+        return out
+
     def _map_binary_labels(self, vals) -> None:
         """Rewrite labels in place to -1/+1 (larger value positive, as in scikit-learn).
 
@@ -419,7 +474,8 @@ class StoreWriter:
         from .integrity import seal_attrs  # here: this method is the only part of the writer that seals
 
         h = hashlib.blake2b(digest_size=16)
-        for k in (L.INDPTR, L.INDICES, L.DATA, L.LABELS):
+        # the weights only when the rows carry them: a store without keeps its fingerprint
+        for k in (L.INDPTR, L.INDICES, L.DATA, L.LABELS, *((L.WEIGHTS,) if self.weights is not None else ())):
             h.update(k.encode())
             h.update(self.hashers[k].digest())
         # binary labels are stored as -1/+1: the original values are part of the content
