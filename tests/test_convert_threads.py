@@ -120,3 +120,32 @@ def test_hdf5_store_does_not_depend_on_threads(svm_file, tmp_path, monkeypatch):
         got.append((st.fingerprint, info, rows.indptr.tobytes(), rows.indices.tobytes(), rows.data.tobytes(),
                     cols.indptr.tobytes(), cols.indices.tobytes(), cols.data.tobytes(), st.labels.tobytes()))
     assert got[0] == got[1]
+
+
+def test_vw_on_threads_gives_the_same_chunks_and_errors(tmp_path, monkeypatch):
+    from ooc.store.readers import InputError, iter_vw
+
+    monkeypatch.setattr(readers, "MIN_PIECE_BYTES", 1)
+    rng = np.random.default_rng(8)
+    lines = []
+    for r in range(400):
+        weight = f" {rng.choice([0.5, 1, 2])}" if r % 3 else ""
+        feats = " ".join(f"f{rng.integers(0, 50)}:{rng.standard_normal():.3g}" for _ in range(rng.integers(1, 6)))
+        lines.append(f"{rng.choice([-1, 1])}{weight} |ns {feats}" + ("\n" if r % 50 == 0 else ""))
+    p = tmp_path / "d.vw"
+    p.write_text("\n".join(lines) + "\n")
+
+    def arrays(chunks):
+        return [(c.labels.tobytes(), c.indptr.tobytes(), c.indices.tobytes(), c.data.tobytes(), c.first_line,
+                 None if c.weights is None else c.weights.tobytes()) for c in chunks]
+
+    for chunk_bytes in (300, 1 << 20):
+        one = arrays(iter_vw(p, chunk_bytes=chunk_bytes, hash_bits=12, threads=1))
+        assert arrays(iter_vw(p, chunk_bytes=chunk_bytes, hash_bits=12, threads=3)) == one
+        assert any(w is not None for *_, w in one)
+    bad = tmp_path / "bad.vw"
+    text = p.read_text()
+    bad.write_text(text + "1 |a x:1.5y\n")
+    with pytest.raises(InputError, match="bad value") as ei:
+        list(iter_vw(bad, hash_bits=12, threads=3))
+    assert (ei.value.line, ei.value.column) == (text.count("\n") + 1, 8)

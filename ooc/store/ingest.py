@@ -640,7 +640,8 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
             if (1 << bits) > max_columns():
                 raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
             if fmt == "vw":
-                make = lambda: iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype)  # noqa: E731
+                make = lambda: iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype,  # noqa: E731
+                                       threads=threads)
             else:
                 cols = dict(zip(("label", "text"), text_columns)) if text_columns is not None else {}
                 make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, **cols)  # noqa: E731

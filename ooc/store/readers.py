@@ -548,6 +548,10 @@ class PieceKernel(NamedTuple):
         ``finish(chunk, text, n) -> RowChunk``: applied to a block's chunk once its pieces
         are joined, with the block's text (e.g. a CSV's weight column taken out of the
         features); it may raise :class:`InputError`.
+    row_weights : bool, default False
+        Whether ``parse`` also writes each row's weight: it is then called with one more
+        argument, ``weights`` (float64, a slot per row), after ``data``; the chunk's
+        ``weights`` are None when all are 1.
     """
 
     size: Callable
@@ -555,6 +559,7 @@ class PieceKernel(NamedTuple):
     stops: bytes
     fields: dict
     finish: Callable | None = None
+    row_weights: bool = False
 
 
 def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKernel, threads: int = 1):
@@ -607,19 +612,24 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
     data = np.empty(ent0[-1], np.float64)
     # one indptr slot more per piece: piece k's pointers start at row0[k] + k
     ptrs = np.empty(row0[-1] + k_all, np.int64)
+    wts = np.empty(row0[-1], np.float64) if kernel.row_weights else None
 
     def outs(k):
         r, e = row0[k], ent0[k]
         return (labels[r:row0[k + 1]], ptrs[r + k:row0[k + 1] + k + 1], indices[e:ent0[k + 1]],
                 data[e:ent0[k + 1]])
 
-    parsed = map_threads(lambda k: kernel.parse(*pieces[k], int(lines[k]), *outs(k)), range(k_all), threads)
+    def run(k):
+        extra = () if wts is None else (wts[row0[k]:row0[k + 1]],)
+        return kernel.parse(*pieces[k], int(lines[k]), *outs(k), *extra)
+
+    parsed = map_threads(run, range(k_all), threads)
     for k, res in enumerate(parsed):
         if res[2] != _k.OK:  # the first error in file order (the pieces before it parsed)
             _parsed_chunk(path, res, None, pieces[k][0], pieces[k][1], int(lines[k]), input_pos,
                           kernel.stops, **kernel.fields)
     if k_all == 1:
-        chunk = _parsed_chunk(path, parsed[0], outs(0), text, n, first_line, input_pos)
+        chunk = _parsed_chunk(path, parsed[0], outs(0), text, n, first_line, input_pos, weights=wts)
         return _finish(kernel, chunk, text, n), int(rows[0])
     # close up the pieces' slices, in order (each moves left, over what is already moved)
     m = nnz = 0
@@ -634,6 +644,8 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
         r, e = int(row0[k]), int(ent0[k])
         if r != m:
             labels[m:m + mk] = labels[r:r + mk]
+            if wts is not None:
+                wts[m:m + mk] = wts[r:r + mk]
         if e != nnz:
             indices[nnz:nnz + ek] = indices[e:e + ek]
             data[nnz:nnz + ek] = data[e:e + ek]
@@ -643,7 +655,9 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
     total = int(row0[-1])
     if m == 0:
         return None, total
-    chunk = RowChunk(labels[:m], indptr, _trim(indices, nnz), _trim(data, nnz), first_row_line, int(input_pos))
+    weights = wts[:m] if wts is not None and np.any(wts[:m] != 1.0) else None  # as _parsed_chunk
+    chunk = RowChunk(labels[:m], indptr, _trim(indices, nnz), _trim(data, nnz), first_row_line, int(input_pos),
+                     weights)
     return _finish(kernel, chunk, text, n), total
 
 
@@ -1153,7 +1167,8 @@ def iter_csv(
 
 # --------------------------------------------------------------------------- hashed inputs
 
-def iter_vw(path, chunk_bytes=32 << 20, hash_bits=DEFAULT_HASH_BITS, value_dtype=np.float64) -> Iterator[RowChunk]:
+def iter_vw(path, chunk_bytes=32 << 20, hash_bits=DEFAULT_HASH_BITS, value_dtype=np.float64,
+            threads=1) -> Iterator[RowChunk]:
     """Stream a Vowpal Wabbit text file as hashed CSR row chunks.
 
     Parameters
@@ -1168,6 +1183,8 @@ def iter_vw(path, chunk_bytes=32 << 20, hash_bits=DEFAULT_HASH_BITS, value_dtype
         feature lands in the column VW gives it (:mod:`ooc.kernels.vw`).
     value_dtype : float32 or float64
         The type the values will be stored as; a value that overflows it is an error.
+    threads : int, default 1
+        Threads parsing each chunk, as in :func:`iter_svmlight`.
 
     Yields
     ------
@@ -1189,19 +1206,15 @@ def iter_vw(path, chunk_bytes=32 << 20, hash_bits=DEFAULT_HASH_BITS, value_dtype
     fields = _value_fields(value_dtype)
     stops = _SPACE + b"|"
 
-    def chunks():
-        line = 1
-        for buf, nbuf, pos in _iter_blocks(path, chunk_bytes):
-            n_newlines, _ = _k.count_bytes(buf, nbuf, 10, 10)
-            n_sep = _kv.count_separators(buf, nbuf)
-            weights = np.empty(n_newlines, np.float64)
-            outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
-                    np.empty(n_sep, np.int64), np.empty(n_sep, np.float64))
-            parsed = _kv.parse_vw(buf, nbuf, line, mask, max_abs, outs[0], weights, *outs[1:])
-            yield _parsed_chunk(path, parsed, outs, buf, nbuf, line, pos, stops, weights, **fields)
-            line += n_newlines
+    def size(text, n):
+        return _k.count_bytes(text, n, 10, 10)[0], _kv.count_separators(text, n)
 
-    yield from _some_rows(path, chunks())
+    def parse(text, n, line, labels, indptr, indices, data, weights):
+        return _kv.parse_vw(text, n, line, mask, max_abs, labels, weights, indptr, indices, data)
+
+    kernel = PieceKernel(size, parse, stops, fields, row_weights=True)
+    blocks = ((buf, 0, nbuf, pos) for buf, nbuf, pos in _iter_blocks(path, chunk_bytes))
+    yield from _some_rows(path, iter_parsed(path, blocks, kernel, threads))
 
 
 class TextLayout(NamedTuple):
