@@ -290,12 +290,14 @@ def _same_store(run_dir: str, store: str) -> bool:
     return recorded == fingerprint
 
 
-def run_one(run_dir: str, options: dict, validation: str | None = None, warm_start: str | None = None) -> dict:
+def run_one(run_dir: str, options: dict, validation: str | None = None, warm_start: str | None = None,
+            threads: int | dict = 0) -> dict:
     """Train (or resume, or skip) one run; never raises: failures become a ``failed`` row.
 
     A run directory left by an earlier batch is skipped when finished and resumed when not,
     if its ``run.json`` records the fingerprint of ``options['store']`` as it is now; a run
     of a store converted again since is trained again from scratch (``state`` ``retrained``).
+    ``threads``: the compute threads of a run whose options do not set them (:func:`_thread_share`).
     """
     import warnings
 
@@ -314,6 +316,8 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
             state = "skipped"
         else:
             opts = {k: v for k, v in options.items() if k != "store"}
+            if not opts.get("threads"):
+                opts["threads"] = _thread_share(threads)
             if validation and opts.get("validation") is None:
                 opts["validation"] = validation  # scored at every certified state: the history has the curve
             with warnings.catch_warnings():
@@ -358,7 +362,28 @@ def _worker_share() -> None:
         add_limit(Limit(int(limit), "Dask worker memory limit"))
 
 
-def run_path(out: str, path_spec: dict, validation: str | None = None) -> list[dict]:
+def _thread_share(threads: int | dict) -> int:
+    """Threads for one run: ``threads`` when a count, else (a dict: workers per host) this machine's
+    usable cores (:func:`ooc._cpu.available_cpus`) shared among the Dask workers on it, at least 1,
+    so that the workers of a machine do not each start a thread per core."""
+    from ._cpu import available_cpus
+
+    if isinstance(threads, int) and threads > 0:
+        return threads
+    here = 1
+    if isinstance(threads, dict):
+        try:
+            from urllib.parse import urlparse
+
+            from distributed import get_worker
+
+            here = threads.get(urlparse(get_worker().address).hostname, 1)
+        except (ImportError, ValueError, AttributeError):  # not on a worker
+            pass
+    return max(1, available_cpus() // max(1, here))
+
+
+def run_path(out: str, path_spec: dict, validation: str | None = None, threads: int | dict = 0) -> list[dict]:
     """A regularization path as one task: each l2 warm-started from the previous run."""
     rows = []
     prev = None
@@ -366,7 +391,7 @@ def run_path(out: str, path_spec: dict, validation: str | None = None) -> list[d
     for l2 in path_spec["l2"]:
         options = dict(base, l2=l2)
         rd = os.path.join(out, "path-" + run_name(options))
-        row = run_one(rd, options, validation, warm_start=prev)
+        row = run_one(rd, options, validation, warm_start=prev, threads=threads)
         rows.append(row)
         prev = rd if row["status"] == "ok" else None
     return rows
@@ -376,8 +401,13 @@ def _client(scheduler: str | None, workers: int | None):
     return dask_client(scheduler, workers or min(4, os.cpu_count() or 1), needed_by="ooc batch")
 
 
-def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None = None, progress=None) -> list[dict]:
-    """Run every run of a spec on Dask; writes ``OUT/results.csv``, ``summary.md``, ``comparison.png``."""
+def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None = None, progress=None,
+              threads: int = 0) -> list[dict]:
+    """Run every run of a spec on Dask; writes ``OUT/results.csv``, ``summary.md``, ``comparison.png``.
+
+    ``threads``: compute threads of each run whose spec does not set ``threads``; 0 shares each
+    machine's cores among the workers on it.
+    """
     spec = load_spec(spec_path)
     out = spec["out"]
     os.makedirs(out, exist_ok=True)
@@ -391,12 +421,15 @@ def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None 
     client, cluster = _client(scheduler, workers)
     rows: list[dict] = []
     try:
+        if not threads:  # workers per host: each run takes its worker's share of that machine's cores
+            hosts = [w.get("host") for w in client.scheduler_info().get("workers", {}).values()]
+            threads = {h: hosts.count(h) for h in set(hosts)}
         futures = {}
         for kind, target, options in jobs:
             if kind == "run":
-                f = client.submit(run_one, target, options, spec["validation"], pure=False)
+                f = client.submit(run_one, target, options, spec["validation"], threads=threads, pure=False)
             else:
-                f = client.submit(run_path, target, options, spec["validation"], pure=False)
+                f = client.submit(run_path, target, options, spec["validation"], threads=threads, pure=False)
             futures[f] = (kind, target, options)
         n_runs = sum(1 if k == "run" else len(o["l2"]) for k, _, o in jobs)
         if progress:

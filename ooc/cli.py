@@ -494,10 +494,13 @@ def _run_limits(run: str, max_epochs: int | None) -> tuple:
 @click.option("--store", type=click.Path(), default=None,
               help="The run's store with rows appended ('ooc append'): continue the finished run on all rows, "
                    "from its final duals (new rows at 0), to a new certificate.")
+@click.option("--threads", type=int, default=None,
+              help="Compute threads from here on (default: the run's own count, which keeps the resume bit-exact; "
+                   "0: every core). Another count changes the iterates of a binary or regression run from here on.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress (and the memory chosen) even when not on a terminal.")
 @_user_errors
-def resume(run, max_epochs, store, as_json, verbose):
+def resume(run, max_epochs, store, threads, as_json, verbose):
     """Continue RUN from its last checkpoint (exactly as if it had never stopped), or on STORE's new rows."""
     from .train import resume as do_resume
 
@@ -506,7 +509,7 @@ def resume(run, max_epochs, store, as_json, verbose):
     bar = EpochProgress(wanted(verbose), *_run_limits(run, max_epochs))
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
-            r = do_resume(run, max_epochs=max_epochs, progress=bar, store=store)
+            r = do_resume(run, max_epochs=max_epochs, progress=bar, store=store, threads=threads)
     finally:
         bar.close()
     _report(r.result, as_json)
@@ -649,10 +652,13 @@ def export(run, fmt, out, overwrite, as_json):
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--scheduler", default=None, help="Address of an existing Dask scheduler (default: a LocalCluster).")
 @click.option("--workers", type=int, default=None, help="Worker processes of the LocalCluster (default: min(4, cores)).")
+@click.option("--threads", type=int, default=0, show_default=True,
+              help="Compute threads of each run that does not set its own 'threads' (0: the cores of its "
+                   "worker's machine shared among the workers there).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the runs' progress even when not on a terminal.")
 @_user_errors
-def batch(spec, scheduler, workers, as_json, verbose):
+def batch(spec, scheduler, workers, threads, as_json, verbose):
     """Run the grid / regularization path of the TOML SPEC as Dask tasks (see ooc/batch.py)."""
     from .batch import load_spec, run_batch
 
@@ -663,7 +669,9 @@ def batch(spec, scheduler, workers, as_json, verbose):
             click.echo(f"\rruns: {ev['done']} done, {ev['failed']} failed, {ev['running']} running "
                        f"of {ev['total']}   ", err=True, nl=False)
 
-    rows = run_batch(spec, scheduler=scheduler, workers=workers, progress=progress)
+    if threads < 0:
+        raise UserError(f"--threads must be >= 0 (0: the worker's share of its machine's cores; got {threads})")
+    rows = run_batch(spec, scheduler=scheduler, workers=workers, progress=progress, threads=threads)
     if show:
         click.echo("", err=True)
     ok = sum(r["status"] == "ok" for r in rows)

@@ -316,8 +316,14 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         raise
 
 
-def resume(run: str, max_epochs: int | None = None, progress=None, store=None, **options) -> Run:
+def resume(run: str, max_epochs: int | None = None, progress=None, store=None, threads: int | None = None,
+           **options) -> Run:
     """Continue a run from its last checkpoint; bit-for-bit the same as never stopping.
+
+    ``threads``: None keeps the run's count (``run.json``), the bit-exact resume; another count
+    (0: every core) is recorded in ``run.json`` and used from the last checkpoint on: a
+    binary or regression run's iterates then depend on it (one problem's rows are split over
+    the threads, :mod:`ooc.solvers.row_threads`), a one-vs-rest run's do not.
 
     With ``store``, a finished run goes on on a store made from its own by appending rows
     (:func:`ooc.store.append.append`): a new trajectory in the same run directory, from the
@@ -329,6 +335,13 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, *
     cfg = rd.config
     if set(options) - set(CONTINUE_OPTIONS) or (options and store is None):
         raise ValueError(f"resume takes {', '.join(CONTINUE_OPTIONS)} only with store (got {', '.join(options)})")
+    if threads is not None:
+        resolved = resolve_threads(threads)
+        if resolved != cfg.get("threads", 1):
+            log.info("resuming with %d compute threads (the run had %s)", resolved, cfg.get("threads", 1))
+            with rd.lock():
+                cfg["threads"] = resolved
+                rd.write_config(cfg)
     if store is not None:
         st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
         if st.fingerprint != cfg["store_fingerprint"]:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ooc
+from ooc._cpu import available_cpus
 from ooc.batch import run_batch
 from ooc.synth import SynthSource
 
@@ -71,6 +72,9 @@ def test_grid_with_a_broken_entry_finishes_the_others_and_rerun_skips(data):
         with open(os.path.join(out, r["run"], "model", "metrics.json")) as f:
             metrics = json.load(f)
         assert metrics["memory_source"] == "Dask worker memory limit", metrics
+        # --threads 0 (the default): the two workers of this machine share its cores
+        with open(os.path.join(out, r["run"], "run.json")) as f:
+            assert json.load(f)["threads"] == max(1, available_cpus() // 2)
 
 
 def test_batch_spec_errors_name_the_file(tmp_path):

@@ -149,8 +149,10 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     the same count, and after an interrupted run is resumed."""
     opts = dict(OPTS, solver=solver, l1=l1, tol=1e-10)
     one = ooc.train(binary, str(tmp_path / "one"), threads=1, **opts)
-    two = ooc.train(binary, str(tmp_path / "two"), threads=2, **opts)
-    again = ooc.train(binary, str(tmp_path / "again"), threads=2, **opts)
+    two = ooc.train(binary, str(tmp_path / "two"), threads=3, **opts)
+    again = ooc.train(binary, str(tmp_path / "again"), threads=3, **opts)
+    # below MIN_ROW_THREADS one problem runs on one thread: the one-thread iterates
+    assert np.array_equal(_coef(ooc.train(binary, str(tmp_path / "t2"), threads=2, **opts)), _coef(one))
     for r in (one, two):
         res = r.result
         assert res["converged"] and res["gap"] <= 1e-10 * max(1.0, abs(res["primal"]))
@@ -162,7 +164,7 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     assert np.array_equal(_coef(two), _coef(again)) and _history(two) == _history(again)
     out = str(tmp_path / "part")
     with pytest.warns(ooc.ConvergenceWarning):
-        ooc.train(binary, out, threads=2, **dict(opts, max_epochs=2))
+        ooc.train(binary, out, threads=3, **dict(opts, max_epochs=2))
     done = ooc.resume(out, max_epochs=opts["max_epochs"])
     assert np.array_equal(_coef(done), _coef(two)) and _history(done) == _history(two)
 
@@ -189,3 +191,20 @@ def test_compute_pool_after_fork():
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_resume_with_another_thread_count(binary, tmp_path):
+    """``resume --threads N``: the count is recorded and used from the last checkpoint on (a new
+    trajectory to the same certified optimum); without it, the run's own count."""
+    from ooc.runs.rundir import RunDir
+
+    out = str(tmp_path / "r")
+    opts = dict(OPTS, tol=1e-10)
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(binary, out, threads=3, **dict(opts, max_epochs=2))
+    done = ooc.resume(out, max_epochs=opts["max_epochs"], threads=1)
+    assert RunDir.open(out).config["threads"] == 1
+    res = done.result
+    assert res["converged"] and res["gap"] <= 1e-10 * max(1.0, abs(res["primal"]))
+    ref = ooc.train(binary, str(tmp_path / "ref"), threads=1, **opts).result
+    assert abs(res["primal"] - ref["primal"]) <= 2e-10 * abs(ref["primal"])

@@ -292,7 +292,7 @@ def test_bias_is_a_regularized_constant_feature(stores, tmp_path, loss, l1, bias
         y = y + 3.0  # an offset the intercept has to absorb
     st = ooc.convert(X, _name("bias"), y=y, dtype="float64", block_bytes=_block_bytes(X),
                      label_kind="regression" if loss == "squared" else "auto")
-    run = _train(st, tmp_path, loss=loss, l2=L2, l1=l1, bias=bias, tol=TOL[loss], max_epochs=3000, threads=2)
+    run = _train(st, tmp_path, loss=loss, l2=L2, l1=l1, bias=bias, tol=TOL[loss], max_epochs=3000, threads=3)
     res = run.result
     check_certificate(res, TOL[loss])
     m = ooc.load_model(run.path)

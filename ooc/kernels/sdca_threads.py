@@ -31,6 +31,7 @@ below 1e-6 with ``T = 2``, as many as one thread's sequential Prox-SDCA.
 import numpy as np
 from numba import njit
 
+from ooc.kernels.prefetch import ROWS_AHEAD, prefetch, prefetch_rows
 from ooc.objectives.losses import dual_step, loss_value
 from ooc.objectives.penalties import soft_threshold_scalar
 
@@ -43,7 +44,7 @@ ROWS_PER_THREAD = 4096
 
 
 @njit(cache=True, nogil=True)
-def local_steps(loss, rows, labels, alpha, order, lo, hi, w, dv, reg, sigma, w_snap):
+def local_steps(loss, rows, labels, alpha, order, lo, hi, w, dv, reg, sigma, w_snap, touched):
     r"""One thread's CoCoA+ local Prox-SDCA steps over the rows ``order[lo:hi]``.
 
     Parameters
@@ -61,6 +62,8 @@ def local_steps(loss, rows, labels, alpha, order, lo, hi, w, dv, reg, sigma, w_s
         the step's quadratic term is ``sigma`` times larger.
     w_snap : ndarray of float64
         Length 0, or the pass's starting ``w``: then the primal loss there is summed too.
+    touched : ndarray of int64
+        Receives the entries ``dv`` changes, each once (at least the slice's nonzeros long).
 
     Returns
     -------
@@ -68,6 +71,8 @@ def local_steps(loss, rows, labels, alpha, order, lo, hi, w, dv, reg, sigma, w_s
         ``sum d^2`` over the steps.
     primal_sum : float
         ``sum c_i phi(x_i . w_snap, y_i)`` over the slice's rows with ``c_i > 0`` (0 without a snapshot).
+    n_touched : int
+        How many entries of ``touched`` were written (the bias entry is not listed).
     """
     indptr, indices, data = rows
     y, c = labels
@@ -79,7 +84,15 @@ def local_steps(loss, rows, labels, alpha, order, lo, hi, w, dv, reg, sigma, w_s
     bias_sq = bias * bias
     sum_d2 = 0.0
     primal_sum = 0.0
+    nt = 0
     for t in range(lo, hi):
+        # the rows come in random order: request the next ones' cache lines now (w, dv; the
+        # snapshot's entries with the row four ahead)
+        prefetch_rows(order[:hi], t, indptr, indices, data, alpha, y, c, w, dv)
+        if snap and t + ROWS_AHEAD[2] < hi:
+            r = order[t + ROWS_AHEAD[2]]
+            for p in range(indptr[r], indptr[r + 1]):
+                prefetch(w_snap, indices[p])
         i = order[t]
         ci = c[i]
         ai = alpha[i]
@@ -110,36 +123,58 @@ def local_steps(loss, rows, labels, alpha, order, lo, hi, w, dv, reg, sigma, w_s
             alpha[i] = ai + d
             s = d * inv_l2n
             for p in range(start, end):
-                dv[indices[p]] += s * np.float64(data[p])
+                j = indices[p]
+                dj = dv[j]
+                if dj == 0.0:  # first change of this entry in the mini-batch (or back at 0: listed twice, harmless)
+                    touched[nt] = j
+                    nt += 1
+                dv[j] = dj + s * np.float64(data[p])
             if has_bias:
                 dv[b] += s * bias
             sum_d2 += d * d
-    return sum_d2, primal_sum
+    return sum_d2, primal_sum, nt
 
 
 @njit(cache=True, nogil=True)
-def merge_steps(rows, order, lo, hi, v, w, dv, reg):
-    r"""Add one thread's ``dv`` into ``v`` on the entries its rows ``order[lo:hi]`` touch.
+def merge_steps(touched, n_touched, v, w, dv, reg, part):
+    r"""Add the threads' changes ``dv`` into ``v`` on the entries ``j`` of part ``part`` of ``T``.
 
-    ``v_j += dv_j``, ``w_j = soft_threshold(v_j, l1/l2)`` (the bias entry: ``w = v``), and
-    ``dv_j = 0`` so the next mini-batch starts from zeros. ``v`` and ``w`` may be one array
-    (``l1 = 0``). Threads are merged one after the other in a fixed order.
+    ``touched[k, :n_touched[k]]`` lists the entries thread ``k`` changed
+    (:func:`local_steps`); on each, ``v_j += dv[k, j]`` thread after thread (``k = 0, 1,
+    ...``), then ``w_j = soft_threshold(v_j, l1/l2)`` (the bias entry: ``w = v``) and
+    ``dv[k, j] = 0``, so the next mini-batch starts from zeros. Part ``p`` is the range
+    ``[p dim / T, (p + 1) dim / T)`` of the entries (hashed features spread evenly). The ``T``
+    parts are disjoint, so they run on the ``T`` threads at once with the same result as one
+    after the other. ``v`` and ``w`` may be one array (``l1 = 0``).
     """
-    indptr, indices, data = rows
     l2, l1, n_total, bias = reg
     k = l1 / l2
-    for t in range(lo, hi):
-        i = order[t]
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            dj = dv[j]
+    T = dv.shape[0]
+    dim = v.shape[0]
+    j_lo = part * dim // T
+    j_hi = (part + 1) * dim // T
+    for th in range(T):
+        dk = dv[th]
+        lst = touched[th]
+        n = n_touched[th]
+        for q in range(n):
+            if q + 16 < n:  # random entries: request them ahead
+                jj = lst[q + 16]
+                if j_lo <= jj < j_hi:
+                    prefetch(v, jj)
+                    prefetch(dk, jj)
+            j = lst[q]
+            if j < j_lo or j >= j_hi:
+                continue
+            dj = dk[j]
             if dj != 0.0:
                 vj = v[j] + dj
                 v[j] = vj
                 w[j] = soft_threshold_scalar(vj, k)
-                dv[j] = 0.0
-    if bias > 0.0:
-        b = v.shape[0] - 1
-        v[b] += dv[b]
-        w[b] = v[b]
-        dv[b] = 0.0
+                dk[j] = 0.0
+        if bias > 0.0:
+            b = dim - 1
+            if j_lo <= b < j_hi:
+                v[b] += dk[b]
+                w[b] = v[b]
+                dk[b] = 0.0

@@ -44,6 +44,7 @@ from ..schedule.planner import ROW_GROUPS, budget_option, fixed_bytes, refuse_or
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
+from .row_threads import MIN_ROW_THREADS
 
 
 class TrainBlock(NamedTuple):
@@ -220,8 +221,9 @@ class BlockLoopSolver(StoreSolver):
     @classmethod
     def row_threads(cls, k: int, threads: int) -> int:
         """Threads that share one problem's pass: ``threads`` for a single problem (binary,
-        regression) when the solver can, else 1 (one-vs-rest classes go on the threads instead)."""
-        return threads if cls.threads_one_problem and k == 1 and threads > 1 else 1
+        regression) when the solver can and ``threads >= MIN_ROW_THREADS``, else 1 (one-vs-rest
+        classes go on the threads instead)."""
+        return threads if cls.threads_one_problem and k == 1 and threads >= MIN_ROW_THREADS else 1
 
     @classmethod
     def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float, threads: int = 1) -> int:
