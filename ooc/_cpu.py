@@ -12,6 +12,7 @@ prefetch hides it. Measured on one AMD EPYC (32 MiB L3) with
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import math
@@ -22,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ._cgroup import control_files
 
-__all__ = ["gather_prefetch_pays", "last_level_cache_bytes", "available_cpus", "resolve_threads", "map_threads"]
+__all__ = ["gather_prefetch_pays", "last_level_cache_bytes", "available_cpus", "resolve_threads", "map_threads", "Behind"]
 
 
 def _parse_size(text: str) -> int | None:
@@ -133,3 +134,39 @@ def map_threads(fn, items, threads: int) -> list:
     if pool is None:
         return [fn(x) for x in items]
     return list(pool.map(fn, items))
+
+
+class Behind:
+    """One job at a time on a thread of its own, behind the caller (or in the caller when disabled).
+
+    :meth:`run` first waits for the job before, so at most one is pending and jobs run in the
+    order given; a job's exception is raised by the next :meth:`run` or :meth:`wait`.
+    """
+
+    def __init__(self, enabled: bool, name: str = "ooc-behind"):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name) if enabled else None
+        self._pending = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._pool is not None
+
+    def run(self, fn, *args) -> None:
+        self.wait()
+        if self._pool is None:
+            fn(*args)
+        else:
+            self._pending = self._pool.submit(fn, *args)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait for the pending job (its error, if any, is dropped: an error is already under way or
+        was raised by :meth:`wait`) and end the thread."""
+        if self._pool is not None:
+            with contextlib.suppress(BaseException):
+                self.wait()
+            self._pool.shutdown(wait=True)

@@ -208,6 +208,8 @@ def main():
                    "sample weight (finite, >= 0), not a feature. An .npz's weights are its key 'sample_weight'.")
 @click.option("--block-bytes", default=None, help="Decoded bytes per block (default 64MiB, at most memory/8).")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists.")
+@click.option("--threads", type=int, default=0, show_default=True,
+              help="Threads parsing text input (0: every core the process may use); the store does not depend on it.")
 @click.option("--factorize", "factorize", type=click.IntRange(min=1), default=None, metavar="K",
               help="Also store A = U V with U = X G^T, V = G (G: K x d Gaussian) for --solver dspdc.")
 @click.option("--factorize-seed", type=int, default=0, show_default=True, help="Seed of G.")
@@ -215,9 +217,9 @@ def main():
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns, hash_bits, zero_based, label_kind,
-            n_features, weight_column, block_bytes, overwrite, factorize, factorize_seed, as_json, verbose):
-    """Convert INPUT (svmlight/LIBSVM, CSV/TSV, Vowpal Wabbit, raw text, .npz; .gz/.bz2/.xz) into the ooc
-    store STORE."""
+            n_features, weight_column, block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
+    """Convert INPUT (svmlight/LIBSVM, CSV/TSV, Vowpal Wabbit, raw text, .npz; .gz/.bz2/.xz; '-' for stdin, or an
+    fsspec URL) into the ooc store STORE (a local path or file:// URL)."""
     from .store.ingest import convert as do_convert
 
     if text_columns is not None:
@@ -242,7 +244,7 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns
                         zero_based={"auto": "auto", "yes": True, "no": False}[zero_based],
                         label_kind=label_kind, n_features=n_features, block_bytes=block_bytes,
                         weight_column=weight_column, overwrite=overwrite, progress=bar, hash_bits=hash_bits,
-                        text_columns=text_columns)
+                        text_columns=text_columns, threads=threads)
     finally:
         bar.close()
     info = _store_info(st)

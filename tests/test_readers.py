@@ -303,7 +303,40 @@ def test_truncated_compressed_file(tmp_path, compress):
     assert str(ei.value).startswith(f"{p}: ") and "\n" not in str(ei.value)
 
 
-def test_multi_member_gzip_with_padding(tmp_path):
+def _inflaters():
+    import zlib
+
+    mods = [pytest.param(zlib, id="zlib")]
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        mods.append(pytest.param(None, id="isal", marks=pytest.mark.skip(reason="isal is not installed")))
+    else:
+        mods.append(pytest.param(isal_zlib, id="isal"))
+    return mods
+
+
+@pytest.fixture(params=_inflaters())
+def inflate(request, monkeypatch):
+    """Each gzip decoder the reader may use: zlib, and ISA-L's when installed."""
+    from ooc.store import readers
+
+    monkeypatch.setattr(readers, "_inflate", request.param)
+    return request.param
+
+
+def test_gzip_decoders_agree(tmp_path, inflate):
+    text = gen_svmlight(np.random.default_rng(9), n_rows=3000)
+    p = write(tmp_path, text, compress=".gz")
+    check_parity(p, text, 1000)
+    raw = p.read_bytes()
+    p.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(InputError, match="damaged or truncated gzip") as ei:
+        list(iter_svmlight(p, chunk_bytes=4096))
+    assert str(ei.value).startswith(f"{p}: ") and "\n" not in str(ei.value)
+
+
+def test_multi_member_gzip_with_padding(tmp_path, inflate):
     a, b = b"1 1:2\n-1 3:", b"4\n2 5:6\n"
     p = tmp_path / "mm.svm.gz"
     p.write_bytes(gzip.compress(a) + gzip.compress(b) + b"\0" * 10 + gzip.compress(b""))
@@ -312,14 +345,14 @@ def test_multi_member_gzip_with_padding(tmp_path):
     check_parity(p, a + b, 5)
 
 
-def test_gzip_trailing_garbage(tmp_path):
+def test_gzip_trailing_garbage(tmp_path, inflate):
     p = tmp_path / "g.svm.gz"
     p.write_bytes(gzip.compress(b"1 1:2\n") + b"garbage")
     with pytest.raises(InputError, match="damaged or truncated gzip"):
         list(iter_svmlight(p))
 
 
-def test_corrupt_gzip(tmp_path):
+def test_corrupt_gzip(tmp_path, inflate):
     raw = bytearray(gzip.compress(gen_svmlight(np.random.default_rng(8), n_rows=500)))
     raw[len(raw) // 2: len(raw) // 2 + 20] = b"\x00" * 20
     p = tmp_path / "bad.svm.gz"
@@ -597,3 +630,105 @@ def test_float32_overflow_is_located(tmp_path, name, text, line, col):
     it = (iter_svmlight if name.endswith(".svm") else iter_csv)(p, value_dtype=np.float64)
     assert len(concat(it)[0]) == 2
     assert len(concat(iter_csv(write(tmp_path, b"1e39,1\n", "l.csv"), value_dtype=np.float32))[0]) == 1
+
+
+# --------------------------------------------------------------------------- parsing on threads
+
+
+def _chunk_arrays(chunks):
+    return [(c.labels.tobytes(), c.indptr.tobytes(), c.indices.tobytes(), c.data.tobytes(), c.first_line,
+             c.bytes_consumed) for c in chunks]
+
+
+@pytest.fixture
+def tiny_pieces(monkeypatch):
+    """Cut even a few bytes over threads, so tiny files exercise the pieces."""
+    from ooc.store import readers
+
+    monkeypatch.setattr(readers, "MIN_PIECE_BYTES", 1)
+
+
+def test_line_cuts_are_whole_lines():
+    text = np.frombuffer(b"1 2:3\n\n-1 4:5 6:7\nxx\n# c\n1\n", np.uint8)
+    for parts in range(1, 12):
+        cuts = k.line_cuts(text, len(text), parts)
+        assert cuts[0] == 0 and cuts[-1] == len(text) and len(cuts) <= parts + 1
+        assert np.all(np.diff(cuts) > 0)
+        assert all(text[c - 1] == 10 for c in cuts[1:])
+    long = np.frombuffer(b"a" * 50 + b"\n", np.uint8)
+    np.testing.assert_array_equal(k.line_cuts(long, len(long), 4), [0, len(long)])
+
+
+@pytest.mark.parametrize("case", ["default", "qid", "crlf", "no_trailing_newline"])
+@pytest.mark.parametrize("chunk_bytes", [64, 1000, 32 << 20])
+def test_svmlight_threads_give_the_same_chunks(tmp_path, tiny_pieces, case, chunk_bytes):
+    rng = np.random.default_rng(11)
+    text = gen_svmlight(rng, n_rows=300, **CASES[case])
+    p = write(tmp_path, text)
+    one = list(iter_svmlight(p, chunk_bytes=chunk_bytes, threads=1))
+    for threads in (2, 3, 7):
+        assert _chunk_arrays(iter_svmlight(p, chunk_bytes=chunk_bytes, threads=threads)) == _chunk_arrays(one)
+    X, y_ref = load_svmlight_file(io.BytesIO(text), zero_based=True)
+    y, indptr, indices, data, _ = concat(iter_svmlight(p, chunk_bytes=chunk_bytes, threads=3))
+    np.testing.assert_array_equal(bits(y), bits(y_ref))
+    np.testing.assert_array_equal(indptr, X.indptr)
+    np.testing.assert_array_equal(indices, X.indices)
+    np.testing.assert_array_equal(bits(data), bits(X.data))
+
+
+@pytest.mark.parametrize("text,line,col,what", ERRORS)
+def test_svmlight_errors_on_threads(tmp_path, tiny_pieces, text, line, col, what):
+    # the bad line after many good ones, so it lands in a later piece than the first
+    good = b"1 1:1\n# comment\n\n-1 2:0.5 3:1\n" * 20
+    p = write(tmp_path, good + text)
+    for threads in (2, 5):
+        with pytest.raises(InputError) as ei:
+            list(iter_svmlight(p, chunk_bytes=1 << 20, threads=threads))
+        assert (ei.value.line, ei.value.column) == (line + good.count(b"\n"), col)
+        assert what in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_first_error_in_file_order_wins(tmp_path, tiny_pieces):
+    text = b"1 1:1\n" * 10 + b"1 2:3 1:4\n" + b"1 1:1\n" * 10 + b"x 1:1\n"
+    with pytest.raises(InputError, match="decreasing") as ei:
+        list(iter_svmlight(write(tmp_path, text), threads=4))
+    assert ei.value.line == 11
+
+
+@pytest.mark.parametrize("chunk_bytes", [4, 50, 1 << 20])
+def test_csv_threads_give_the_same_chunks(tmp_path, tiny_pieces, chunk_bytes):
+    rng = np.random.default_rng(2)
+    rows = [",".join(f"{v:.3g}" for v in r) for r in rng.integers(-2, 3, size=(200, 6)) * rng.random((200, 6))]
+    text = ("a,b,c,d,e,f\n# note\n" + "\n".join(rows) + "\n").encode()
+    p = write(tmp_path, text, name="d.csv")
+    one = _chunk_arrays(iter_csv(p, chunk_bytes=chunk_bytes, threads=1))
+    assert _chunk_arrays(iter_csv(p, chunk_bytes=chunk_bytes, threads=3)) == one
+    bad = write(tmp_path, text + b"1,2,3\n", name="bad.csv")
+    with pytest.raises(InputError, match="too few columns") as ei:
+        list(iter_csv(bad, chunk_bytes=chunk_bytes, threads=3))
+    assert ei.value.line == text.count(b"\n") + 1
+
+
+def test_early_close_on_threads_stops_reader(tmp_path, tiny_pieces):
+    import threading
+
+    text = gen_svmlight(np.random.default_rng(4), n_rows=500)
+    it = iter_svmlight(write(tmp_path, text), chunk_bytes=64, threads=2)
+    next(it)
+    it.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith(("ooc-input-reader", "ooc-parse-ahead"))]
+
+
+def test_csv_weight_column_on_threads(tmp_path, tiny_pieces):
+    rng = np.random.default_rng(6)
+    rows = [f"{rng.integers(0, 2)},{rng.random():.3f},{rng.integers(0, 3)},{rng.random():.2f}" for _ in range(300)]
+    p = write(tmp_path, ("y,a,w,b\n" + "\n".join(rows) + "\n").encode(), name="w.csv")
+    one = list(iter_csv(p, chunk_bytes=500, weight_column=2, threads=1))
+    two = list(iter_csv(p, chunk_bytes=500, weight_column=2, threads=3))
+    assert _chunk_arrays(one) == _chunk_arrays(two)
+    assert [c.weights.tobytes() for c in one] == [c.weights.tobytes() for c in two]
+    np.testing.assert_array_equal(np.concatenate([c.weights for c in two]), [float(r.split(",")[2]) for r in rows])
+    bad = write(tmp_path, ("y,a,w,b\n" + "\n".join(rows) + "\n1,0.5,-2,1\n").encode(), name="neg.csv")
+    with pytest.raises(InputError, match="negative") as ei:
+        list(iter_csv(bad, chunk_bytes=500, weight_column=2, threads=3))
+    assert ei.value.line == len(rows) + 2

@@ -174,6 +174,32 @@ def count_bytes(buf, nbuf, a, b):
     return na, nb
 
 
+@njit(cache=True, nogil=True)
+def line_cuts(buf, nbuf, parts):
+    """Offsets cutting ``buf[:nbuf]`` into at most ``parts`` pieces of whole lines.
+
+    Returns ``cuts`` (int64, ``cuts[0] == 0``, ``cuts[-1] == nbuf``, increasing): piece ``k``
+    is ``buf[cuts[k]:cuts[k + 1]]`` and ends just after a newline, ``cuts[k]`` being the
+    first newline at or after ``k * nbuf / parts`` plus one (fewer pieces when lines are
+    longer than a piece). ``buf[nbuf - 1]`` must be a newline.
+    """
+    cuts = np.empty(parts + 1, np.int64)
+    cuts[0] = 0
+    m = 1
+    for k in range(1, parts):
+        i = max(k * nbuf // parts, cuts[m - 1])
+        while i < nbuf and buf[i] != 10:
+            i += 1
+        i += 1
+        if i >= nbuf:
+            break
+        if i > cuts[m - 1]:
+            cuts[m] = i
+            m += 1
+    cuts[m] = nbuf
+    return cuts[:m + 1]
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _skip_comment(buf, i, n):
     """The position of the newline ending the comment (or line) at ``i``."""

@@ -70,6 +70,12 @@ def bucket_entries(indptr, row0, cols, vals, col_ptr, out):
 
 @njit(cache=True, nogil=True)
 def assemble_block(recs, col0, col_indptr, out_rows, out_vals):
+    """:func:`assemble_columns` of every column of the block (see there)."""
+    return assemble_columns(recs, col0, col_indptr, out_rows, out_vals, 0, len(col_indptr) - 1)
+
+
+@njit(cache=True, nogil=True)
+def assemble_columns(recs, col0, col_indptr, out_rows, out_vals, c_lo, c_hi):
     """Order one column block's entries by column, keeping row order within a column.
 
     Parameters
@@ -83,6 +89,10 @@ def assemble_block(recs, col0, col_indptr, out_rows, out_vals):
         from the column nonzero counts.
     out_rows, out_vals : arrays (len(recs),)
         Row ids and values in CSC order.
+    c_lo, c_hi : int
+        The local columns ``c_lo <= c < c_hi`` of the block to place; the other entries are
+        only checked. Disjoint ranges write disjoint parts of the outputs (``col_indptr[c_lo]``
+        to ``col_indptr[c_hi]``), so threads can share a block, each reading all of ``recs``.
 
     Returns
     -------
@@ -95,18 +105,22 @@ def assemble_block(recs, col0, col_indptr, out_rows, out_vals):
     total = col_indptr[ncols]
     if len(recs) != total or len(out_rows) < total or len(out_vals) < total:
         return False  # e.g. a short bucket file: the writes below would overrun
+    if c_lo < 0 or c_hi > ncols or c_lo > c_hi:
+        return False
     pos = col_indptr[:-1].copy()
     for i in range(len(recs)):
         c = recs[i]["col"] - col0
         if c < 0 or c >= ncols:
             return False
+        if c < c_lo or c >= c_hi:
+            continue
         p = pos[c]
         if p >= col_indptr[c + 1]:
             return False
         out_rows[p] = recs[i]["row"]
         out_vals[p] = recs[i]["val"]
         pos[c] = p + 1
-    for c in range(ncols):
+    for c in range(c_lo, c_hi):
         if pos[c] != col_indptr[c + 1]:
             return False
     return True

@@ -39,7 +39,7 @@ from . import layout as L
 from .backend import StoreError
 from .integrity import seal_attrs
 from .store import Block, backend_for_path, open_store
-from .writer import Appender, check_output_store, publish, remove_path, temporary_path
+from .writer import Appender, check_output_store, output_location, publish, remove_path, temporary_path
 
 # the array names live in layout (the integrity checks verify these arrays too)
 FACTOR_U, FACTOR_VT, FACTOR_BLOCK_PTR, FACTOR_A_SQNORM = L.FACTOR_U, L.FACTOR_VT, L.FACTOR_BLOCK_PTR, L.FACTOR_A_SQNORM
@@ -171,7 +171,7 @@ def convert_factorized(source, store, k: int, *, seed: int = 0, overwrite: bool 
     from .backend import MemoryBackend
     from .ingest import convert, memory_budget
 
-    store = os.fspath(store)
+    store = output_location(store)
     exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
     check_output_store(store, exists, overwrite, source)
     if int(k) < 1:

@@ -35,8 +35,10 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from .._cpu import Behind, map_threads, resolve_threads
 from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
+from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 from . import layout as L
@@ -46,6 +48,8 @@ from .readers import (
     RowChunk,
     csv_layout,
     detect_format,
+    input_size,
+    is_local,
     iter_csv,
     iter_svmlight,
     iter_text,
@@ -58,6 +62,7 @@ from .writer import (
     StoreWriter,
     Temporary,
     check_output_store,
+    output_location,
     publish,
     remove_stale_temporaries,
 )
@@ -598,7 +603,7 @@ def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_ch
 
 def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype,
                    hash_bits: int = DEFAULT_HASH_BITS, text_columns=None, sample_weight=None,
-                   weight_column: int | None = None):
+                   weight_column: int | None = None, threads: int = 1):
     """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure).
 
     The iterator factory carries ``n_cols`` when the source knows its column count (a
@@ -620,29 +625,33 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         if sample_weight is not None:
             raise ValueError(f"{path}: the sample weights are read from the file: pass sample_weight=None "
                              "(a CSV's weights: weight_column; an .npz's: its key 'sample_weight')")
-        if not os.path.exists(path):
+        if is_local(path) and not os.path.exists(path):
             raise InputError(path, "no such file")
         if text_columns is not None and fmt not in (None, "text"):
             raise ValueError(f"{path}: text columns are for raw text input, not {fmt}")
         fmt = "text" if text_columns is not None else (fmt or detect_format(path))
         if weight_column is not None and fmt != "csv":
             raise ValueError(f"{path}: --weight-column is for CSV input (this file is {fmt})")
-        size = os.path.getsize(path)
+        if fmt == "npz" and not is_local(path):
+            raise InputError(path, "an .npz archive is read from a local file only (not standard input or a URL)")
+        size = input_size(path)
         if fmt in ("vw", "text"):
             bits = check_hash_bits(hash_bits)
             if (1 << bits) > max_columns():
                 raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
             if fmt == "vw":
-                make = lambda: iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype)  # noqa: E731
+                make = lambda: iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype,  # noqa: E731
+                                       threads=threads)
             else:
                 cols = dict(zip(("label", "text"), text_columns)) if text_columns is not None else {}
                 make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, **cols)  # noqa: E731
             return _tag_n_cols(make, 1 << bits), size, path, True
         if fmt == "svmlight":
-            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype)), size, path, False
+            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)), \
+                size, path, False
         if fmt == "csv":
             make = _tag_n_cols(lambda: iter_csv(path, chunk_bytes=chunk_bytes, value_dtype=dtype,
-                                                weight_column=weight_column),
+                                                weight_column=weight_column, threads=threads),
                                csv_layout(path, weight_column=weight_column).n_features)
             return make, size, path, True
         if fmt == "npz":
@@ -694,6 +703,7 @@ def convert(
     progress: Callable[[dict], None] | None = None,
     hash_bits: int = DEFAULT_HASH_BITS,
     text_columns: tuple[str, str] | None = None,
+    threads: int = 0,
 ) -> Store:
     """Convert an input into an ooc store, streaming, in bounded memory.
 
@@ -755,6 +765,9 @@ def convert(
         ``(label, text)``: read ``source`` as raw text, the label and the text in these
         columns (0-based numbers or header names); ``input_format`` must then be None or
         ``'text'``.
+    threads : int, default 0
+        Threads parsing text input (0: every core this process may use); the store is the
+        same, byte for byte, whatever the count.
 
     Returns
     -------
@@ -775,9 +788,10 @@ def convert(
         killed conversions to the same STORE left behind are removed first (only those
         whose process is provably gone, see :func:`ooc.store.writer.remove_stale_temporaries`).
     """
-    store = os.fspath(store)
+    store = output_location(store)
     plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
-                 block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column)
+                 block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
+                 threads)
     t0 = time.perf_counter()
     _build_and_publish(plan, label_kind, progress)
     if progress:
@@ -802,11 +816,12 @@ class _Plan(NamedTuple):
     block_bytes: int
     chunk_len: int
     memory: int
+    threads: int
 
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
           chunk_len, overwrite, hash_bits=DEFAULT_HASH_BITS, text_columns=None, sample_weight=None,
-          weight_column=None) -> _Plan:
+          weight_column=None, threads=0) -> _Plan:
     """Check :func:`convert`'s options, size its buffers and open the source (nothing written yet)."""
     if format not in BACKENDS:
         raise ValueError(f"unknown store format {format!r}; expected zarr or hdf5")
@@ -815,6 +830,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     if np.dtype(dtype) not in L.DATA_DTYPES:
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
     mem = memory_budget(memory)
+    threads = resolve_threads(threads)
     bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
     cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
     chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
@@ -825,7 +841,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
 
     make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes,
                                                                  rows_per_chunk, dtype, hash_bits, text_columns,
-                                                                 sample_weight, weight_column)
+                                                                 sample_weight, weight_column, threads)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
     elif n_features > max_columns():
@@ -838,7 +854,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
-                 n_features, bb, cl, mem)
+                 n_features, bb, cl, mem, threads)
 
 
 def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
@@ -852,7 +868,7 @@ def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
             try:
                 _build(plan.make_chunks, tmp.path, tmp.scratch, plan.backend_cls, plan.dtype, plan.settings,
                        plan.block_bytes, plan.chunk_len, plan.memory, plan.layouts, label_kind, plan.n_features,
-                       plan.total, progress, plan.source_desc)
+                       plan.total, progress, plan.source_desc, plan.threads)
             except _Restart as r:
                 tmp.remove()
                 plan.settings.update(r.changes)
@@ -875,37 +891,35 @@ def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
 
 
 def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, memory, layouts,
-           label_kind, n_features, total, progress, source_desc):
+           label_kind, n_features, total, progress, source_desc, threads=1):
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
-    w = StoreWriter(backend_cls, tmp, dtype, index_dtype, block_bytes, chunk_len)
+    w = StoreWriter(backend_cls, tmp, dtype, index_dtype, block_bytes, chunk_len, threads)
     try:
         limit = np.iinfo(index_dtype).max
         out_dtype = np.dtype(dtype)
         max_cols = max_columns()
         for chunk in make_chunks():
-            ind = chunk.indices
-            if shift and len(ind) and ind.min() == 0:
+            ind = np.empty(len(chunk.indices), index_dtype)
+            data = np.empty(len(chunk.data), out_dtype)
+            lo, hi, bad = _ke.cast_entries(chunk.indices, chunk.data, shift, ind, data)
+            if shift and len(ind) and lo == 0:
                 if zero_based == "auto":
                     raise _Restart(zero_based=True)
                 raise InputError(source_desc, "feature id 0 in a file declared 1-based",
-                                 line=_line_of(chunk, int(np.flatnonzero(ind == 0)[0])))
-            if len(ind) and ind.max() - shift >= max_cols:
-                k = int(np.flatnonzero(ind - shift >= max_cols)[0])
-                msg = too_many_columns(int(ind[k]) - shift + 1, max_cols, f"feature id {ind[k]}")
+                                 line=_line_of(chunk, int(np.flatnonzero(chunk.indices == 0)[0])))
+            if len(ind) and hi - shift >= max_cols:
+                k = int(np.flatnonzero(chunk.indices - shift >= max_cols)[0])
+                msg = too_many_columns(int(chunk.indices[k]) - shift + 1, max_cols, f"feature id {chunk.indices[k]}")
                 raise InputError(source_desc, msg, line=_line_of(chunk, k))
-            if len(ind) and ind.max() - shift >= limit:
+            if len(ind) and hi - shift >= limit:
                 if index_dtype == np.int32:
                     raise _Restart(index_dtype=np.dtype(np.int64))
-            ind = (ind - shift).astype(index_dtype) if shift else ind.astype(index_dtype)
-            with np.errstate(over="ignore"):  # an overflow is reported below, not as a warning
-                data = chunk.data.astype(out_dtype)
-            if out_dtype != chunk.data.dtype and len(data) and not np.all(np.isfinite(data)):
+            if bad >= 0 and out_dtype != chunk.data.dtype:
                 # text readers refuse these themselves, with the column; arrays end up here
-                k = int(np.flatnonzero(~np.isfinite(data))[0])
-                raise InputError(source_desc, f"value {chunk.data[k]!r} (feature {chunk.indices[k]}) overflows "
-                                 f"{out_dtype}; store float64 values instead", line=_line_of(chunk, k))
+                raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
+                                 f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
@@ -916,11 +930,12 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         attrs["source"] = source_desc
         if L.COLS in layouts:  # derived from the row layout, which is always written first
             build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
-                          progress)
+                          progress, threads)
         w.finalize(attrs, layouts)
     except BaseException:
         # close before the caller deletes the file: HDF5 would otherwise flush into a
         # deleted (or full) file when the handle is garbage-collected, with a traceback
+        w.abort()  # no write in flight while closing
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
@@ -946,7 +961,7 @@ def _line_of(chunk: RowChunk, k: int) -> int:
 
 
 def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, scratch=None,
-                  progress=None):
+                  progress=None, threads=1):
     """Build ``cols/*`` from ``rows/*`` out of core (bucket by column block, then assemble).
 
     Parameters
@@ -954,6 +969,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     scratch : str, optional
         Directory for the bucket files, created here and removed on return (whatever
         happens); None makes a private one in the system's temporary directory.
+    threads : int, default 1
+        With more than one, a row piece is bucketed and a column block assembled on that many
+        threads (:func:`_bucket`, :func:`_assemble`), and the writes (bucket files, then each
+        column array) run on threads of their own, behind the computation of the next piece or
+        block: one more piece (block) is held at once, so pieces are cut at ``memory / 12``
+        instead of ``memory / 6``. The output is the same.
 
     Raises
     ------
@@ -976,11 +997,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     ip.append(indptr)
     ip.close()
     rec = np.dtype([("col", index_dtype), ("row", row_id_dtype), ("val", dtype)])
-    out_ind = Appender(backend, L.array_name(L.COLS, L.INDICES), row_id_dtype, chunk_len)
-    out_dat = Appender(backend, L.array_name(L.COLS, L.DATA), dtype, chunk_len)
+    out_ind = Appender(backend, L.array_name(L.COLS, L.INDICES), row_id_dtype, chunk_len, behind=threads > 1)
+    out_dat = Appender(backend, L.array_name(L.COLS, L.DATA), dtype, chunk_len, behind=threads > 1)
     row_ptr = backend.read(L.array_name(L.ROWS, L.BLOCK_PTR))
     # row pieces for bucketing: blocks of the row layout, split further if memory is tight
-    piece_bytes = max(memory // 6, 1 << 16)
+    behind = Behind(threads > 1, "ooc-bucket-writer")
+    piece_bytes = max(memory // (12 if threads > 1 else 6), 1 << 16)
     piece_entries = max(piece_bytes // rec.itemsize, 1)
     if scratch is None:
         bdir = tempfile.mkdtemp(prefix=".ooc-transpose-")
@@ -1001,16 +1023,14 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 lo, hi = int(rip[s - r0]), int(rip[e - r0])
                 cols = backend.read(L.array_name(L.ROWS, L.INDICES), lo, hi)
                 vals = backend.read(L.array_name(L.ROWS, L.DATA), lo, hi)
-                recs = np.empty(len(cols), dtype=rec)
-                cuts = _kt.bucket_entries(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, col_ptr, recs)
+                parts = _bucket(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, col_ptr, rec, threads)
                 del cols, vals
-                for k in np.flatnonzero(np.diff(cuts)):
-                    with open(paths[k], "ab") as f:
-                        write_all(f, recs[cuts[k]:cuts[k + 1]])
-                del recs
+                behind.run(_append_buckets, paths, parts)
+                del parts
                 s = e
             if progress:
                 progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
+        behind.wait()  # every bucket is whole before one is read
         for k in range(n_cb):
             c0, c1 = int(col_ptr[k]), int(col_ptr[k + 1])
             expected = int(indptr[c1] - indptr[c0])
@@ -1030,8 +1050,8 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 r = np.fromfile(paths[k], dtype=rec)
                 rows_out = np.empty(expected, dtype=row_id_dtype)
                 vals_out = np.empty(expected, dtype=dtype)
-                if len(r) != expected or not _kt.assemble_block(r, c0, indptr[c0:c1 + 1] - indptr[c0],
-                                                                rows_out, vals_out):
+                if len(r) != expected or not _assemble(r, c0, indptr[c0:c1 + 1] - indptr[c0], rows_out, vals_out,
+                                                       threads):
                     raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
                                        "column counts")
                 del r
@@ -1041,10 +1061,60 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
             os.remove(paths[k])
             if progress:
                 progress({"phase": "assemble", "done": k + 1, "total": n_cb})
+        behind.wait()
+        out_ind.close()
+        out_dat.close()
     finally:
+        behind.close()
+        out_ind.abort()
+        out_dat.abort()
         shutil.rmtree(bdir, ignore_errors=True)
-    out_ind.close()
-    out_dat.close()
+
+
+def _assemble(recs, c0, col_indptr, rows_out, vals_out, threads: int) -> bool:
+    """:func:`ooc.kernels.transpose.assemble_block` with the block's columns split over threads
+    (ranges of about equal nonzeros; each thread reads every record, writes its own columns)."""
+    ncols = len(col_indptr) - 1
+    parts = min(threads, ncols)
+    if parts <= 1:
+        return bool(_kt.assemble_block(recs, c0, col_indptr, rows_out, vals_out))
+    targets = col_indptr[-1] * np.arange(1, parts) // parts
+    cuts = np.unique(np.concatenate(([0], np.searchsorted(col_indptr, targets), [ncols])))
+    ok = map_threads(lambda k: _kt.assemble_columns(recs, c0, col_indptr, rows_out, vals_out, int(cuts[k]),
+                                                    int(cuts[k + 1])), range(len(cuts) - 1), threads)
+    return all(ok)
+
+
+def _bucket(indptr, row0, cols, vals, col_ptr, rec, threads: int) -> list:
+    """:func:`ooc.kernels.transpose.bucket_entries` of consecutive rows, split over threads.
+
+    Returns ``[(records, cuts), ...]``, one per run of rows in order (about equal entries each),
+    for :func:`_append_buckets`.
+    """
+    m = len(indptr) - 1
+    parts = min(threads, m)
+    if parts > 1:
+        bounds = np.unique(np.concatenate(([0], np.searchsorted(indptr, indptr[-1] * np.arange(1, parts) // parts),
+                                           [m])))
+    else:
+        bounds = np.array([0, m])
+
+    def one(k):
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        lo, hi = int(indptr[a]), int(indptr[b])
+        recs = np.empty(hi - lo, dtype=rec)
+        cuts = _kt.bucket_entries(indptr[a:b + 1] - lo, row0 + a, cols[lo:hi], vals[lo:hi], col_ptr, recs)
+        return recs, cuts
+
+    return map_threads(one, range(len(bounds) - 1), threads)
+
+
+def _append_buckets(paths, parts) -> None:
+    """Append each column block's records of row pieces (in row order) to its bucket file."""
+    for recs, cuts in parts:
+        for k in np.flatnonzero(np.diff(cuts)):
+            with open(paths[k], "ab") as f:
+                write_all(f, recs[cuts[k]:cuts[k + 1]])
 
 
 def _check_bucket(path: str, expected: int, itemsize: int) -> None:

@@ -23,6 +23,8 @@ import os
 import numpy as np
 from numba import njit
 
+from .._cpu import Behind
+
 #: Memory one column costs, at the peak of ``ooc convert`` (counts and squared norms while
 #: they grow, the column pointer and block cuts of the transpose) and again in training
 #: (weights, dual image ``v``, column norms): O(d) vectors are part of the design.
@@ -136,24 +138,47 @@ class ColumnAccumulator:
     temporaries per chunk, which for wide data is most of the ingest memory.
     """
 
-    def __init__(self) -> None:
-        self.nnz = np.zeros(0, dtype=np.int64)
-        self.sqnorm = np.zeros(0, dtype=np.float64)
+    def __init__(self, behind: bool = False) -> None:
+        self._nnz = np.zeros(0, dtype=np.int64)
+        self._sqnorm = np.zeros(0, dtype=np.float64)
+        # with ``behind``, chunks are added on a thread of their own, in order (the same sums)
+        self._behind = Behind(behind, "ooc-column-stats")
+
+    @property
+    def nnz(self) -> np.ndarray:
+        """Nonzeros per column so far (grown on demand: may be longer than the columns seen)."""
+        self._behind.wait()
+        return self._nnz
+
+    @property
+    def sqnorm(self) -> np.ndarray:
+        """Squared norm per column so far."""
+        self._behind.wait()
+        return self._sqnorm
 
     def add(self, indices: np.ndarray, data: np.ndarray) -> None:
-        """Account for the entries ``(indices, data)`` of a chunk (0-based ids)."""
+        """Account for the entries ``(indices, data)`` of a chunk (0-based ids; not modified afterwards)."""
+        self._behind.run(self._add, indices, data)
+
+    def abort(self) -> None:
+        """Stop adding (on an error): wait for the chunk being added, ignoring its outcome."""
+        self._behind.close()
+
+    def _add(self, indices: np.ndarray, data: np.ndarray) -> None:
         if len(indices) == 0:
             return
         m = int(indices.max()) + 1
-        if m > len(self.nnz):
+        if m > len(self._nnz):
             # grow by a quarter at least (amortised), not doubling: d vectors can be large
-            grow = max(m, len(self.nnz) + len(self.nnz) // 4)
-            self.nnz = np.concatenate((self.nnz, np.zeros(grow - len(self.nnz), np.int64)))
-            self.sqnorm = np.concatenate((self.sqnorm, np.zeros(grow - len(self.sqnorm))))
-        _col_add(np.asarray(indices), np.asarray(data), self.nnz, self.sqnorm)
+            grow = max(m, len(self._nnz) + len(self._nnz) // 4)
+            self._nnz = np.concatenate((self._nnz, np.zeros(grow - len(self._nnz), np.int64)))
+            self._sqnorm = np.concatenate((self._sqnorm, np.zeros(grow - len(self._sqnorm))))
+        _col_add(np.asarray(indices), np.asarray(data), self._nnz, self._sqnorm)
 
     def finish(self, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
-        """Counts and squared norms truncated or padded to ``n_cols`` columns."""
+        """Counts and squared norms truncated or padded to ``n_cols`` columns (no more :meth:`add` after)."""
+        self._behind.wait()
+        self._behind.close()
         if len(self.nnz) >= n_cols and not self.nnz[n_cols:].any():
             return self.nnz[:n_cols], self.sqnorm[:n_cols]  # views: no O(d) copy
         nnz = np.zeros(n_cols, dtype=np.int64)

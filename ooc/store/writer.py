@@ -16,6 +16,7 @@ import uuid
 import numpy as np
 
 from .. import fsutil
+from .._cpu import Behind
 from ..fsutil import swap_into_place, temporary_sibling
 from . import layout as L
 from .backend import Backend, MemoryBackend
@@ -26,12 +27,19 @@ MAX_AUTO_CLASSES = 1000
 
 
 class Appender:
-    """Append to a 1-D backend array in whole chunks, optionally hashing what is written."""
+    """Append to a 1-D backend array in whole chunks, optionally hashing what is written.
+
+    With ``behind``, the backend writes run on a thread of the appender's own (one write in
+    flight, the next :meth:`append` waits for it), so several arrays are encoded at once and
+    alongside the caller's next rows; the array written is the same. The arrays appended must
+    not be modified afterwards (the caller's chunks never are).
+    """
 
     #: Most whole chunks handed to the backend in one write.
     CHUNKS_PER_WRITE = 4
 
-    def __init__(self, backend: Backend, name: str, dtype, chunk_len: int, hasher=None):
+    def __init__(self, backend: Backend, name: str, dtype, chunk_len: int, hasher=None, behind: bool = False):
+        self._behind = Behind(behind, f"ooc-write-{name.replace('/', '-')}")
         self.backend, self.name = backend, name
         self.dtype = np.dtype(dtype)
         self.chunk_len = int(chunk_len)
@@ -45,10 +53,6 @@ class Appender:
 
     def append(self, values: np.ndarray) -> None:
         values = np.asarray(values, dtype=self.dtype)
-        if self.hasher is not None:
-            # the hasher sees only this array's bytes, so the digest does not depend on
-            # how the rows were cut into chunks (text chunk size, --memory)
-            self.hasher.update(np.ascontiguousarray(values).view(np.uint8))
         pos = 0
         n = len(values)
         # top up the partial chunk first, so every backend write is chunk-aligned
@@ -75,6 +79,18 @@ class Appender:
             self._fill = rest
 
     def _write(self, values: np.ndarray) -> None:
+        if self._behind.enabled:
+            if np.may_share_memory(values, self._buf):  # the buffer is refilled at once
+                values = values.copy()
+            self._behind.run(self._write_now, values)
+        else:
+            self._write_now(values)
+
+    def _write_now(self, values: np.ndarray) -> None:
+        if self.hasher is not None:
+            # the hasher sees this array's bytes in order, as written (behind the caller too), so
+            # the digest does not depend on how the rows were cut into chunks (text chunk size, --memory)
+            self.hasher.update(np.ascontiguousarray(values).view(np.uint8))
         if not self._created:
             self.backend.create_array(self.name, self.dtype, self.chunk_len, sample=values)
             self._created = True
@@ -88,10 +104,16 @@ class Appender:
         if self._fill:
             self._write(self._buf[:self._fill])
             self._fill = 0
+        self._behind.wait()
+        self._behind.close()
         if not self._created:  # nothing was appended: an empty array
             self.backend.create_array(self.name, self.dtype, self.chunk_len)
             self._created = True
         return self.length
+
+    def abort(self) -> None:
+        """Stop writing (on an error): wait for the write in flight, ignoring its outcome."""
+        self._behind.close()
 
 
 def temporary_path(path: str) -> str:
@@ -150,6 +172,26 @@ def publish(tmp: str, final: str, replace: bool = False) -> None:
     old = swap_into_place(tmp, final)
     if old is not None:
         remove_path(old)
+
+
+def output_location(store) -> str:
+    """Where ``convert`` builds a store: a local path (``file://`` URLs are taken as one) or ``memory://``.
+
+    A store is built under a temporary name and renamed into place once complete, which an
+    object store (``s3://``, ``gs://``...) cannot do atomically: other URLs are refused, in one
+    line (convert to a local path, then copy the directory; training reads Zarr stores at any
+    fsspec URL).
+    """
+    store = os.fspath(store)
+    if store.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(store).path)
+    if "://" in store and not store.startswith("memory://"):
+        raise ValueError(f"{store}: a store is written to a local path or a file:// URL (it is renamed into place "
+                         "when complete, which object stores cannot do atomically); convert to a local path and "
+                         "copy the directory")
+    return store
 
 
 def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -> None:
@@ -261,9 +303,12 @@ class StoreWriter:
     index_dtype : int32 or int64
     block_bytes, chunk_len : int
         Decoded bytes per block; elements per compressed chunk.
+    threads : int, default 1
+        With more than one, each array is written on a thread of its own
+        (:class:`Appender` ``behind``); the store is the same. Call :meth:`abort` on an error.
     """
 
-    def __init__(self, backend_cls, tmp_path, dtype, index_dtype, block_bytes, chunk_len):
+    def __init__(self, backend_cls, tmp_path, dtype, index_dtype, block_bytes, chunk_len, threads=1):
         self.backend = backend_cls.create(tmp_path)
         self.dtype = np.dtype(dtype)
         self.index_dtype = np.dtype(index_dtype)
@@ -271,17 +316,18 @@ class StoreWriter:
         self.chunk_len = int(chunk_len)
         # one hasher per array, combined in a fixed order at the end (see finalize)
         self.hashers = {k: hashlib.blake2b(digest_size=16) for k in (L.INDPTR, L.INDICES, L.DATA, L.LABELS)}
-        be, cl = self.backend, self.chunk_len
-        self.indptr = Appender(be, L.array_name(L.ROWS, L.INDPTR), L.INDPTR_DTYPE, cl, self.hashers[L.INDPTR])
+        be, cl, bh = self.backend, self.chunk_len, int(threads) > 1
+        self.indptr = Appender(be, L.array_name(L.ROWS, L.INDPTR), L.INDPTR_DTYPE, cl, self.hashers[L.INDPTR], bh)
         self.indices = Appender(be, L.array_name(L.ROWS, L.INDICES), self.index_dtype, cl,
-                                self.hashers[L.INDICES])
-        self.data = Appender(be, L.array_name(L.ROWS, L.DATA), self.dtype, cl, self.hashers[L.DATA])
-        self.labels = Appender(be, L.LABELS, L.LABEL_DTYPE, cl)
-        self.row_nnz = Appender(be, L.ROW_NNZ, np.int64, cl)
-        self.row_sqnorm = Appender(be, L.ROW_SQNORM, np.float64, cl)
+                                self.hashers[L.INDICES], bh)
+        self.data = Appender(be, L.array_name(L.ROWS, L.DATA), self.dtype, cl, self.hashers[L.DATA], bh)
+        self.labels = Appender(be, L.LABELS, L.LABEL_DTYPE, cl, behind=bh)
+        self.row_nnz = Appender(be, L.ROW_NNZ, np.int64, cl, behind=bh)
+        self.row_sqnorm = Appender(be, L.ROW_SQNORM, np.float64, cl, behind=bh)
+        self._behind = bh
         self.weights: Appender | None = None  # made by the first rows that carry sample weights
         self.weight_stats = [0.0, np.inf, -np.inf]  # sum, min, max of the weights
-        self.cols = ColumnAccumulator()
+        self.cols = ColumnAccumulator(behind=bh)
         # row blocks and the row summary are settled as rows stream in: O(blocks), not O(n)
         self.row_blocks = L.BlockCutter(L.entry_bytes(self.dtype, self.index_dtype), self.block_bytes)
         self.row_summary = RowSummary()
@@ -313,11 +359,19 @@ class StoreWriter:
         self.n_rows += len(labels)
         self.nnz += int(indptr[-1])
 
+    def abort(self) -> None:
+        """Stop the row arrays' writes in flight (before the backend is closed on an error)."""
+        for a in (self.indptr, self.indices, self.data, self.labels, self.row_nnz, self.row_sqnorm, self.weights):
+            if a is not None:
+                a.abort()
+        self.cols.abort()
+
     def _add_weights(self, m: int, weights) -> np.ndarray:
         """Append the sample weights of ``m`` rows (None: 1 each); returns them as float64."""
         if self.weights is None:
             self.hashers[L.WEIGHTS] = hashlib.blake2b(digest_size=16)
-            self.weights = Appender(self.backend, L.WEIGHTS, np.float64, self.chunk_len, self.hashers[L.WEIGHTS])
+            self.weights = Appender(self.backend, L.WEIGHTS, np.float64, self.chunk_len, self.hashers[L.WEIGHTS],
+                                    self._behind)
             for s in range(0, self.n_rows, self.chunk_len):  # the rows before weigh 1
                 self.weights.append(np.ones(min(self.chunk_len, self.n_rows - s)))
             self.weight_stats = [float(self.n_rows), 1.0 if self.n_rows else np.inf, 1.0 if self.n_rows else -np.inf]
