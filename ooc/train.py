@@ -92,7 +92,7 @@ def _check_task(o: dict, loss, store) -> None:
 
 def _choose_solver(o: dict, loss, store) -> None:
     """``solver_used`` (``auto``'s choice) and what it needs: layouts, smooth loss, samplings, options."""
-    from .schedule.sampling import PER_STEP
+    from .schedule.sampling import PER_STEP, WORKING_SET
 
     if o["solver"] == AUTO:
         o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
@@ -100,6 +100,9 @@ def _choose_solver(o: dict, loss, store) -> None:
     else:
         o["solver_used"] = o["solver"]
     used = o["solver_used"]
+    if o["solver"] == AUTO and used == "rcd-primal" and o["l2"] <= 0 and o["sampling"] == "uniform" \
+            and o["paging"] == "shuffled":
+        o["sampling"] = WORKING_SET  # pure L1: auto's rcd-primal runs working sets (ooc.solvers.rcd)
     spec = solver_spec(used)
     named = f"--solver {used}" if o["solver"] != AUTO else used
     if not all(store.has_layout(x) for x in spec.layouts):

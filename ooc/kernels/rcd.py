@@ -335,3 +335,59 @@ def primal_adaptive_pass(loss, cols, col0, labels, z, w, mcoef, colnorm, reg, ra
         _prox_step(loss, cols, jl, col0 + jl, labels, z, w, mcoef[jl], reg)
         steps += 1
     return steps
+
+
+# -------------------------------------------------------------------------------------------------
+# pure L1: the rescaled dual point, and working-set epochs
+# -------------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def scaled_dual_loss(loss, z, y, c, s):
+    r"""``sum_i -c_i phi*(s phi'(z_i), y_i)``: the loss part of ``n D`` at ``alpha = -s c phi'(z)``.
+
+    ``s in [0, 1]`` rescales the dual point of the margins ``z`` into the feasible set of pure
+    L1, ``||X^T alpha / n||_inf <= l1`` (celer, skglm; Ndiaye et al.'s gap-safe rules): the
+    conjugate's domain is convex and holds ``0`` and ``phi'(z_i)``, so ``s phi'(z_i)`` is in it.
+    """
+    total = 0.0
+    for i in range(z.shape[0]):
+        ci = c[i]
+        if ci > 0.0:
+            gd = loss_deriv(loss, z[i], y[i])
+            total -= ci * loss_conj_neg(loss, -s * gd, y[i])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def margin_sums(loss, z, y, c):
+    r"""``(sum_i c_i phi(z_i, y_i), sum_i c_i phi'(z_i, y_i))``: the loss part of ``n P`` and the
+    intercept's gradient (times ``n / B``)."""
+    psum = 0.0
+    gsum = 0.0
+    for i in range(z.shape[0]):
+        ci = c[i]
+        if ci > 0.0:
+            psum += ci * loss_value(loss, z[i], y[i])
+            gsum += ci * loss_deriv(loss, z[i], y[i])
+    return psum, gsum
+
+
+@njit(cache=True, nogil=True)
+def ws_cd_epoch(loss, cols, gidx, labels, z, w, mcoef, reg):
+    r"""One cyclic pass of prox steps over the columns of a working-set block, in their order.
+
+    ``cols`` holds the working set's columns of one column block (CSC, local), ``gidx`` their
+    global indices (into ``w``), ``mcoef`` their ``M_j``; the step is :func:`primal_cd_pass`'s.
+    Returns ``sum d^2``.
+    """
+    total = 0.0
+    for jl in range(gidx.shape[0]):
+        d = _prox_step(loss, cols, jl, gidx[jl], labels, z, w, mcoef[jl], reg)
+        total += d * d
+    return total
+
+
+@njit(cache=True, nogil=True)
+def ws_col_grads(loss, cols, labels, z, n_total, out):
+    r"""``out[jl] = r_j = 1/n sum_i c_i phi'(z_i) x_ij`` for every column of a working-set block."""
+    for jl in range(out.shape[0]):
+        out[jl] = _col_grad(loss, cols, jl, labels, z, n_total)
