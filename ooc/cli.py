@@ -376,6 +376,8 @@ def _report(result: dict, as_json: bool) -> None:
     click.echo(f"{status}: epochs {result['epochs']}, primal {result['primal']:.10g}, dual {result['dual']:.10g}, "
                f"relative gap {result['rel_gap']:.3g} (tol {result['tol']:g}), nnz(w) {result['nnz_w']}, "
                f"{result['seconds']:.2f} s")
+    if result.get("stop_reason"):
+        click.echo(f"why: {result['stop_reason']}; {result['advice']}")
     click.echo(f"run directory: {result['run']}")
     if result.get("memory_budget") is not None:
         click.echo(f"memory: {_fmt_bytes(result['memory_budget'])} for training ({result['memory_source']})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import tempfile
 import warnings
@@ -13,10 +14,11 @@ from ._cpu import resolve_threads
 from ._memlimit import auto_budget, counts_whole_process, held_bytes, kernels_loaded, process_limit, work_budget
 from ._version import __version__
 from .config import TrainConfig, defaults
+from .engine import diagnose
 from .engine import run as run_solver
 from .fsutil import atomic_write_bytes, read_sealed_json, remove_stale_temporaries, remove_tree, seal_json
 from .model import LinearModel
-from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
+from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError
@@ -369,6 +371,10 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
     result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
+    if not res["converged"]:  # why it stopped short, and what to change
+        stall = diagnose(rd.history(), o["tol"])
+        result["stop_reason"] = stall.text
+        result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]))
     with disk_full_is_run_error(rd.path, "the model's metrics"):
         atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json(result))
     try:
@@ -377,8 +383,29 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None) -> Run:
         warnings.warn(f"could not draw convergence.png: {exc}")
     if not res["converged"]:
         warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
-                      f"{o['tol']:g}; 'ooc resume {rd.path} --max-epochs N' continues", ConvergenceWarning)
+                      f"{o['tol']:g}: {result['stop_reason']}; {result['advice']}", ConvergenceWarning)
     return Run(rd.path, result)
+
+
+def _advice(stall, o: dict, path: str, epochs: int) -> str:
+    """What to change after a run stopped at ``--max-epochs`` for the reason ``stall``
+    (:func:`ooc.engine.diagnose`): a resume command, another solver or option."""
+    more = stall.more_epochs if stall.more_epochs is not None else max(epochs, 10)
+    resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(1.2 * more))}'"
+    if stall.kind in ("rate", "few"):
+        return f"{resume} continues"
+    used, pure_l1 = o["solver_used"], o["l2"] <= 0 < o["l1"]
+    if pure_l1 and used != "rcd-primal":
+        other = "--solver rcd-primal (working sets, a tight pure-L1 certificate)"
+    elif pure_l1 and o["sampling"] != "working-set":
+        other = "--sampling working-set (pure L1)"
+    elif used == "sdca" and loss_spec(o["loss"]).smooth:
+        other = "--solver acc-sdca (accelerated: small --l2)"
+    else:
+        other = "another --solver ('ooc info STORE' says what auto runs)"
+    if stall.kind == "slow":
+        return f"{resume} gets there slowly; faster: {other}"
+    return f"try {other}, or a larger --tol (the gap may be at the precision of the data)"
 
 
 def _memory_budget(o: dict, reader: int = 0) -> dict:

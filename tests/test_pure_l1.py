@@ -198,3 +198,23 @@ def test_auto_runs_working_sets_for_pure_l1(wide, tmp_path):
         ooc.train(st, str(tmp_path / "b"), solver="rcd-primal", l2=1e-3, l1=1e-3, sampling="working-set")
     with pytest.raises(ValueError, match="working-set is rcd-primal's"):
         ooc.train(st, str(tmp_path / "c"), solver="rcd-dual", l2=1e-3, sampling="working-set")
+
+
+def test_loss_curvature_is_the_derivative_of_the_derivative():
+    from numba import njit
+
+    from ooc.objectives.losses import has_curv, loss_curv, make_loss
+
+    @njit
+    def curv(loss, z, y):
+        return loss_curv(loss, z, y)
+
+    for name in ("squared", "logistic"):
+        loss = make_loss(name)
+        assert has_curv(loss)
+        for z in (-30.0, -2.0, -0.3, 0.0, 0.7, 3.0, 40.0):
+            for y in (-1.0, 1.0):
+                h = 1e-5
+                fd = (loss.deriv(z + h, y) - loss.deriv(z - h, y)) / (2 * h)
+                assert curv(loss, z, y) == pytest.approx(fd, rel=1e-6, abs=1e-12)
+    assert not has_curv(make_loss("smooth-hinge")) and not has_curv(make_loss("hinge"))

@@ -32,7 +32,7 @@ from ooc.kernels.prefetch import prefetch_rows
 from ooc.kernels.samplings import mix_scores, step_score, wants_gap
 from ooc.kernels.sdca import dual_apply
 from ooc.kernels.sumtree import tree_build, tree_draw
-from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_value, weighted_conj_neg
+from ooc.objectives.losses import dual_step, loss_conj_neg, loss_curv, loss_deriv, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
 
 _KAPPA_EPS = 1e-12
@@ -391,3 +391,91 @@ def ws_col_grads(loss, cols, labels, z, n_total, out):
     r"""``out[jl] = r_j = 1/n sum_i c_i phi'(z_i) x_ij`` for every column of a working-set block."""
     for jl in range(out.shape[0]):
         out[jl] = _col_grad(loss, cols, jl, labels, z, n_total)
+
+
+@njit(cache=True, nogil=True)
+def newton_weights(loss, z, y, c, g_out, h_out):
+    r"""``g_i = c_i phi'(z_i)``, ``h_i = c_i phi''(z_i)`` (the quadratic model of the loss at ``z``).
+
+    Returns ``(sum_i c_i phi(z_i), sum_i g_i)``.
+    """
+    psum = 0.0
+    gsum = 0.0
+    for i in range(z.shape[0]):
+        ci = c[i]
+        if ci > 0.0:
+            psum += ci * loss_value(loss, z[i], y[i])
+            g = ci * loss_deriv(loss, z[i], y[i])
+            g_out[i] = g
+            gsum += g
+            h_out[i] = ci * loss_curv(loss, z[i], y[i])
+        else:
+            g_out[i] = 0.0
+            h_out[i] = 0.0
+    return psum, gsum
+
+
+@njit(cache=True, nogil=True)
+def newton_prep(cols, g, h, n_total, grad_out, hdiag_out):
+    r"""Per column of a working-set block: ``grad_j = X_{:j} . g / n``, ``H_jj = sum_i h_i x_ij^2 / n``."""
+    indptr, indices, data = cols
+    for jl in range(grad_out.shape[0]):
+        a = 0.0
+        b = 0.0
+        for p in range(indptr[jl], indptr[jl + 1]):
+            i = indices[p]
+            x = np.float64(data[p])
+            a += g[i] * x
+            b += h[i] * x * x
+        grad_out[jl] = a / n_total
+        hdiag_out[jl] = b / n_total
+
+
+@njit(cache=True, nogil=True)
+def newton_cd_pass(cols, gidx, wt, xd, h, grad, hdiag, w, l1, n_total):
+    r"""One cyclic pass of coordinate minimisation of the proximal Newton model, on a block's columns.
+
+    The model of ``P`` around ``w`` in the direction ``d = wt - w`` is
+    ``grad . d + 1/(2n) sum_i h_i (X d)_i^2 + l1 ||w + d||_1`` (GLMNET, newGLMNET of LIBLINEAR
+    ``-s 6``; skglm's ProxNewton); ``xd = X d`` is kept. Coordinate ``j`` moves to
+    ``wt_j <- soft_threshold(wt_j - q_j / H_jj, l1 / H_jj)``, ``q_j = grad_j + 1/n sum_i h_i x_ij xd_i``.
+    A column with ``H_jj = 0`` (flat loss on its rows) is left. Returns ``sum_j H_jj delta_j^2``.
+    """
+    indptr, indices, data = cols
+    total = 0.0
+    for jl in range(gidx.shape[0]):
+        hj = hdiag[jl]
+        if not hj > 0.0:
+            continue
+        j = gidx[jl]
+        q = 0.0
+        for p in range(indptr[jl], indptr[jl + 1]):
+            q += h[indices[p]] * np.float64(data[p]) * xd[indices[p]]
+        q = grad[jl] + q / n_total
+        old = wt[j]
+        new = soft_threshold_scalar(old - q / hj, l1 / hj)
+        delta = new - old
+        if delta != 0.0:
+            wt[j] = new
+            for p in range(indptr[jl], indptr[jl + 1]):
+                xd[indices[p]] += delta * np.float64(data[p])
+            total += hj * delta * delta
+    return total
+
+
+@njit(cache=True, nogil=True)
+def line_loss(loss, z, xd, y, c, t):
+    r"""``sum_i c_i phi(z_i + t xd_i)``: the loss along the Newton direction (its line search)."""
+    total = 0.0
+    for i in range(z.shape[0]):
+        ci = c[i]
+        if ci > 0.0:
+            total += ci * loss_value(loss, z[i] + t * xd[i], y[i])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def axpy(t, x, out):
+    """``out += t x``."""
+    for i in range(out.shape[0]):
+        out[i] += t * x[i]

@@ -50,10 +50,13 @@ Problem (``docs/training.rst``), ``X`` is ``n x d`` with rows = examples (the pa
     Not random: after the gap pass of an epoch (the certificate above, which also gives every
     ``r_j``), the working set is the support of ``w`` and the features with the largest
     ``|r_j| / l1`` (``> 1``: ``w_j = 0`` violates optimality), ``max(100, 2 |support|)`` of
-    them (skglm's rule; celer ranks by the same dual-feasibility margin). The epoch then runs
-    cyclic prox-CD passes over their columns (and the intercept) until the gap of the problem
-    restricted to them, with its own rescaled dual point, is at most 0.3 times the full
-    problem's gap (checked every 5 passes, at most 500 passes). The columns are gathered from
+    them (skglm's rule; celer ranks by the same dual-feasibility margin). The epoch then
+    solves the problem restricted to their columns (and the intercept) until its gap, with its
+    own rescaled dual point, is at most 0.3 times the full problem's gap: by proximal Newton
+    steps when the loss has a second derivative (squared, logistic: GLMNET, as LIBLINEAR
+    ``-s 6`` and skglm's ProxNewton; the exponentials are computed once per row and step, the
+    quadratic model's CD passes need none), else by cyclic prox-CD passes (smooth hinge; the
+    gap checked every 5 passes), at most 500 steps or passes. The columns are gathered from
     the column blocks once per epoch and kept while they fit in half the block cache, read
     again for each pass otherwise (same iterates). The working set is a function of ``w``, so
     a resume repeats it exactly. An "epoch" here is one outer iteration: the history gives its
@@ -130,10 +133,15 @@ import numpy as np
 
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.rcd import (
+    axpy,
     col_curvature,
     dual_adaptive_pass,
     dual_block_gaps,
+    line_loss,
     margin_sums,
+    newton_cd_pass,
+    newton_prep,
+    newton_weights,
     primal_adaptive_pass,
     primal_bias_steps,
     primal_cd_pass,
@@ -145,7 +153,7 @@ from ..kernels.rcd import (
 )
 from ..kernels.samplings import AdaptiveDraws
 from ..kernels.sdca import sdca_pass
-from ..objectives.losses import Logistic
+from ..objectives.losses import Logistic, has_curv
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import OnDisk, RunDir
 from ..schedule.cache import BlockCache
@@ -177,6 +185,12 @@ WS_START = 100
 WS_INNER = 0.3
 WS_CHECK = 5
 WS_MAX_INNER = 500
+#: proximal Newton (working sets, losses with a second derivative): most CD passes on the quadratic
+#: model, the relative decrease of a pass that stops them, line-search halvings, Armijo's sigma
+NEWTON_CD = 20
+NEWTON_CD_TOL = 1e-3
+NEWTON_LS = 30
+NEWTON_ARMIJO = 0.01
 
 
 def _sampling_options(options: dict, k: int) -> tuple[str, str, float]:
@@ -622,21 +636,35 @@ class RCDPrimalSolver(StoreSolver):
     def _ws_epoch(self, R: np.ndarray, gap: float) -> None:
         r"""One outer iteration of the working-set method (skglm, celer) for pure L1.
 
-        Cyclic prox-CD passes over the working set's columns (and the intercept), until the
-        gap of the problem restricted to them is at most ``WS_INNER`` times the full
-        problem's ``gap`` (checked every ``WS_CHECK`` passes, at most ``WS_MAX_INNER``
-        passes). The columns stay in memory when they fit in half the block cache, and are
-        read again for every pass otherwise: the iterates are the same.
+        On the working set's columns (and the intercept), until the gap of the problem
+        restricted to them is at most ``WS_INNER`` times the full problem's ``gap``: proximal
+        Newton steps when the loss has a second derivative (:meth:`_ws_newton`), else cyclic
+        prox-CD passes (:meth:`_ws_cd`). The columns stay in memory when they fit in half the
+        block cache, and are read again for every pass otherwise: the iterates are the same.
         """
-        pb = self.pb
         ws = self._working_set(R)
         blocks = self._ws_blocks(ws)
         nnz = int(self.col_nnz[ws].sum())
         # 16 bytes a nonzero at most (int64 index, float64 value)
         resident = list(self._ws_parts(blocks, None)) if 16 * nnz <= self.cache.budget // 2 else None
+        target = WS_INNER * gap
+        if has_curv(self.pb.loss):
+            inner, passes = 0, 0
+            for c in range(self.k):
+                i, p = self._ws_newton(c, ws, blocks, resident, target / self.k)
+                inner, passes = max(inner, i), passes + p
+        else:
+            inner = passes = self._ws_cd(blocks, resident, target)
+            passes *= self.k
+        self.ws_size, self.inner_epochs = len(ws), inner
+        self.updates += passes * (len(ws) + (1 if self.bias > 0 else 0))
+        self.work += passes * (nnz + (self.n if self.bias > 0 else 0))
+
+    def _ws_cd(self, blocks: list, resident: list | None, target: float) -> int:
+        """Cyclic prox-CD passes on the working set (gap checked every ``WS_CHECK``); returns the passes."""
+        pb = self.pb
         C = np.asarray(self.C)
         reg = Reg(self.l2, self.l1, float(self.n), float(self.bias))
-        target = WS_INNER * gap
         inner = 0
         while inner < WS_MAX_INNER:
             moved = 0.0
@@ -653,9 +681,80 @@ class RCDPrimalSolver(StoreSolver):
                 break
             if inner % WS_CHECK == 0 and self._ws_gap(list(self._ws_parts(blocks, resident))) <= target:
                 break
-        self.ws_size, self.inner_epochs = len(ws), inner
-        self.updates += inner * self.k * (len(ws) + (1 if self.bias > 0 else 0))
-        self.work += inner * self.k * (nnz + (self.n if self.bias > 0 else 0))
+        return inner
+
+    def _ws_newton(self, c: int, ws: np.ndarray, blocks: list, resident: list | None,
+                   target: float) -> tuple[int, int]:
+        r"""Proximal Newton steps of problem ``c`` on the working set (GLMNET; LIBLINEAR ``-s 6``).
+
+        Each step: ``g_i = c_i phi'(z_i)``, ``h_i = c_i phi''(z_i)`` (one loop over the rows,
+        the only transcendental functions of the step), the working set's ``grad_j`` and
+        ``H_jj``; the restricted gap (rescaled dual point, as :meth:`_rescaled_dual`) stops
+        the loop at ``target``; else up to ``NEWTON_CD`` cyclic passes minimise the quadratic
+        model (:func:`~ooc.kernels.rcd.newton_cd_pass`; the intercept a coordinate of it), and
+        a backtracking line search (Armijo, Tseng & Yun's descent measure ``Delta``)
+        takes ``w += t d``, ``z += t X d``. Returns ``(steps, CD passes)``.
+        """
+        pb, n, l1, B = self.pb, self.n, self.l1, self.bias
+        C = np.asarray(self.C)
+        z, y, w = np.asarray(self.Z[c]), np.asarray(self.Y[c]), self.w[c]
+        g, h, xd = np.empty(n), np.empty(n), np.empty(n)
+        wt = np.empty(self.dim)
+        grads = [np.empty(len(gi)) for _, _, gi, _ in blocks]
+        hdiag = [np.empty(len(gi)) for _, _, gi, _ in blocks]
+        steps = passes = 0
+        while steps < WS_MAX_INNER:
+            psum, gsum = newton_weights(pb.loss, z, y, C, g, h)
+            rmax = 0.0
+            for q, (rows, _, _) in enumerate(self._ws_parts(blocks, resident)):
+                newton_prep(rows, g, h, float(n), grads[q], hdiag[q])
+                rmax = max(rmax, float(np.max(np.abs(grads[q]))))
+            p0 = psum / n + l1 * float(np.abs(w[ws]).sum())
+            s = 1.0 if rmax <= l1 else l1 / rmax
+            dual = scaled_dual_loss(pb.loss, z, y, C, s) / n
+            if B > 0:
+                dual -= float(self.radius[c]) * abs(s * B * gsum / n)
+            if p0 - dual <= target:
+                break
+            wt[:] = w
+            xd[:] = 0.0
+            first = 0.0
+            for it in range(NEWTON_CD):
+                moved = 0.0
+                for q, (rows, gi, _) in enumerate(self._ws_parts(blocks, resident)):
+                    moved += newton_cd_pass(rows, gi, wt, xd, h, grads[q], hdiag[q], w, l1, float(n))
+                if B > 0:
+                    hb = B * B * float(h.sum()) / n
+                    if hb > 0.0:
+                        step = -B * (gsum + float(np.dot(h, xd))) / n / hb
+                        wt[self.d] += step
+                        xd += B * step
+                        moved += hb * step * step
+                passes += 1
+                if it == 0:
+                    first = moved
+                if not moved > NEWTON_CD_TOL * first:
+                    break
+            dws = wt[ws] - w[ws]
+            descent = sum(float(np.dot(grads[q], wt[gi] - w[gi])) for q, (_, _, gi, _) in enumerate(blocks))
+            db = wt[self.d] - w[self.d] if B > 0 else 0.0
+            descent += B * gsum / n * db + l1 * (float(np.abs(wt[ws]).sum()) - float(np.abs(w[ws]).sum()))
+            steps += 1
+            if not descent < 0.0:  # no descent direction left at this precision
+                break
+            t = 1.0
+            for _ in range(NEWTON_LS):
+                trial = line_loss(pb.loss, z, xd, y, C, t) / n + l1 * float(np.abs(w[ws] + t * dws).sum())
+                if trial <= p0 + NEWTON_ARMIJO * t * descent:
+                    break
+                t *= 0.5
+            else:
+                break
+            w[ws] += t * dws
+            if B > 0:
+                w[self.d] += t * db
+            axpy(t, xd, z)
+        return steps, passes
 
     # -- the engine's protocol (ooc.engine): certify, then update -------------------------------------------------
     def fresh(self) -> None:
