@@ -43,6 +43,8 @@ def _reference(loss, X, y, l1):
 @pytest.mark.parametrize("solver,loss,task,l1,tol", [
     ("acc-sdca", "squared", "regression", 0.02, 1e-6),
     ("acc-sdca", "logistic", "binary", 0.005, 1e-6),
+    # a small l1: the radius P(0)/l1 is large, and only the rescaled duals certify in few passes
+    ("acc-sdca", "logistic", "binary", 1e-4, 1e-6),
     ("sdca", "logistic", "binary", 0.05, 1e-3),
 ])
 def test_pure_l1_matches_scikit_learn_and_is_certified(stores, tmp_path, solver, loss, task, l1, tol):
@@ -65,7 +67,9 @@ def test_pure_l1_matches_scikit_learn_and_is_certified(stores, tmp_path, solver,
     assert p_ref >= res["dual"] - 1e-12
     # and the optimum matches the reference within the certified relative gap
     assert abs(p - p_ref) / max(1.0, abs(p_ref)) <= tol
-    assert 0 < np.count_nonzero(w) < len(w)  # L1 made it sparse, not trivial
+    assert 0 < np.count_nonzero(w) <= len(w)
+    if l1 >= 1e-3:
+        assert np.count_nonzero(w) < len(w)  # L1 made it sparse, not trivial (l1 1e-4 keeps all 60 here)
 
 
 def test_pure_l1_resume_recomputes_the_added_l2(stores, tmp_path):
