@@ -222,3 +222,20 @@ def test_loss_curvature_is_the_derivative_of_the_derivative():
                 fd = (loss.deriv(z + h, y) - loss.deriv(z - h, y)) / (2 * h)
                 assert curv(loss, z, y) == pytest.approx(fd, rel=1e-6, abs=1e-12)
     assert not has_curv(make_loss("smooth-hinge")) and not has_curv(make_loss("hinge"))
+
+
+def test_working_set_newton_falls_back_to_prox_cd(wide, tmp_path, monkeypatch):
+    """When the line search accepts no step (near the optimum, rounding; forced here by an Armijo
+    constant no step meets), prox-CD passes carry the working set on to the certificate."""
+    import ooc.solvers.rcd as rcd
+
+    monkeypatch.setattr(rcd, "NEWTON_ARMIJO", 1e9)  # Armijo never holds: every Newton step is refused
+    st, l1 = wide["binary"], 0.002
+    r = ooc.train(st, str(tmp_path / "run"), solver="rcd-primal", loss="logistic", l2=0.0, l1=l1, tol=1e-7,
+                  sampling="working-set", max_epochs=200)
+    assert r.result["converged"]
+    X, y = st.to_scipy("rows"), np.asarray(st.labels, dtype=np.float64)
+    w_ref = _scipy_l1("logistic", X, y, l1)
+    phi, _, _ = _loss_terms("logistic", X @ w_ref, y)
+    p_ref = phi.mean() + l1 * np.abs(w_ref).sum()
+    assert p_ref >= r.result["dual"] - 1e-12 and r.result["primal"] - p_ref <= 1e-7

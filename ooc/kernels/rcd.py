@@ -432,20 +432,26 @@ def newton_prep(cols, g, h, n_total, grad_out, hdiag_out):
 
 
 @njit(cache=True, nogil=True)
-def newton_cd_pass(cols, gidx, wt, xd, h, grad, hdiag, w, l1, n_total):
+def newton_cd_pass(cols, gidx, wt, xd, h, grad, hdiag, w, l1, n_total, active, full):
     r"""One cyclic pass of coordinate minimisation of the proximal Newton model, on a block's columns.
 
     The model of ``P`` around ``w`` in the direction ``d = wt - w`` is
     ``grad . d + 1/(2n) sum_i h_i (X d)_i^2 + l1 ||w + d||_1`` (GLMNET, newGLMNET of LIBLINEAR
     ``-s 6``; skglm's ProxNewton); ``xd = X d`` is kept. Coordinate ``j`` moves to
     ``wt_j <- soft_threshold(wt_j - q_j / H_jj, l1 / H_jj)``, ``q_j = grad_j + 1/n sum_i h_i x_ij xd_i``.
-    A column with ``H_jj = 0`` (flat loss on its rows) is left. Returns ``sum_j H_jj delta_j^2``.
+    A column with ``H_jj = 0`` (flat loss on its rows) is left. ``full``: visit every column
+    and set ``active[jl]`` to whether it is (or was) nonzero; else visit the active ones only
+    (GLMNET's active-set cycling: the zeros that stay zero cost nothing). Returns
+    ``sum_j H_jj delta_j^2``.
     """
     indptr, indices, data = cols
     total = 0.0
     for jl in range(gidx.shape[0]):
+        if not full and active[jl] == 0:
+            continue
         hj = hdiag[jl]
         if not hj > 0.0:
+            active[jl] = 0
             continue
         j = gidx[jl]
         q = 0.0
@@ -455,6 +461,8 @@ def newton_cd_pass(cols, gidx, wt, xd, h, grad, hdiag, w, l1, n_total):
         old = wt[j]
         new = soft_threshold_scalar(old - q / hj, l1 / hj)
         delta = new - old
+        if full:
+            active[jl] = 1 if (new != 0.0 or old != 0.0) else 0
         if delta != 0.0:
             wt[j] = new
             for p in range(indptr[jl], indptr[jl + 1]):

@@ -691,9 +691,13 @@ class RCDPrimalSolver(StoreSolver):
         the only transcendental functions of the step), the working set's ``grad_j`` and
         ``H_jj``; the restricted gap (rescaled dual point, as :meth:`_rescaled_dual`) stops
         the loop at ``target``; else up to ``NEWTON_CD`` cyclic passes minimise the quadratic
-        model (:func:`~ooc.kernels.rcd.newton_cd_pass`; the intercept a coordinate of it), and
-        a backtracking line search (Armijo, Tseng & Yun's descent measure ``Delta``)
-        takes ``w += t d``, ``z += t X d``. Returns ``(steps, CD passes)``.
+        model (:func:`~ooc.kernels.rcd.newton_cd_pass`: a full pass, then passes over the
+        nonzeros until they settle, then a full pass again; the intercept a coordinate of it),
+        and a backtracking line search (Armijo, Tseng & Yun's descent measure ``Delta``)
+        takes ``w += t d``, ``z += t X d``. When it accepts no step (near the optimum the
+        objective's change is rounding while the gap, first order in ``w - w*``, is not yet
+        within target), ``WS_CHECK`` prox-CD passes on the objective itself follow (monotone
+        by construction). Returns ``(steps, CD passes)``.
         """
         pb, n, l1, B = self.pb, self.n, self.l1, self.bias
         C = np.asarray(self.C)
@@ -702,6 +706,7 @@ class RCDPrimalSolver(StoreSolver):
         wt = np.empty(self.dim)
         grads = [np.empty(len(gi)) for _, _, gi, _ in blocks]
         hdiag = [np.empty(len(gi)) for _, _, gi, _ in blocks]
+        active = [np.ones(len(gi), dtype=np.uint8) for _, _, gi, _ in blocks]
         steps = passes = 0
         while steps < WS_MAX_INNER:
             psum, gsum = newton_weights(pb.loss, z, y, C, g, h)
@@ -719,10 +724,11 @@ class RCDPrimalSolver(StoreSolver):
             wt[:] = w
             xd[:] = 0.0
             first = 0.0
+            full = True
             for it in range(NEWTON_CD):
                 moved = 0.0
                 for q, (rows, gi, _) in enumerate(self._ws_parts(blocks, resident)):
-                    moved += newton_cd_pass(rows, gi, wt, xd, h, grads[q], hdiag[q], w, l1, float(n))
+                    moved += newton_cd_pass(rows, gi, wt, xd, h, grads[q], hdiag[q], w, l1, float(n), active[q], full)
                 if B > 0:
                     hb = B * B * float(h.sum()) / n
                     if hb > 0.0:
@@ -733,27 +739,41 @@ class RCDPrimalSolver(StoreSolver):
                 passes += 1
                 if it == 0:
                     first = moved
-                if not moved > NEWTON_CD_TOL * first:
+                if moved > NEWTON_CD_TOL * first:
+                    full = False  # cycle on the nonzeros
+                elif full:
                     break
+                else:
+                    full = True  # converged on them: one pass over every column says whether it is done
             dws = wt[ws] - w[ws]
             descent = sum(float(np.dot(grads[q], wt[gi] - w[gi])) for q, (_, _, gi, _) in enumerate(blocks))
             db = wt[self.d] - w[self.d] if B > 0 else 0.0
             descent += B * gsum / n * db + l1 * (float(np.abs(wt[ws]).sum()) - float(np.abs(w[ws]).sum()))
             steps += 1
-            if not descent < 0.0:  # no descent direction left at this precision
-                break
-            t = 1.0
-            for _ in range(NEWTON_LS):
+            t = 1.0 if descent < 0.0 else 0.0
+            for _ in range(NEWTON_LS if t > 0.0 else 0):
                 trial = line_loss(pb.loss, z, xd, y, C, t) / n + l1 * float(np.abs(w[ws] + t * dws).sum())
                 if trial <= p0 + NEWTON_ARMIJO * t * descent:
                     break
                 t *= 0.5
             else:
-                break
-            w[ws] += t * dws
-            if B > 0:
-                w[self.d] += t * db
-            axpy(t, xd, z)
+                t = 0.0
+            if t > 0.0:
+                w[ws] += t * dws
+                if B > 0:
+                    w[self.d] += t * db
+                axpy(t, xd, z)
+                continue
+            # no step the line search can tell from rounding (the objective moves by ~1e-16 of
+            # itself near the optimum while the gap, first order in w - w*, is still above
+            # target): prox-CD passes on the objective itself, monotone without evaluating it
+            reg = Reg(self.l2, l1, float(n), B)
+            for _ in range(WS_CHECK):
+                for rows, gi, m in self._ws_parts(blocks, resident):
+                    ws_cd_epoch(pb.loss, rows, gi, Labels(y, C), z, w, m, reg)
+                if B > 0:
+                    primal_bias_steps(pb.loss, y, C, z, w, B, float(self.M[self.d]), self.l2, float(n), 1)
+                passes += 1
         return steps, passes
 
     # -- the engine's protocol (ooc.engine): certify, then update -------------------------------------------------
