@@ -416,6 +416,14 @@ def _smooth_hinge_deriv(loss, z, y):
 
 
 @njit(cache=True, nogil=True)
+def _smooth_hinge_curv(loss, z, y):
+    m = y * z
+    if m >= 1.0 or m <= 1.0 - loss.gamma:
+        return 0.0
+    return 1.0 / loss.gamma
+
+
+@njit(cache=True, nogil=True)
 def _smooth_hinge_conj_neg(loss, a, y):
     p = a * y
     if p < -_DOMAIN_TOL or p > 1.0 + _DOMAIN_TOL:
@@ -670,9 +678,8 @@ register_loss(LossSpec(Logistic.name, Logistic, (), True, True, True, False),
 register_loss(LossSpec(Squared.name, Squared, (), True, False, False, False),
               _squared_value, _squared_deriv, _squared_conj_neg, _squared_step, _squared_curv)
 register_loss(LossSpec(SmoothHinge.name, SmoothHinge, ("gamma",), True, True, False, True),
-              _smooth_hinge_value, _smooth_hinge_deriv, _smooth_hinge_conj_neg, _smooth_hinge_step)
-# (no second derivative for the smooth hinge: it is 0 on the flat side, where proximal Newton
-# models stalled in our tests; its working sets take prox-CD steps)
+              _smooth_hinge_value, _smooth_hinge_deriv, _smooth_hinge_conj_neg, _smooth_hinge_step,
+              _smooth_hinge_curv)
 register_loss(LossSpec(Hinge.name, Hinge, (), False, True, False, True),
               _hinge_value, _hinge_deriv, _hinge_conj_neg, _hinge_step)
 #: ``--loss`` choices of the command line (the built-in losses).

@@ -53,9 +53,10 @@ Problem (``docs/training.rst``), ``X`` is ``n x d`` with rows = examples (the pa
     them (skglm's rule; celer ranks by the same dual-feasibility margin). The epoch then
     solves the problem restricted to their columns (and the intercept) until its gap, with its
     own rescaled dual point, is at most 0.3 times the full problem's gap: by proximal Newton
-    steps when the loss has a second derivative (squared, logistic: GLMNET, as LIBLINEAR
-    ``-s 6`` and skglm's ProxNewton; the exponentials are computed once per row and step, the
-    quadratic model's CD passes need none), else by cyclic prox-CD passes (smooth hinge; the
+    steps when the loss has a second derivative (squared, logistic, smooth hinge: GLMNET, as
+    LIBLINEAR ``-s 6`` and skglm's ProxNewton; the exponentials are computed once per row and
+    step, the quadratic model's CD passes need none; prox-CD passes where the line search
+    accepts no step), else by cyclic prox-CD passes (a registered loss without ``curv``; the
     gap checked every 5 passes), at most 500 steps or passes. The columns are gathered from
     the column blocks once per epoch and kept while they fit in half the block cache, read
     again for each pass otherwise (same iterates). The working set is a function of ``w``, so
