@@ -79,7 +79,8 @@ class Stall(NamedTuple):
     ``kind`` is ``"rate"`` (the gap shrinks linearly; ``more_epochs`` would reach ``tol``),
     ``"slow"`` (it shrinks, too slowly to be worth resuming), ``"loose"`` (the objective stopped
     moving but the gap did not: the certificate lags), ``"stalled"`` (neither moves) or
-    ``"few"`` (too few certified states to tell); ``text`` says it in one clause.
+    ``"few"`` (too few certified states to tell) or ``"exact"`` (``tol = 0``); ``text`` says it
+    in one clause.
     """
 
     kind: str
@@ -103,6 +104,8 @@ def diagnose(history: list[dict], tol: float) -> Stall:
     (the iterate is at its optimum as far as the objective shows; the dual bound is what
     lags), else ``"stalled"``.
     """
+    if not tol > 0.0:
+        return Stall("exact", "--tol 0 asks for a zero gap, which no run certifies")
     states = [h for h in history if math.isfinite(h.get("rel_gap", math.inf))]
     if len(states) < 3:
         return Stall("few", f"only {len(states)} certified state(s): too few epochs to tell a rate")
@@ -112,7 +115,7 @@ def diagnose(history: list[dict], tol: float) -> Stall:
     g0, g1 = float(first["rel_gap"]), float(last["rel_gap"])
     rate = (g1 / g0) ** (1.0 / epochs) if g0 > 0 and g1 > 0 else 0.0
     if 0.0 < rate < 1.0 - 1e-9:
-        more = int(math.ceil(math.log(tol / g1) / math.log(rate)))
+        more = max(int(math.ceil(math.log(tol / g1) / math.log(rate))), 1)
         what = f"the gap shrinks by {rate:.3g} per epoch, about {more} more epochs reach tol"
         if more > DIAGNOSE_MAX_FACTOR * max(int(last["epoch"]), 1):
             return Stall("slow", what + " (a slow linear rate)", more)

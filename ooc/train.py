@@ -394,6 +394,8 @@ def _advice(stall, o: dict, path: str, epochs: int) -> str:
     (:func:`ooc.engine.diagnose`): a resume command, another solver or option."""
     more = stall.more_epochs if stall.more_epochs is not None else max(epochs, 10)
     resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(1.2 * more))}'"
+    if stall.kind == "exact":
+        return "set --tol > 0 (e.g. 1e-6) to have the run stop when certified"
     if stall.kind in ("rate", "few"):
         return f"{resume} continues"
     used, pure_l1 = o["solver_used"], o["l2"] <= 0 < o["l1"]

@@ -30,6 +30,7 @@ def test_diagnose_kinds():
     assert diagnose(_hist(flat, [2.0] * 8), 1e-6).kind == "loose"
     assert diagnose(_hist(flat, [2.0 - 0.1 * e for e in range(8)]), 1e-6).kind == "stalled"
     assert diagnose(_hist([0.5, 0.2]), 1e-6).kind == "few"
+    assert diagnose(_hist([0.5 ** e for e in range(8)]), 0.0).kind == "exact"  # --tol 0: no rate to reach it
 
 
 @pytest.fixture(scope="module")
