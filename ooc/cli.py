@@ -405,8 +405,10 @@ def _report(result: dict, as_json: bool) -> None:
         stop = ("early stop: " if result.get("early_stopped") else "")
         click.echo(f"{stop}validation {result['validation_metric']} {result['validation']:.6g} (best "
                    f"{result['best_validation']:.6g} at epoch {result['best_epoch']})")
+    if result.get("stop_reason"):
+        click.echo(f"why: {result['stop_reason']}; {result['advice']}")
     click.echo(f"run directory: {result['run']}")
-    if not result["converged"]:
+    if not result["converged"] and not result.get("early_stopped") and "ooc resume" not in result.get("advice", ""):
         click.echo(f"to continue: ooc resume {shlex.quote(str(result['run']))} --max-epochs "
                    f"{2 * max(int(result['epochs']), 1)}")
     if result.get("memory_budget") is not None:

@@ -64,7 +64,8 @@ class TrainConfig:
     solver: str = _opt(AUTO, "Algorithm; auto picks from the store's statistics (ooc info says what it would run).",
                        choices=SOLVER_NAMES)
     sampling: str = _opt("uniform", "rcd-primal/rcd-dual: uniform, importance, supportSet-uniform, adaptive, "
-                                    "ada-uniform, ada-gap, gap-per-epoch.")
+                                    "ada-uniform, ada-gap, gap-per-epoch; rcd-primal with pure L1: working-set "
+                                    "(auto's choice there).")
     tol: float = _opt(1e-6, "Relative duality gap to certify.")
     max_epochs: int = _opt(100, "Most passes over the data; the run stops there, converged or not.")
     memory: str = _opt(AUTO_MEMORY, "Memory for the whole process (the command line; Python: what training adds): "

@@ -75,6 +75,60 @@ def predicts_converged(recent: list[float], tol: float) -> bool:
     return r < 1.0 and recent[-1] * r <= tol
 
 
+class Stall(NamedTuple):
+    """Why a run stopped short of ``tol`` (:func:`diagnose`).
+
+    ``kind`` is ``"rate"`` (the gap shrinks linearly; ``more_epochs`` would reach ``tol``),
+    ``"slow"`` (it shrinks, too slowly to be worth resuming), ``"loose"`` (the objective stopped
+    moving but the gap did not: the certificate lags), ``"stalled"`` (neither moves) or
+    ``"few"`` (too few certified states to tell) or ``"exact"`` (``tol = 0``); ``text`` says it
+    in one clause.
+    """
+
+    kind: str
+    text: str
+    more_epochs: int | None = None
+
+
+#: states of the history the diagnosis looks at, and the most extra epochs it calls "resume"
+DIAGNOSE_WINDOW = 5
+DIAGNOSE_MAX_FACTOR = 10
+
+
+def diagnose(history: list[dict], tol: float) -> Stall:
+    r"""Why the last certified state of ``history`` is not within ``tol``, from its last states.
+
+    Over the last ``DIAGNOSE_WINDOW`` states, the gap's rate per epoch
+    ``r = (g_last / g_first)^(1 / epochs)``: with ``r < 1`` the linear rate of coordinate
+    methods predicts ``log(tol / g_last) / log r`` more epochs (``"rate"``, or ``"slow"`` when
+    that is more than ``DIAGNOSE_MAX_FACTOR`` times the epochs run). With ``r >= 1`` the gap
+    stalled: ``"loose"`` when the primal changed by less than ``tol`` (relative) in the window
+    (the iterate is at its optimum as far as the objective shows; the dual bound is what
+    lags), else ``"stalled"``.
+    """
+    if not tol > 0.0:
+        return Stall("exact", "--tol 0 asks for a zero gap, which no run certifies")
+    states = [h for h in history if math.isfinite(h.get("rel_gap", math.inf))]
+    if len(states) < 3:
+        return Stall("few", f"only {len(states)} certified state(s): too few epochs to tell a rate")
+    win = states[-DIAGNOSE_WINDOW:]
+    first, last = win[0], win[-1]
+    epochs = max(int(last["epoch"]) - int(first["epoch"]), 1)
+    g0, g1 = float(first["rel_gap"]), float(last["rel_gap"])
+    rate = (g1 / g0) ** (1.0 / epochs) if g0 > 0 and g1 > 0 else 0.0
+    if 0.0 < rate < 1.0 - 1e-9:
+        more = max(int(math.ceil(math.log(tol / g1) / math.log(rate))), 1)
+        what = f"the gap shrinks by {rate:.3g} per epoch, about {more} more epochs reach tol"
+        if more > DIAGNOSE_MAX_FACTOR * max(int(last["epoch"]), 1):
+            return Stall("slow", what + " (a slow linear rate)", more)
+        return Stall("rate", what, more)
+    moved = abs(float(first["primal"]) - float(last["primal"])) / max(1.0, abs(float(last["primal"])))
+    if moved <= tol:
+        return Stall("loose", f"the objective moved by {moved:.2g} (relative) in the last {epochs} epochs while "
+                              f"the gap stayed at {g1:.3g}: the certificate (dual bound) is what lags")
+    return Stall("stalled", f"the gap stalled at {g1:.3g} over the last {epochs} epochs")
+
+
 class EpochContext:
     """What a solver's epoch step sees of the engine.
 

@@ -259,8 +259,9 @@ class _OOCLinear(BaseEstimator):
         classes = getattr(self, "classes_", None)
         self.model_ = LinearModel(m.coef_, m.intercept_, classes, m.loss, m.task, m.meta)
         if warn and not self.converged_:
+            why = f": {res['stop_reason']}" if res.get("stop_reason") else ""
             warnings.warn(f"{type(self).__name__} stopped at max_epochs={self.max_epochs} with relative duality "
-                          f"gap {self.rel_gap_:.3g} > tol={self.tol:g}; increase max_epochs (or l2)",
+                          f"gap {self.rel_gap_:.3g} > tol={self.tol:g}{why}; increase max_epochs (or l2)",
                           ConvergenceWarning, stacklevel=3)
 
     def _reset_partial(self) -> None:

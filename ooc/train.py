@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import tempfile
 import warnings
@@ -13,7 +14,7 @@ from ._cpu import resolve_threads
 from ._memlimit import auto_budget, counts_whole_process, held_bytes, kernels_loaded, process_limit, work_budget
 from ._version import __version__
 from .config import TrainConfig, defaults
-from .engine import Start
+from .engine import Start, diagnose
 from .engine import run as run_solver
 from .fsutil import (
     array_checksum,
@@ -26,7 +27,7 @@ from .fsutil import (
     seal_json,
 )
 from .model import LinearModel
-from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY
+from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError
@@ -66,13 +67,14 @@ class ConvergenceWarning(UserWarning):
 DEFAULTS = defaults()
 
 
-def _validate(opts: dict, store) -> dict:
+def _validate(opts: dict, store, resumed: bool = False) -> dict:
     """Training options with their defaults, checked and normalised against ``store``.
 
     :class:`ooc.config.TrainConfig` checks the values on their own; here the labels, the
     layouts and the solver ``auto`` chooses. Raises ``ValueError`` with one line naming the
     option at the first bad value. The dict has the config's fields plus ``solver_used`` (what
-    ``auto`` chose, or the solver CoCoA+ distributes) and ``memory_bytes``.
+    ``auto`` chose, or the solver CoCoA+ distributes) and ``memory_bytes``. ``resumed``: the
+    options of an existing run (``run.json``), whose resolved choices are kept as recorded.
     """
     cfg = TrainConfig.from_options(opts)
     o = dict(cfg.options(), memory_bytes=cfg.memory_bytes, train_block_bytes=cfg.train_block_bytes)
@@ -81,7 +83,7 @@ def _validate(opts: dict, store) -> dict:
     if o["validation"] is not None and "://" not in o["validation"]:
         o["validation"] = os.path.abspath(o["validation"])  # run.json's: a resume from elsewhere finds it
     _check_task(o, cfg.loss_spec, store)
-    _choose_solver(o, cfg.loss_spec, store)
+    _choose_solver(o, cfg.loss_spec, store, resumed)
     if o["validation"] is not None:
         check_validation(o, store.label_kind)
     if o["validation"] is not None and o["solver_used"] == "dgpd":
@@ -111,9 +113,9 @@ def _check_task(o: dict, loss, store) -> None:
     class_weights_for(store, o["class_weight"])  # a mapping's labels against the store's classes
 
 
-def _choose_solver(o: dict, loss, store) -> None:
+def _choose_solver(o: dict, loss, store, resumed: bool = False) -> None:
     """``solver_used`` (``auto``'s choice) and what it needs: layouts, smooth loss, samplings, options."""
-    from .schedule.sampling import PER_STEP
+    from .schedule.sampling import PER_STEP, WORKING_SET
 
     if o["solver"] == AUTO:
         o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
@@ -121,6 +123,10 @@ def _choose_solver(o: dict, loss, store) -> None:
     else:
         o["solver_used"] = o["solver"]
     used = o["solver_used"]
+    # (a run.json records the sampling this chose; one made before working sets keeps its uniform one)
+    if o["solver"] == AUTO and used == "rcd-primal" and o["l2"] <= 0 and o["sampling"] == "uniform" \
+            and o["paging"] == "shuffled" and not resumed:
+        o["sampling"] = WORKING_SET  # pure L1: auto's rcd-primal runs working sets (ooc.solvers.rcd)
     spec = solver_spec(used)
     named = f"--solver {used}" if o["solver"] != AUTO else used
     if not all(store.has_layout(x) for x in spec.layouts):
@@ -163,6 +169,8 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
     *L1* problem: ``P_L1(w) = P_l2'(w) - l2'/2 ||w||^2`` and, for any duals,
     ``P_L1* >= D_l2'(alpha) - l2'/2 r_c^2`` (since ``P_l2'* <= P_L1(w') + l2'/2 ||w'||^2``).
     The slack ``l2'/2 r_c^2 <= tol/2`` leaves half the requested gap to the optimisation.
+    (The solvers also certify with the duals rescaled into the L1 dual's feasible set, which
+    has no slack: :meth:`ooc.solvers.base.BlockLoopSolver._l1_scale`.)
     ``l2_added`` and ``l1_radius`` go in the run config.
     """
     if o["multiclass"] == CRAMMER_SINGER or o["distributed"] or o["bias"] > 0:
@@ -359,7 +367,7 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     opts = TrainConfig.from_run_config(cfg).options()
     if max_epochs is not None:
         opts["max_epochs"] = max_epochs
-    o = _validate(opts, st)
+    o = _validate(opts, st, resumed=True)
     with rd.lock():
         # what a process killed while replacing this run (--overwrite) left beside it
         remove_stale_temporaries(rd.path)
@@ -549,6 +557,10 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     # --validation: the last state's score, the best one and whether --early-stop ended the run
     result.update({k: res[k] for k in ("validation", "validation_metric", "best_validation", "best_epoch",
                                         "early_stopped", "generation") if k in res})
+    if not res["converged"] and not res.get("early_stopped"):  # why it stopped short, and what to change
+        stall = diagnose(rd.history(), o["tol"])
+        result["stop_reason"] = stall.text
+        result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]))
     with disk_full_is_run_error(rd.path, "the model's metrics"):
         atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json(result))
     try:
@@ -560,8 +572,31 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
                  o["early_stop"], res["validation_metric"], res["best_validation"], res["best_epoch"])
     elif not res["converged"]:
         warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
-                      f"{o['tol']:g}; 'ooc resume {rd.path} --max-epochs N' continues", ConvergenceWarning)
+                      f"{o['tol']:g}: {result['stop_reason']}; {result['advice']}", ConvergenceWarning)
     return Run(rd.path, result)
+
+
+def _advice(stall, o: dict, path: str, epochs: int) -> str:
+    """What to change after a run stopped at ``--max-epochs`` for the reason ``stall``
+    (:func:`ooc.engine.diagnose`): a resume command, another solver or option."""
+    more = stall.more_epochs if stall.more_epochs is not None else max(epochs, 10)
+    resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(1.2 * more))}'"
+    if stall.kind == "exact":
+        return "set --tol > 0 (e.g. 1e-6) to have the run stop when certified"
+    if stall.kind in ("rate", "few"):
+        return f"{resume} continues"
+    used, pure_l1 = o["solver_used"], o["l2"] <= 0 < o["l1"]
+    if pure_l1 and used != "rcd-primal":
+        other = "--solver rcd-primal (working sets, a tight pure-L1 certificate)"
+    elif pure_l1 and o["sampling"] != "working-set":
+        other = "--sampling working-set (pure L1)"
+    elif used == "sdca" and loss_spec(o["loss"]).smooth:
+        other = "--solver acc-sdca (accelerated: small --l2)"
+    else:
+        other = "another --solver ('ooc info STORE' says what auto runs)"
+    if stall.kind == "slow":
+        return f"{resume} gets there slowly; faster: {other}"
+    return f"try {other}, or a larger --tol (the gap may be at the precision of the data)"
 
 
 def _memory_budget(o: dict, reader: int = 0) -> dict:

@@ -32,7 +32,7 @@ from ooc.kernels.prefetch import prefetch_rows
 from ooc.kernels.samplings import mix_scores, step_score, wants_gap
 from ooc.kernels.sdca import dual_apply
 from ooc.kernels.sumtree import tree_build, tree_draw
-from ooc.objectives.losses import dual_step, loss_conj_neg, loss_deriv, loss_value, weighted_conj_neg
+from ooc.objectives.losses import dual_step, loss_conj_neg, loss_curv, loss_deriv, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
 
 _KAPPA_EPS = 1e-12
@@ -335,3 +335,155 @@ def primal_adaptive_pass(loss, cols, col0, labels, z, w, mcoef, colnorm, reg, ra
         _prox_step(loss, cols, jl, col0 + jl, labels, z, w, mcoef[jl], reg)
         steps += 1
     return steps
+
+
+# -------------------------------------------------------------------------------------------------
+# pure L1: the rescaled dual point, and working-set epochs
+# -------------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def scaled_dual_loss(loss, z, y, c, s):
+    r"""``sum_i -c_i phi*(s phi'(z_i), y_i)``: the loss part of ``n D`` at ``alpha = -s c phi'(z)``.
+
+    ``s in [0, 1]`` rescales the dual point of the margins ``z`` into the feasible set of pure
+    L1, ``||X^T alpha / n||_inf <= l1`` (celer, skglm; Ndiaye et al.'s gap-safe rules): the
+    conjugate's domain is convex and holds ``0`` and ``phi'(z_i)``, so ``s phi'(z_i)`` is in it.
+    """
+    total = 0.0
+    for i in range(z.shape[0]):
+        ci = c[i]
+        if ci > 0.0:
+            gd = loss_deriv(loss, z[i], y[i])
+            total -= ci * loss_conj_neg(loss, -s * gd, y[i])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def margin_sums(loss, z, y, c):
+    r"""``(sum_i c_i phi(z_i, y_i), sum_i c_i phi'(z_i, y_i))``: the loss part of ``n P`` and the
+    intercept's gradient (times ``n / B``)."""
+    psum = 0.0
+    gsum = 0.0
+    for i in range(z.shape[0]):
+        ci = c[i]
+        if ci > 0.0:
+            psum += ci * loss_value(loss, z[i], y[i])
+            gsum += ci * loss_deriv(loss, z[i], y[i])
+    return psum, gsum
+
+
+@njit(cache=True, nogil=True)
+def ws_cd_epoch(loss, cols, gidx, labels, z, w, mcoef, reg):
+    r"""One cyclic pass of prox steps over the columns of a working-set block, in their order.
+
+    ``cols`` holds the working set's columns of one column block (CSC, local), ``gidx`` their
+    global indices (into ``w``), ``mcoef`` their ``M_j``; the step is :func:`primal_cd_pass`'s.
+    Returns ``sum d^2``.
+    """
+    total = 0.0
+    for jl in range(gidx.shape[0]):
+        d = _prox_step(loss, cols, jl, gidx[jl], labels, z, w, mcoef[jl], reg)
+        total += d * d
+    return total
+
+
+@njit(cache=True, nogil=True)
+def ws_col_grads(loss, cols, labels, z, n_total, out):
+    r"""``out[jl] = r_j = 1/n sum_i c_i phi'(z_i) x_ij`` for every column of a working-set block."""
+    for jl in range(out.shape[0]):
+        out[jl] = _col_grad(loss, cols, jl, labels, z, n_total)
+
+
+@njit(cache=True, nogil=True)
+def newton_weights(loss, z, y, c, g_out, h_out):
+    r"""``g_i = c_i phi'(z_i)``, ``h_i = c_i phi''(z_i)`` (the quadratic model of the loss at ``z``).
+
+    Returns ``(sum_i c_i phi(z_i), sum_i g_i)``.
+    """
+    psum = 0.0
+    gsum = 0.0
+    for i in range(z.shape[0]):
+        ci = c[i]
+        if ci > 0.0:
+            psum += ci * loss_value(loss, z[i], y[i])
+            g = ci * loss_deriv(loss, z[i], y[i])
+            g_out[i] = g
+            gsum += g
+            h_out[i] = ci * loss_curv(loss, z[i], y[i])
+        else:
+            g_out[i] = 0.0
+            h_out[i] = 0.0
+    return psum, gsum
+
+
+@njit(cache=True, nogil=True)
+def newton_prep(cols, g, h, n_total, grad_out, hdiag_out):
+    r"""Per column of a working-set block: ``grad_j = X_{:j} . g / n``, ``H_jj = sum_i h_i x_ij^2 / n``."""
+    indptr, indices, data = cols
+    for jl in range(grad_out.shape[0]):
+        a = 0.0
+        b = 0.0
+        for p in range(indptr[jl], indptr[jl + 1]):
+            i = indices[p]
+            x = np.float64(data[p])
+            a += g[i] * x
+            b += h[i] * x * x
+        grad_out[jl] = a / n_total
+        hdiag_out[jl] = b / n_total
+
+
+@njit(cache=True, nogil=True)
+def newton_cd_pass(cols, gidx, wt, xd, h, grad, hdiag, w, l1, n_total, active, full):
+    r"""One cyclic pass of coordinate minimisation of the proximal Newton model, on a block's columns.
+
+    The model of ``P`` around ``w`` in the direction ``d = wt - w`` is
+    ``grad . d + 1/(2n) sum_i h_i (X d)_i^2 + l1 ||w + d||_1`` (GLMNET, newGLMNET of LIBLINEAR
+    ``-s 6``; skglm's ProxNewton); ``xd = X d`` is kept. Coordinate ``j`` moves to
+    ``wt_j <- soft_threshold(wt_j - q_j / H_jj, l1 / H_jj)``, ``q_j = grad_j + 1/n sum_i h_i x_ij xd_i``.
+    A column with ``H_jj = 0`` (flat loss on its rows) is left. ``full``: visit every column
+    and set ``active[jl]`` to whether it is (or was) nonzero; else visit the active ones only
+    (GLMNET's active-set cycling: the zeros that stay zero cost nothing). Returns
+    ``sum_j H_jj delta_j^2``.
+    """
+    indptr, indices, data = cols
+    total = 0.0
+    for jl in range(gidx.shape[0]):
+        if not full and active[jl] == 0:
+            continue
+        hj = hdiag[jl]
+        if not hj > 0.0:
+            active[jl] = 0
+            continue
+        j = gidx[jl]
+        q = 0.0
+        for p in range(indptr[jl], indptr[jl + 1]):
+            q += h[indices[p]] * np.float64(data[p]) * xd[indices[p]]
+        q = grad[jl] + q / n_total
+        old = wt[j]
+        new = soft_threshold_scalar(old - q / hj, l1 / hj)
+        delta = new - old
+        if full:
+            active[jl] = 1 if (new != 0.0 or old != 0.0) else 0
+        if delta != 0.0:
+            wt[j] = new
+            for p in range(indptr[jl], indptr[jl + 1]):
+                xd[indices[p]] += delta * np.float64(data[p])
+            total += hj * delta * delta
+    return total
+
+
+@njit(cache=True, nogil=True)
+def line_loss(loss, z, xd, y, c, t):
+    r"""``sum_i c_i phi(z_i + t xd_i)``: the loss along the Newton direction (its line search)."""
+    total = 0.0
+    for i in range(z.shape[0]):
+        ci = c[i]
+        if ci > 0.0:
+            total += ci * loss_value(loss, z[i] + t * xd[i], y[i])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def axpy(t, x, out):
+    """``out += t x``."""
+    for i in range(out.shape[0]):
+        out[i] += t * x[i]

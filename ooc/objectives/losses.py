@@ -50,6 +50,8 @@ __all__ = [
     "loss_value",
     "loss_deriv",
     "loss_conj_neg",
+    "loss_curv",
+    "has_curv",
     "dual_step",
     "weighted_conj_neg",
 ]
@@ -81,6 +83,18 @@ def loss_conj_neg(loss, a, y):
     return loss.conj_neg(a, y)
 
 
+def loss_curv(loss, z, y):
+    """``d^2 phi(z, y) / dz^2`` (the generalized one where ``phi'`` has a kink): the proximal
+    Newton steps of :mod:`ooc.kernels.rcd`. Numba only; a loss may not have it (:func:`has_curv`)."""
+    raise NotImplementedError("loss_curv is for Numba kernels")
+
+
+def has_curv(loss) -> bool:
+    """Whether the loss registered a second derivative (:func:`register_loss`'s ``curv``)."""
+    impls = _IMPLS.get(type(loss))
+    return impls is not None and impls.get("curv") is not None
+
+
 def dual_step(loss, a, z, y, q, c):
     r"""Prox-SDCA option I increment of one dual coordinate (Shalev-Shwartz & Zhang, Fig. 1).
 
@@ -97,8 +111,8 @@ def dual_step(loss, a, z, y, q, c):
 _IMPLS = {}  # loss class -> {"value": njit fn(loss, z, y), ...}
 
 
-def _register(cls, value, deriv, conj_neg, step):
-    _IMPLS[cls] = {"value": value, "deriv": deriv, "conj_neg": conj_neg, "step": step}
+def _register(cls, value, deriv, conj_neg, step, curv=None):
+    _IMPLS[cls] = {"value": value, "deriv": deriv, "conj_neg": conj_neg, "step": step, "curv": curv}
 
 
 def _impl(loss_type, what):
@@ -121,6 +135,18 @@ def _ol_loss_value(loss, z, y):
 @overload(loss_deriv)
 def _ol_loss_deriv(loss, z, y):
     fn = _impl(loss, "deriv")
+    if fn is None:
+        return None
+
+    def impl(loss, z, y):
+        return fn(loss, z, y)
+
+    return impl
+
+
+@overload(loss_curv)
+def _ol_loss_curv(loss, z, y):
+    fn = _impl(loss, "curv")
     if fn is None:
         return None
 
@@ -185,6 +211,11 @@ def _squared_deriv(loss, z, y):
 
 
 @njit(cache=True, nogil=True)
+def _squared_curv(loss, z, y):
+    return 1.0
+
+
+@njit(cache=True, nogil=True)
 def _squared_conj_neg(loss, a, y):
     return 0.5 * a * a - a * y
 
@@ -218,6 +249,13 @@ def _logistic_deriv(loss, z, y):
         e = math.exp(-m)
         return -y * e / (1.0 + e)
     return -y / (1.0 + math.exp(m))
+
+
+@njit(cache=True, nogil=True)
+def _logistic_curv(loss, z, y):
+    # sigma(m) (1 - sigma(m)) with m = y z (y in {-1, +1}), without overflow
+    e = math.exp(-abs(y * z))
+    return e / ((1.0 + e) * (1.0 + e))
 
 
 @njit(cache=True, nogil=True)
@@ -375,6 +413,14 @@ def _smooth_hinge_deriv(loss, z, y):
     if m <= 1.0 - gamma:
         return -y
     return -y * (1.0 - m) / gamma
+
+
+@njit(cache=True, nogil=True)
+def _smooth_hinge_curv(loss, z, y):
+    m = y * z
+    if m >= 1.0 or m <= 1.0 - loss.gamma:
+        return 0.0
+    return 1.0 / loss.gamma
 
 
 @njit(cache=True, nogil=True)
@@ -604,7 +650,7 @@ LOSS_REGISTRY: dict = {}
 LOSSES: dict = {}
 
 
-def register_loss(spec: LossSpec, value, deriv, conj_neg, step) -> LossSpec:
+def register_loss(spec: LossSpec, value, deriv, conj_neg, step, curv=None) -> LossSpec:
     """Make a loss known to every kernel and every option check.
 
     Parameters
@@ -617,19 +663,23 @@ def register_loss(spec: LossSpec, value, deriv, conj_neg, step) -> LossSpec:
         ``(loss, a, y) -> phi*(-a, y)`` and the dual step ``(loss, a, z, y, q, c) -> delta``
         (see :func:`dual_step`); the kernels reach them through the generic functions,
         resolved on the loss class at compile time.
+    curv : njit function, optional
+        ``(loss, z, y) -> phi''(z, y)`` (:func:`loss_curv`): with it, rcd-primal's working
+        sets take proximal Newton steps; without, prox-CD steps.
     """
-    _register(spec.cls, value, deriv, conj_neg, step)
+    _register(spec.cls, value, deriv, conj_neg, step, curv)
     LOSS_REGISTRY[spec.name] = spec
     LOSSES[spec.name] = spec.cls
     return spec
 
 
 register_loss(LossSpec(Logistic.name, Logistic, (), True, True, True, False),
-              _logistic_value, _logistic_deriv, _logistic_conj_neg, _logistic_step)
+              _logistic_value, _logistic_deriv, _logistic_conj_neg, _logistic_step, _logistic_curv)
 register_loss(LossSpec(Squared.name, Squared, (), True, False, False, False),
-              _squared_value, _squared_deriv, _squared_conj_neg, _squared_step)
+              _squared_value, _squared_deriv, _squared_conj_neg, _squared_step, _squared_curv)
 register_loss(LossSpec(SmoothHinge.name, SmoothHinge, ("gamma",), True, True, False, True),
-              _smooth_hinge_value, _smooth_hinge_deriv, _smooth_hinge_conj_neg, _smooth_hinge_step)
+              _smooth_hinge_value, _smooth_hinge_deriv, _smooth_hinge_conj_neg, _smooth_hinge_step,
+              _smooth_hinge_curv)
 register_loss(LossSpec(Hinge.name, Hinge, (), False, True, False, True),
               _hinge_value, _hinge_deriv, _hinge_conj_neg, _hinge_step)
 #: ``--loss`` choices of the command line (the built-in losses).

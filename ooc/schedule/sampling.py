@@ -21,6 +21,9 @@ importance sampling of Csiba & Richtarik 2016, eq. 14):
 ``ada-gap``            ``p_i ~ G_i``, the coordinate-wise duality gap (Sec. 3.2.1), after
                        every step
 ``gap-per-epoch``      ``p_i ~ G_i`` computed once at the start of the epoch
+``working-set``        rcd-primal, pure L1 only: not random. Each epoch picks the support of
+                       ``w`` and the features nearest to violating optimality (skglm, celer)
+                       and runs cyclic passes over them (:mod:`ooc.solvers.rcd`)
 =====================  =======================================================================
 
 ``kappa_i`` is the dual residual (Def. 2.3) and ``G_i`` the coordinate-wise gap (eq. 4); the
@@ -45,6 +48,10 @@ from ooc.kernels.samplings import AdaGap, Adaptive, AdaUniform, SupportSetUnifor
 from ooc.kernels.sumtree import tree_build, tree_draw, tree_draw_many, tree_update
 
 SAMPLINGS = ("uniform", "importance", "supportSet-uniform", "adaptive", "ada-uniform", "ada-gap", "gap-per-epoch")
+#: rcd-primal's greedy (not random) choice of coordinates for pure L1
+WORKING_SET = "working-set"
+#: every ``--sampling`` value
+SAMPLING_CHOICES = SAMPLINGS + (WORKING_SET,)
 #: samplings whose distribution is recomputed after every coordinate step
 PER_STEP = ("supportSet-uniform", "adaptive", "ada-uniform", "ada-gap")
 #: samplings that need the coordinate-wise gaps of the state at the start of an epoch
@@ -57,10 +64,10 @@ ADA_UNIFORM_SIGMA = 0.5
 def normalize_sampling(name: str) -> str:
     """The canonical spelling of a sampling name (case and ``_`` / ``-`` insensitive)."""
     key = str(name).strip().lower().replace("_", "-")
-    for s in SAMPLINGS:
+    for s in SAMPLING_CHOICES:
         if s.lower() == key:
             return s
-    raise ValueError(f"--sampling {name!r}: expected one of {', '.join(SAMPLINGS)}")
+    raise ValueError(f"--sampling {name!r}: expected one of {', '.join(SAMPLING_CHOICES)}")
 
 
 def step_sampling(name: str, sigma: float = ADA_UNIFORM_SIGMA):

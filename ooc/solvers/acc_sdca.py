@@ -122,11 +122,18 @@ class AccSDCASolver(BlockLoopSolver):
             extra["smoothing"] = self.smoothing
         return extra
 
-    def dual_penalty(self, c, w_state):
+    def _v_plain(self, c):
         # the plain dual point of the current duals: v = (lambda~ v~ - kappa y) / l2
         l2 = float(self.pb.penalty.l2)
-        v_plain = (self.l2_inner * self.extra["v_snap"][c] - self.params.kappa * self.extra["center"][c]) / l2
-        return conj_value(self.pb.penalty, v_plain, self.pb.bias)
+        return (self.l2_inner * self.extra["v_snap"][c] - self.params.kappa * self.extra["center"][c]) / l2
+
+    def dual_penalty(self, c, w_state):
+        return conj_value(self.pb.penalty, self._v_plain(c), self.pb.bias)
+
+    def dual_sup(self, c, w_state):
+        # ||X^T alpha / n||_inf = l2 ||v||_inf of the plain dual point (w_state is the inner problem's)
+        v = self._v_plain(c)
+        return float(self.pb.penalty.l2) * (float(np.max(np.abs(v))) if v.size else 0.0)
 
     # -- the inner Prox-SDCA step ------------------------------------------------------------------------
     def update_block(self, blk: TrainBlock, alpha, epoch, w, v) -> None:

@@ -37,8 +37,31 @@ Problem (``docs/training.rst``), ``X`` is ``n x d`` with rows = examples (the pa
     Lipschitzing trick (Perekrestenko et al. Sec. 4.1, from Duenner et al.): ``g_j`` restricted
     to ``|w_j| <= B_rad = P(0) / l1`` (NSync is monotone, so ``l1 ||w||_1 <= P(w) <= P(0)``
     and no iterate nor the optimum leaves the box), whose conjugate ``B_rad (|r| - l1)_+`` is
-    finite: Lasso and L1-logistic get a duality gap. (With ``l2 = 0`` the unpenalised
-    intercept is given the same radius: the certificate then assumes ``|w_B| <= B_rad``.)
+    finite: Lasso and L1-logistic get a duality gap. That bound is loose when ``l1`` is
+    small (``B_rad`` is huge), so pure L1 also evaluates the dual point rescaled into the
+    feasible set (celer, skglm, the gap-safe rules of Fercoq, Gramfort & Salmon):
+    ``a_i = -s c_i phi'(z_i)`` with ``s = min(1, l1 / ||r||_inf)``, where the penalty's
+    conjugate is 0 and ``D = -1/n sum_i c_i phi*(s phi'(z_i))`` (one more ``O(n)`` loop over
+    the margins after the pass; it tends to the optimal dual as ``w`` converges). The larger
+    of the two duals certifies. (With ``l2 = 0`` the unpenalised intercept keeps the
+    Lipschitzing term with the same radius: the certificate then assumes ``|w_B| <= B_rad``.)
+
+``rcd-primal --sampling working-set`` (pure L1; ``auto``'s choice for ``--l2 0``)
+    Not random: after the gap pass of an epoch (the certificate above, which also gives every
+    ``r_j``), the working set is the support of ``w`` and the features with the largest
+    ``|r_j| / l1`` (``> 1``: ``w_j = 0`` violates optimality), ``max(100, 2 |support|)`` of
+    them (skglm's rule; celer ranks by the same dual-feasibility margin). The epoch then
+    solves the problem restricted to their columns (and the intercept) until its gap, with its
+    own rescaled dual point, is at most 0.3 times the full problem's gap: by proximal Newton
+    steps when the loss has a second derivative (squared, logistic, smooth hinge: GLMNET, as
+    LIBLINEAR ``-s 6`` and skglm's ProxNewton; the exponentials are computed once per row and
+    step, the quadratic model's CD passes need none; prox-CD passes where the line search
+    accepts no step), else by cyclic prox-CD passes (a registered loss without ``curv``; the
+    gap checked every 5 passes), at most 500 steps or passes. The columns are gathered from
+    the column blocks once per epoch and kept while they fit in half the block cache, read
+    again for each pass otherwise (same iterates). The working set is a function of ``w``, so
+    a resume repeats it exactly. An "epoch" here is one outer iteration: the history gives its
+    ``ws_size`` and the ``inner_epochs`` that produced the state.
 
 Epochs and the out-of-core draw
     An epoch is ``n`` coordinate updates (dual) or ``dim`` (primal: ``d`` features, plus the
@@ -72,7 +95,8 @@ Gap-guided paging (``paging='gap'``)
 The ``auto`` rule (:func:`ooc.solvers.registry.auto_solver`; ``ooc info`` reports ``C_P``, ``C_D``)
     1. Crammer-Singer multiclass -> ``sdca``.
     2. ``l1 > 0`` and ``l2 = 0`` (Lasso, L1-logistic) -> ``rcd-primal`` (the dual is not
-       defined; needs a smooth loss).
+       defined; needs a smooth loss), with ``--sampling working-set`` unless another sampling
+       or paging was asked for.
     3. Otherwise the face-off (Csiba & Richtarik, Thm. 2 and eq. 15-16): with importance
        sampling the total work is ``T_P = nnz + beta/(l2 n) C_P`` for the primal and
        ``T_D = nnz + beta/(l2 n) C_D`` for the dual, with ``C_P = sum_j ||X_{:j}||_0
@@ -110,18 +134,27 @@ import numpy as np
 
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.rcd import (
+    axpy,
     col_curvature,
     dual_adaptive_pass,
     dual_block_gaps,
+    line_loss,
+    margin_sums,
+    newton_cd_pass,
+    newton_prep,
+    newton_weights,
     primal_adaptive_pass,
     primal_bias_steps,
     primal_cd_pass,
     primal_gap_rows,
     quartz_pass,
+    scaled_dual_loss,
+    ws_cd_epoch,
+    ws_col_grads,
 )
 from ..kernels.samplings import AdaptiveDraws
 from ..kernels.sdca import sdca_pass
-from ..objectives.losses import Logistic
+from ..objectives.losses import Logistic, has_curv
 from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import OnDisk, RunDir
 from ..schedule.cache import BlockCache
@@ -130,6 +163,7 @@ from ..schedule.planner import plan as plan_memory
 from ..schedule.sampling import (
     GAP_BASED,
     PER_STEP,
+    WORKING_SET,
     block_counts,
     block_probs,
     block_uniforms,
@@ -145,6 +179,19 @@ from .base import BlockLoopSolver, StoreSolver, TrainBlock
 from .registry import acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
 
 PAGINGS = ("shuffled", "gap")
+#: the working-set method's constants (pure L1): the first size, the inner gap asked for (a
+#: fraction of the outer one), how often it is checked, and the most inner passes of one outer
+#: iteration (skglm's p0 = 10 and 0.3; celer's prune rule)
+WS_START = 100
+WS_INNER = 0.3
+WS_CHECK = 5
+WS_MAX_INNER = 500
+#: proximal Newton (working sets, losses with a second derivative): most CD passes on the quadratic
+#: model, the relative decrease of a pass that stops them, line-search halvings, Armijo's sigma
+NEWTON_CD = 20
+NEWTON_CD_TOL = 1e-3
+NEWTON_LS = 30
+NEWTON_ARMIJO = 0.01
 
 
 def _sampling_options(options: dict, k: int) -> tuple[str, str, float]:
@@ -170,6 +217,8 @@ class RCDDualSolver(BlockLoopSolver):
         super().__init__(problem, rundir, options, progress)
         require_l2(problem.penalty, "rcd-dual")
         self.sampling, self.paging, self.floor = _sampling_options(options, self.k)
+        if self.sampling == WORKING_SET:
+            raise ValueError(f"--sampling {WORKING_SET} is rcd-primal's (pure L1); rcd-dual samples rows")
         self.beta = float(problem.loss.smoothness)
         self.l2, self.l1 = float(problem.penalty.l2), float(problem.penalty.l1)
         fixed = self.sampling in ("uniform", "importance") and self.paging == "shuffled"
@@ -334,6 +383,9 @@ class RCDPrimalSolver(StoreSolver):
             raise ValueError("rcd-primal needs l2 > 0 or l1 > 0 (an unregularized problem has no certificate here)")
         self.beta = float(problem.loss.smoothness)
         self.sampling, self.paging, self.floor = _sampling_options(options, self.k)
+        if self.sampling == WORKING_SET and not (self.l2 <= 0 and self.paging == "shuffled"):
+            raise ValueError(f"--sampling {WORKING_SET} is for pure L1 (--l2 0 --l1 > 0) with --paging shuffled "
+                             f"(got --l2 {self.l2:g}, --paging {self.paging})")
         self.cb_ptr = st.block_ptr(L.COLS)
         self.ncb = len(self.cb_ptr) - 1
         self.rb_ptr = st.block_ptr(L.ROWS)
@@ -410,8 +462,9 @@ class RCDPrimalSolver(StoreSolver):
         return int(self.cb_ptr[b]), int(self.cb_ptr[b + 1])
 
     # -- gap pass over the rows --------------------------------------------------------------------------------
-    def _gap_pass(self, w: np.ndarray, pool) -> tuple[float, float, np.ndarray]:
-        """Exact ``z = X w``; returns ``(P, D, G)`` summed over the problems, ``G`` the coordinate gaps."""
+    def _gap_pass(self, w: np.ndarray, pool) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """Exact ``z = X w``; returns ``(P, D, G, R)`` summed over the problems, ``G`` the coordinate
+        gaps, ``R`` the ``(k, dim)`` gradients ``r_j`` of each problem."""
         pb = self.pb
         psum = np.zeros(self.k)
         dsum = np.zeros(self.k)
@@ -433,15 +486,39 @@ class RCDPrimalSolver(StoreSolver):
                 dsum[c] += ds
         P = D = 0.0
         G = np.zeros(self.dim)
+        R = t / self.n
         for c in range(self.k):
-            r = t[c] / self.n
+            r = R[c]
             wc = w[c]
             ex = np.maximum(np.abs(r) - self.l1vec, 0.0)
             h = ex * ex / (2.0 * self.l2) if self.l2 > 0 else self.radius[c] * ex
             G += h + self.l1vec * np.abs(wc) + 0.5 * self.l2 * wc * wc + wc * r
             P += psum[c] / self.n + primal_value(pb.penalty, wc, self.bias)
-            D += dsum[c] / self.n - float(h.sum())
-        return P, D, G
+            dc = dsum[c] / self.n - float(h.sum())
+            if self.l2 <= 0:
+                # both dual points are feasible: the better bound certifies (the rescaled one is
+                # tight near the optimum; the Lipschitzing one is never worse at w = 0)
+                dc = max(dc, self._rescaled_dual(c, r))
+            D += dc
+        return P, D, G, R
+
+    def _rescaled_dual(self, c: int, r: np.ndarray) -> float:
+        r"""Pure L1: ``D`` at the dual point ``alpha = -s c phi'(z)`` rescaled into the feasible set.
+
+        ``X^T alpha / n = -s r``; ``s = min(1, l1 / ||r_features||_inf)`` makes
+        ``||s r||_inf <= l1``, where the conjugate of ``l1 ||.||_1`` is 0, so
+        ``D = -1/n sum_i c_i phi*(s phi'(z_i))`` (celer, skglm, gap-safe screening). It goes to
+        the optimum's dual as ``w`` does (the plain ``B_rad (|r| - l1)_+`` bound only as fast as
+        ``(|r_j| - l1)_+`` times the large radius ``P(0) / l1``). The unpenalised intercept keeps
+        the Lipschitzing term ``B_rad |s r_B|``.
+        """
+        rmax = float(np.max(np.abs(r[: self.d]))) if self.d else 0.0
+        s = 1.0 if rmax <= self.l1 else self.l1 / rmax
+        d = scaled_dual_loss(self.pb.loss, np.asarray(self.Z[c]), np.asarray(self.Y[c]), np.asarray(self.C), s)
+        d /= self.n
+        if self.bias > 0:
+            d -= float(self.radius[c]) * abs(s * float(r[self.d]))
+        return d
 
     # -- one block of updates -------------------------------------------------------------------------------------
     def _update_block(self, b: int, blk, m: int, epoch: int, w: np.ndarray, G: np.ndarray) -> int:
@@ -488,6 +565,218 @@ class RCDPrimalSolver(StoreSolver):
         order = visit_order(self.nblk, int(self.opt["seed"]), epoch)
         return counts, order[counts[order] > 0]
 
+    # -- working sets (pure L1) --------------------------------------------------------------------------------
+    def _working_set(self, R: np.ndarray) -> np.ndarray:
+        """The epoch's features, sorted: the support of ``w`` and the features nearest to violating.
+
+        Ranked by ``max_c |r_cj| / l1`` (``> 1``: ``w_j = 0`` is not optimal; celer's
+        ``d_j`` without the column norm); the support ranks first. Size ``max(WS_START,
+        2 |support|)`` (skglm), at most ``d``. A function of ``w`` only: a resume recomputes it.
+        """
+        d = self.d
+        score = np.max(np.abs(R[:, :d]), axis=0) / self.l1
+        support = np.any(self.w[:, :d] != 0.0, axis=0)
+        score[support] = np.inf
+        size = min(d, max(WS_START, 2 * int(support.sum())))
+        if size < d:
+            ws = np.argpartition(-score, size - 1)[:size]
+        else:
+            ws = np.arange(d)
+        return np.sort(ws)
+
+    def _ws_blocks(self, ws: np.ndarray) -> list:
+        """Per column block holding working-set features: ``(b, local columns, global columns, M)``."""
+        out = []
+        bounds = np.searchsorted(ws, self.cb_ptr)
+        for b in range(self.ncb):
+            g = ws[bounds[b]:bounds[b + 1]]
+            if len(g):
+                out.append((b, g - int(self.cb_ptr[b]), g, np.ascontiguousarray(self.M[g])))
+        return out
+
+    @staticmethod
+    def _gather(blk, local: np.ndarray) -> Rows:
+        """The columns ``local`` of a CSC block, as a CSC block of their own."""
+        ip = np.asarray(blk.indptr, dtype=np.int64)
+        starts = ip[local]
+        lens = ip[local + 1] - starts
+        indptr = np.zeros(len(local) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        idx = np.repeat(starts - indptr[:-1], lens) + np.arange(indptr[-1], dtype=np.int64)
+        return Rows(indptr, np.ascontiguousarray(blk.indices[idx]), np.ascontiguousarray(blk.data[idx]))
+
+    def _ws_parts(self, blocks: list, resident: list | None):
+        """The working set's CSC parts, from memory when they were kept, else read again (same iterates)."""
+        if resident is not None:
+            yield from resident
+            return
+        for b, local, g, m in blocks:
+            blk = self.cache.get((L.COLS, b), lambda b=b: self.store.block(L.COLS, b), lambda blk: blk.nbytes)
+            yield self._gather(blk, local), g, m
+
+    def _ws_gap(self, parts) -> float:
+        """The duality gap of the problem restricted to the working set (rescaled dual point)."""
+        pb = self.pb
+        C = np.asarray(self.C)
+        gap = 0.0
+        for c in range(self.k):
+            z, y = np.asarray(self.Z[c]), np.asarray(self.Y[c])
+            rmax = 0.0
+            for rows, g, _ in parts:
+                r = np.empty(len(g))
+                ws_col_grads(pb.loss, rows, Labels(y, C), z, float(self.n), r)
+                rmax = max(rmax, float(np.max(np.abs(r))))
+            s = 1.0 if rmax <= self.l1 else self.l1 / rmax
+            psum, gsum = margin_sums(pb.loss, z, y, C)
+            dual = scaled_dual_loss(pb.loss, z, y, C, s) / self.n
+            if self.bias > 0:
+                dual -= float(self.radius[c]) * abs(s * self.bias * gsum / self.n)
+            gap += psum / self.n + primal_value(pb.penalty, self.w[c], self.bias) - dual
+        return gap
+
+    def _ws_epoch(self, R: np.ndarray, gap: float) -> None:
+        r"""One outer iteration of the working-set method (skglm, celer) for pure L1.
+
+        On the working set's columns (and the intercept), until the gap of the problem
+        restricted to them is at most ``WS_INNER`` times the full problem's ``gap``: proximal
+        Newton steps when the loss has a second derivative (:meth:`_ws_newton`), else cyclic
+        prox-CD passes (:meth:`_ws_cd`). The columns stay in memory when they fit in half the
+        block cache, and are read again for every pass otherwise: the iterates are the same.
+        """
+        ws = self._working_set(R)
+        blocks = self._ws_blocks(ws)
+        nnz = int(self.col_nnz[ws].sum())
+        # 16 bytes a nonzero at most (int64 index, float64 value)
+        resident = list(self._ws_parts(blocks, None)) if 16 * nnz <= self.cache.budget // 2 else None
+        target = WS_INNER * gap
+        if has_curv(self.pb.loss):
+            inner, passes = 0, 0
+            for c in range(self.k):
+                i, p = self._ws_newton(c, ws, blocks, resident, target / self.k)
+                inner, passes = max(inner, i), passes + p
+        else:
+            inner = passes = self._ws_cd(blocks, resident, target)
+            passes *= self.k
+        self.ws_size, self.inner_epochs = len(ws), inner
+        self.updates += passes * (len(ws) + (1 if self.bias > 0 else 0))
+        self.work += passes * (nnz + (self.n if self.bias > 0 else 0))
+
+    def _ws_cd(self, blocks: list, resident: list | None, target: float) -> int:
+        """Cyclic prox-CD passes on the working set (gap checked every ``WS_CHECK``); returns the passes."""
+        pb = self.pb
+        C = np.asarray(self.C)
+        reg = Reg(self.l2, self.l1, float(self.n), float(self.bias))
+        inner = 0
+        while inner < WS_MAX_INNER:
+            moved = 0.0
+            for rows, g, m in self._ws_parts(blocks, resident):
+                for c in range(self.k):
+                    moved += ws_cd_epoch(pb.loss, rows, g, Labels(np.asarray(self.Y[c]), C), np.asarray(self.Z[c]),
+                                         self.w[c], m, reg)
+            if self.bias > 0:
+                for c in range(self.k):
+                    primal_bias_steps(pb.loss, np.asarray(self.Y[c]), C, np.asarray(self.Z[c]), self.w[c], self.bias,
+                                      float(self.M[self.d]), self.l2, float(self.n), 1)
+            inner += 1
+            if moved == 0.0:
+                break
+            if inner % WS_CHECK == 0 and self._ws_gap(list(self._ws_parts(blocks, resident))) <= target:
+                break
+        return inner
+
+    def _ws_newton(self, c: int, ws: np.ndarray, blocks: list, resident: list | None,
+                   target: float) -> tuple[int, int]:
+        r"""Proximal Newton steps of problem ``c`` on the working set (GLMNET; LIBLINEAR ``-s 6``).
+
+        Each step: ``g_i = c_i phi'(z_i)``, ``h_i = c_i phi''(z_i)`` (one loop over the rows,
+        the only transcendental functions of the step), the working set's ``grad_j`` and
+        ``H_jj``; the restricted gap (rescaled dual point, as :meth:`_rescaled_dual`) stops
+        the loop at ``target``; else up to ``NEWTON_CD`` cyclic passes minimise the quadratic
+        model (:func:`~ooc.kernels.rcd.newton_cd_pass`: a full pass, then passes over the
+        nonzeros until they settle, then a full pass again; the intercept a coordinate of it),
+        and a backtracking line search (Armijo, Tseng & Yun's descent measure ``Delta``)
+        takes ``w += t d``, ``z += t X d``. When it accepts no step (near the optimum the
+        objective's change is rounding while the gap, first order in ``w - w*``, is not yet
+        within target), ``WS_CHECK`` prox-CD passes on the objective itself follow (monotone
+        by construction). Returns ``(steps, CD passes)``.
+        """
+        pb, n, l1, B = self.pb, self.n, self.l1, self.bias
+        C = np.asarray(self.C)
+        z, y, w = np.asarray(self.Z[c]), np.asarray(self.Y[c]), self.w[c]
+        g, h, xd = np.empty(n), np.empty(n), np.empty(n)
+        wt = np.empty(self.dim)
+        grads = [np.empty(len(gi)) for _, _, gi, _ in blocks]
+        hdiag = [np.empty(len(gi)) for _, _, gi, _ in blocks]
+        active = [np.ones(len(gi), dtype=np.uint8) for _, _, gi, _ in blocks]
+        steps = passes = 0
+        while steps < WS_MAX_INNER:
+            psum, gsum = newton_weights(pb.loss, z, y, C, g, h)
+            rmax = 0.0
+            for q, (rows, _, _) in enumerate(self._ws_parts(blocks, resident)):
+                newton_prep(rows, g, h, float(n), grads[q], hdiag[q])
+                rmax = max(rmax, float(np.max(np.abs(grads[q]))))
+            p0 = psum / n + l1 * float(np.abs(w[ws]).sum())
+            s = 1.0 if rmax <= l1 else l1 / rmax
+            dual = scaled_dual_loss(pb.loss, z, y, C, s) / n
+            if B > 0:
+                dual -= float(self.radius[c]) * abs(s * B * gsum / n)
+            if p0 - dual <= target:
+                break
+            wt[:] = w
+            xd[:] = 0.0
+            first = 0.0
+            full = True
+            for it in range(NEWTON_CD):
+                moved = 0.0
+                for q, (rows, gi, _) in enumerate(self._ws_parts(blocks, resident)):
+                    moved += newton_cd_pass(rows, gi, wt, xd, h, grads[q], hdiag[q], w, l1, float(n), active[q], full)
+                if B > 0:
+                    hb = B * B * float(h.sum()) / n
+                    if hb > 0.0:
+                        step = -B * (gsum + float(np.dot(h, xd))) / n / hb
+                        wt[self.d] += step
+                        xd += B * step
+                        moved += hb * step * step
+                passes += 1
+                if it == 0:
+                    first = moved
+                if moved > NEWTON_CD_TOL * first:
+                    full = False  # cycle on the nonzeros
+                elif full:
+                    break
+                else:
+                    full = True  # converged on them: one pass over every column says whether it is done
+            dws = wt[ws] - w[ws]
+            descent = sum(float(np.dot(grads[q], wt[gi] - w[gi])) for q, (_, _, gi, _) in enumerate(blocks))
+            db = wt[self.d] - w[self.d] if B > 0 else 0.0
+            descent += B * gsum / n * db + l1 * (float(np.abs(wt[ws]).sum()) - float(np.abs(w[ws]).sum()))
+            steps += 1
+            t = 1.0 if descent < 0.0 else 0.0
+            for _ in range(NEWTON_LS if t > 0.0 else 0):
+                trial = line_loss(pb.loss, z, xd, y, C, t) / n + l1 * float(np.abs(w[ws] + t * dws).sum())
+                if trial <= p0 + NEWTON_ARMIJO * t * descent:
+                    break
+                t *= 0.5
+            else:
+                t = 0.0
+            if t > 0.0:
+                w[ws] += t * dws
+                if B > 0:
+                    w[self.d] += t * db
+                axpy(t, xd, z)
+                continue
+            # no step the line search can tell from rounding (the objective moves by ~1e-16 of
+            # itself near the optimum while the gap, first order in w - w*, is still above
+            # target): prox-CD passes on the objective itself, monotone without evaluating it
+            reg = Reg(self.l2, l1, float(n), B)
+            for _ in range(WS_CHECK):
+                for rows, gi, m in self._ws_parts(blocks, resident):
+                    ws_cd_epoch(pb.loss, rows, gi, Labels(y, C), z, w, m, reg)
+                if B > 0:
+                    primal_bias_steps(pb.loss, y, C, z, w, B, float(self.M[self.d]), self.l2, float(n), 1)
+                passes += 1
+        return steps, passes
+
     # -- the engine's protocol (ooc.engine): certify, then update -------------------------------------------------
     def fresh(self) -> None:
         self.w = np.zeros((self.k, self.dim))
@@ -495,6 +784,7 @@ class RCDPrimalSolver(StoreSolver):
         self.counts = np.zeros(self.nblk, dtype=np.int64)
         self.order = np.zeros(0, dtype=np.int64)
         self.pos, self.updates, self.work, self.cd_seconds = 0, 0, 0, 0.0
+        self.ws_size, self.inner_epochs = 0, 0
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ooc-prefetch")
 
     def restore(self, arrays: dict, meta: dict) -> None:
@@ -502,12 +792,14 @@ class RCDPrimalSolver(StoreSolver):
         self.w = np.array(arrays["w"])
         self.pos = int(meta["position"])
         self.updates, self.work, self.cd_seconds = int(meta["updates"]), int(meta["work"]), float(meta["cd_seconds"])
+        self.ws_size, self.inner_epochs = int(meta.get("ws_size", 0)), int(meta.get("inner_epochs", 0))
         if self.pos > 0:
             self.G, self.counts, self.order = np.array(arrays["G"]), np.array(arrays["counts"]), np.array(arrays["order"])
             self.Z[...] = arrays["z"]  # in the checkpoint: with the rest, or memory-mapped (OnDisk)
 
     def checkpoint_state(self) -> tuple[dict, dict, bool]:
-        meta = {"position": self.pos, "updates": self.updates, "work": self.work, "cd_seconds": self.cd_seconds}
+        meta = {"position": self.pos, "updates": self.updates, "work": self.work, "cd_seconds": self.cd_seconds,
+                "ws_size": self.ws_size, "inner_epochs": self.inner_epochs}
         arrays = {"w": self.w}
         if self.pos > 0:  # inside an epoch: its plan, the gaps it was drawn from, the margins
             arrays.update({"G": self.G, "counts": self.counts, "order": self.order})
@@ -543,12 +835,19 @@ class RCDPrimalSolver(StoreSolver):
         e = ctx.epoch
         if self.pos == 0:
             t0 = time.perf_counter()
-            P, D, self.G = self._gap_pass(self.w, self._pool)
+            P, D, self.G, R = self._gap_pass(self.w, self._pool)
             fields = {"gap_seconds": time.perf_counter() - t0, "cd_seconds": self.cd_seconds, "updates": self.updates,
                       "work": self.work, "sampling": self.sampling, "paging": self.paging}
             if self.l2 <= 0:
                 fields["radius"] = float(self.radius.max())
+            if self.sampling == WORKING_SET:
+                fields.update(ws_size=self.ws_size, inner_epochs=self.inner_epochs)
             if ctx.record(P, D, fields):
+                return
+            if self.sampling == WORKING_SET:
+                t0 = time.perf_counter()
+                self._ws_epoch(R, P - D)
+                self.cd_seconds += time.perf_counter() - t0
                 return
             self.counts, self.order = self._plan(e, self.G)
         order = self.order

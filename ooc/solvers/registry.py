@@ -241,5 +241,5 @@ def explain_auto(info: dict, has_cols: bool) -> list[str]:
         thr = {name: acc_sdca_l2_threshold(info, name) for name in LOSS_NAMES if loss_spec(name).smooth}
         lines.append("acc-sdca below l2 = " + ", ".join(f"{k} {v:.3g}" for k, v in thr.items())
                      + " (smooth-hinge with gamma 1)")
-    lines.append("pure L1 (--l2 0) -> rcd-primal; crammer-singer -> sdca; non-uniform --sampling -> rcd-dual")
+    lines.append("pure L1 (--l2 0) -> rcd-primal (working sets); crammer-singer -> sdca; non-uniform --sampling -> rcd-dual")
     return lines

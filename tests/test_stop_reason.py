@@ -1,0 +1,64 @@
+"""A run that stops at --max-epochs says why (ooc.engine.diagnose) and what to change."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+import ooc
+from ooc.cli import main
+from ooc.engine import diagnose
+from ooc.synth import SynthSource
+from ooc.train import ConvergenceWarning
+
+
+def _hist(gaps, primals=None):
+    primals = primals or [1.0 + g for g in gaps]
+    return [{"epoch": e, "rel_gap": g, "primal": p} for e, (g, p) in enumerate(zip(gaps, primals))]
+
+
+def test_diagnose_kinds():
+    lin = diagnose(_hist([0.5 ** e for e in range(8)]), 1e-6)
+    # 2^-7 -> 1e-6: log(1e-6 / 2^-7) / log(1/2) = 12.9 more epochs
+    assert lin.kind == "rate" and lin.more_epochs == 13
+    slow = diagnose(_hist([0.999 ** e for e in range(8)]), 1e-6)
+    assert slow.kind == "slow" and slow.more_epochs > 10_000
+    flat = [0.3] * 8
+    assert diagnose(_hist(flat, [2.0] * 8), 1e-6).kind == "loose"
+    assert diagnose(_hist(flat, [2.0 - 0.1 * e for e in range(8)]), 1e-6).kind == "stalled"
+    assert diagnose(_hist([0.5, 0.2]), 1e-6).kind == "few"
+    assert diagnose(_hist([0.5 ** e for e in range(8)]), 0.0).kind == "exact"  # --tol 0: no rate to reach it
+
+
+@pytest.fixture(scope="module")
+def store():
+    return ooc.convert(SynthSource(400, 40, 6, task="binary", seed=2), f"memory://stop-{uuid.uuid4().hex}",
+                       dtype="float64")
+
+
+def test_unconverged_run_says_why_and_what_to_change(store, tmp_path):
+    with pytest.warns(ConvergenceWarning) as rec:
+        r = ooc.train(store, str(tmp_path / "run"), solver="sdca", l2=1e-3, tol=1e-12, max_epochs=6)
+    res = r.result
+    assert not res["converged"]
+    assert "per epoch" in res["stop_reason"] and "ooc resume" in res["advice"]
+    assert res["stop_reason"] in str(rec[0].message)
+    # the command it names reaches tol
+    n = int(res["advice"].split("--max-epochs ")[1].split("'")[0])
+    again = ooc.resume(r.path, max_epochs=n)
+    assert again.result["converged"]
+
+
+def test_cli_prints_the_reason(store, tmp_path):
+    path = str(tmp_path / "s")
+    ooc.convert(SynthSource(400, 40, 6, task="binary", seed=2), path, dtype="float64")
+    out = CliRunner().invoke(main, ["train", path, "--solver", "sdca", "--l2", "1e-3", "--tol", "1e-12",
+                                    "--max-epochs", "4", "--out", str(tmp_path / "r")])
+    assert out.exit_code == 0, out.output
+    assert "NOT converged" in out.output and "why: " in out.output and "ooc resume" in out.output
+    js = CliRunner().invoke(main, ["resume", str(tmp_path / "r"), "--max-epochs", "5", "--json"])
+    res = json.loads(js.output.strip().splitlines()[-1])
+    assert res["converged"] is False and res["stop_reason"] and res["advice"]
