@@ -147,6 +147,15 @@ def count_separators(buf, nbuf):
     return n
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _blank(buf, s, e):
+    """Whether ``buf[s:e]`` holds only spaces and tabs (a blank line)."""
+    for k in range(s, e):
+        if buf[k] != 32 and buf[k] != 9:
+            return False
+    return True
+
+
 @njit(cache=True, nogil=True)
 def _utf8_error(buf, start, end):
     """The offset of the first byte of ``buf[start:end]`` that is not valid UTF-8, or -1.
@@ -452,12 +461,7 @@ def parse_vw(buf, nbuf, first_line, mask, max_abs, out_labels, out_weights, out_
             s += 3
         if e > s and buf[e - 1] == 13:
             e -= 1
-        blank = True
-        for k in range(s, e):
-            if buf[k] != 32 and buf[k] != 9:
-                blank = False
-                break
-        if blank:
+        if _blank(buf, s, e):
             i = nxt
             line += 1
             continue
@@ -628,12 +632,7 @@ def parse_text(buf, nbuf, first_line, delim, label_col, text_col, mask, out_labe
         nxt = e + 1
         if e > s and buf[e - 1] == 13:
             e -= 1
-        blank = True
-        for k in range(s, e):
-            if buf[k] != 32 and buf[k] != 9:
-                blank = False
-                break
-        if blank:
+        if _blank(buf, s, e):
             i = nxt
             line += 1
             continue
