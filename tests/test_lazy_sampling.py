@@ -3,6 +3,7 @@
 * the draw of :func:`lazy_draw` has the law ``floor/m + (1 - floor) [(1 - s) a/A + s b/B]``
   (exactly, on a grid of uniforms; and chi-square), every coordinate (score 0 included) has ``p_i >= floor/m``, and a tree of
   total 0 hands its share to the other one;
+* gap-per-epoch's weights keep the same uniform floor;
 * with example weights ``c_i != 1`` (a class-weight mapping) every per-step sampling of
   ``rcd-dual`` and ``rcd-primal`` reaches the certified optimum of the weighted objective,
   checked against an independent L-BFGS-B solve of the weighted primal (scipy).
@@ -97,3 +98,13 @@ def test_weighted_per_step_samplings_reach_the_optimum(cls, loss, sampling, clf)
     assert p - pr <= res["gap"] + 1e-12  # the certificate is honest
     assert abs(p - pr) <= 1e-7 * max(1.0, abs(pr))
     assert np.abs(w - wr).max() <= 1e-3 * max(1.0, np.abs(wr).max())
+
+
+def test_gap_per_epoch_weights_have_a_uniform_floor():
+    from ooc.schedule.sampling import gap_weights
+
+    g = np.array([0.0, 3.0, -1e-18, 1.0, 0.0])
+    p = gap_weights(g, 0.1)
+    assert p.sum() == pytest.approx(1.0) and (p >= 0.1 / 5 - 1e-15).all()
+    assert p == pytest.approx(0.9 * np.maximum(g, 0) / 4.0 + 0.02)
+    assert gap_weights(np.zeros(4), 0.1) == pytest.approx(np.full(4, 0.25))  # no gap left: uniform

@@ -20,7 +20,8 @@ importance sampling of Csiba & Richtarik 2016, eq. 14):
 ``ada-uniform``        ``sigma/m_t 1[kappa_i != 0] + (1 - sigma) adaptive`` (eq. 18), sigma = 1/2
 ``ada-gap``            ``p_i ~ G_i``, the coordinate-wise duality gap (Sec. 3.2.1), after
                        every step
-``gap-per-epoch``      ``p_i ~ G_i`` computed once at the start of the epoch
+``gap-per-epoch``      ``p_i ~ G_i`` computed once at the start of the epoch (mixed with the
+                       uniform distribution, weight ``gap_floor``: :func:`gap_weights`)
 =====================  =======================================================================
 
 ``kappa_i`` is the dual residual (Def. 2.3) and ``G_i`` the coordinate-wise gap (eq. 4); the
@@ -95,6 +96,21 @@ def lazy_draws(uniforms: np.ndarray, m: int, floor: float = STEP_FLOOR,
     refresh = max(1, -(-int(m) // max(1, int(refreshes))))
     return LazyDraws(np.ascontiguousarray(uniforms, dtype=np.float64), np.zeros(cap), np.zeros(cap), refresh,
                      float(floor))
+
+
+def gap_weights(gaps: np.ndarray, floor: float = STEP_FLOOR) -> np.ndarray:
+    """``gap-per-epoch``'s in-block weights: ``(1 - floor) G_i / sum G + floor / m`` (``G`` clipped at 0).
+
+    The uniform share keeps every coordinate drawn with probability at least ``floor / m``
+    (as for the per-step samplings): pure ``p_i ~ G_i`` spends most of an epoch's draws on
+    the few coordinates with the largest gap of its start, which one exact step has already
+    closed (a Lasso took 45 epochs to 1e-8 against uniform's 34; with the floor, 26).
+    """
+    g = np.maximum(np.asarray(gaps, dtype=np.float64), 0.0)
+    total = g.sum()
+    if not (total > 0) or not np.isfinite(total):
+        return np.full(len(g), 1.0 / max(1, len(g)))
+    return (1.0 - floor) * g / total + floor / len(g)
 
 
 # -------------------------------------------------------------------------------------------------

@@ -135,6 +135,7 @@ from ..schedule.sampling import (
     block_probs,
     block_uniforms,
     draw_in_block,
+    gap_weights,
     lazy_draws,
     normalize_sampling,
     step_sampling,
@@ -285,7 +286,7 @@ class RCDDualSolver(BlockLoopSolver):
             if self.sampling == "gap-per-epoch":
                 b, gaps = self._gaps
                 assert b == blk.index
-                weights = np.maximum(gaps, 0.0)
+                weights = gap_weights(gaps, self.floor)
             else:
                 weights = self._fixed_weights(sq, blk.c)
             draws = draw_in_block(weights, us)
@@ -461,7 +462,7 @@ class RCDPrimalSolver(StoreSolver):
                                         Reg(self.l2, self.l1, float(self.n), float(self.bias)), float(self.radius[0]),
                                         step_sampling(self.sampling), lazy_draws(us, hi - lo, self.floor)))
         if self.sampling == "gap-per-epoch":
-            weights = np.maximum(G[lo:hi], 0.0)
+            weights = gap_weights(G[lo:hi], self.floor)
         else:
             weights = self._fixed_weights(lo, hi)
         draws = draw_in_block(weights, us)
