@@ -9,7 +9,7 @@ every sampling of ``--sampling``, a fixed number of epochs (an epoch = ``d`` pri
 coordinate steps), averaged over seeds. Per epoch: the duality gap and the suboptimality
 ``P(w) - P*`` (``P*`` from a long ``ada-gap`` run, certified). Per vector operation (the paper's
 Fig. 2): nonzeros visited by the steps, plus the rescoring passes of the per-step samplings
-(a pass over the block per step) and one pass per epoch for gap-per-epoch's distribution.
+(about 11 passes per epoch: lazily refreshed sum trees) and one pass per epoch for gap-per-epoch's distribution.
 Expected: ada-gap best per epoch, gap-per-epoch best in total work.
 
 Gap-guided paging vs the shuffled block order (out of core: many small blocks): epochs, steps

@@ -1,54 +1,67 @@
-"""Every (solver, loss, penalty) against its peers: time to a certified relative gap, same objective.
+"""Every (solver, loss, penalty) the registry allows, on a hashed-text and a dense store, against
+LIBLINEAR, scikit-learn and skglm on the same objective, in the same run.
 
-So far the pure-L1 rows (``--l2 0 --l1 L1``): for each loss, every solver the registry lets
-train pure L1 (``rcd-primal`` with working sets and with uniform sampling for the smooth losses;
-``sdca`` and ``acc-sdca`` with their added L2, for every loss), on two stores from
-``ooc.synth.SynthSource``:
+Objective (``docs/training.rst``, no intercept): ``P(w) = 1/n sum_i phi(x_i.w, y_i) + l2/2 ||w||^2
++ l1 ||w||_1``. Penalties: ``l2`` (``l1 = 0``), ``l1+l2``, ``l1`` (``l2 = 0``). Losses: squared
+(a regression store of the same rows), logistic, hinge, smooth hinge (``gamma = 1``). A
+combination is run when the registry allows it (:data:`ooc.solvers.registry.SOLVER_REGISTRY`:
+a smooth loss where needed, ``l2 > 0`` or a pure-L1 route); a solver that refuses the problem
+(``ValueError``, e.g. dspdc where its rate does not pay) is listed with its one-line reason.
 
-* ``text``: hashed-text-like rows (Zipf feature popularity, ``--nnz`` unit-norm nonzeros a row);
-* ``dense``: ``--dense-cols`` Gaussian features on every row.
+References, each timed on the same data, objective mapped exactly:
 
-The objective is ``P(w) = 1/n sum_i phi(x_i . w, y_i) + l1 ||w||_1`` (no intercept). ooc trains
-with ``--tol TOL`` (its ``seconds``: training time, kernels compiled beforehand by a tiny run);
-a peer on the same objective is run at tighter and tighter tolerances until its objective,
-computed here, is within ``TOL`` (relative) of ooc's certified dual bound, i.e. as close to the
-optimum as ooc's certificate guarantees; its time is that run's fit time:
+* scikit-learn: ``Ridge(alpha = l2 n)``, ``ElasticNet(alpha = l1 + l2, l1_ratio = l1 / (l1 + l2))``,
+  ``Lasso(alpha = l1)``, ``LogisticRegression(C = 1 / (l2 n))`` (L2; saga with elastic net /
+  L1, ``C = 1 / ((l1 + l2) n)``), ``LinearSVC(loss='hinge', C = 1 / (l2 n))``;
+* LIBLINEAR (``liblinear-official``): ``-s 0`` L2 logistic, ``-s 3`` L2 hinge (dual),
+  ``-s 6`` L1 logistic (``C = 1 / (l1 n)``);
+* skglm: ``Quadratic`` / ``Logistic`` datafit with ``L1`` or ``L1_plus_L2``;
+* scipy L-BFGS-B for the smooth hinge with L2.
 
-* logistic: LIBLINEAR ``-s 6`` (newGLMNET, ``liblinear-official``, ``C = 1 / (l1 n)``) and
-  skglm ``ProxNewton`` (``Logistic`` + ``L1(l1)``) when installed;
-* squared: scikit-learn ``Lasso(alpha=l1)`` and skglm ``AndersonCD`` when installed;
-* smooth hinge, hinge: no peer on this objective (``peer: null``).
+ooc's ``--tol`` is on ``gap / max(1, |P|)`` (``rel_gap``). Per entry: ooc's seconds, epochs, final relative gap, whether it certified ``--tol`` and made
+progress (``progress``: the final gap below half the first one; an entry without progress is
+a failure the script counts), and per reference its seconds and ``P_ref - P_ooc`` (at most
+ooc's gap when both are right). Prints one JSON object (last line); ``--out`` writes it too.
 
-An entry that does not certify within ``--max-epochs`` reports the gap it reached and ooc's
-``stop_reason`` (no peer is timed for it). The working-set entry runs first, so that the peers are
-timed against its certificate. Prints a table on stderr and ONE JSON line on stdout (``rows``: one object per
-entry, with ``ratio`` = ooc seconds / peer seconds). Usage::
-
-    NUMBA_CACHE_DIR=/tmp/nc python scripts/bench_solvers.py                      # 200k x 2^18 text
-    python scripts/bench_solvers.py --rows 20000 --cols 16384 --dense-rows 5000  # quick
+    python scripts/bench_solvers.py [--scale 1.0] [--tol 1e-6] [--max-epochs 300] [--out solvers.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
+import shutil
 import tempfile
 import time
-import uuid
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 
 import ooc
-from ooc.solvers.registry import NATIVE, SOLVER_REGISTRY
-from ooc.synth import SynthSource
+from ooc.solvers.registry import SOLVER_REGISTRY
 
-LOSSES = ("squared", "logistic", "smooth-hinge", "hinge")
-PEER_TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-10)
+LOSSES = ("squared", "logistic", "hinge", "smooth-hinge")
 
 
-def objective(loss, X, y, w, l1):
+def text_data(n, d_hash, rng):
+    """Hashed bag of words: Zipf token ids hashed into ``d_hash`` buckets, rows L2-normalised."""
+    tokens = rng.zipf(1.3, size=(n, 30)) % 50_000
+    buckets = (tokens * 2654435761) % d_hash
+    rows = np.repeat(np.arange(n), tokens.shape[1])
+    X = sp.csr_matrix((np.ones(rows.size), (rows, buckets.ravel())), shape=(n, d_hash))
+    X.sum_duplicates()
+    X = sp.csr_matrix(sp.diags(1.0 / np.sqrt(np.asarray(X.multiply(X).sum(1)).ravel() + 1e-300)) @ X)
+    w = rng.standard_normal(d_hash) * (rng.random(d_hash) < 0.05)
+    return X, X @ w
+
+
+def dense_data(n, d, rng):
+    X = rng.standard_normal((n, d)) / np.sqrt(d)
+    return X, X @ rng.standard_normal(d)
+
+
+def objective(loss, X, y, w, l2, l1):
     z = X @ w
     if loss == "squared":
         f = 0.5 * (z - y) ** 2
@@ -56,155 +69,159 @@ def objective(loss, X, y, w, l1):
         f = np.logaddexp(0.0, -y * z)
     elif loss == "hinge":
         f = np.maximum(0.0, 1.0 - y * z)
-    else:  # smooth hinge, gamma = 1
+    else:
         m = y * z
         f = np.where(m >= 1, 0.0, np.where(m <= 0, 0.5 - m, 0.5 * (1 - m) ** 2))
-    return float(f.mean() + l1 * np.abs(w).sum())
+    return float(f.mean() + 0.5 * l2 * w @ w + l1 * np.abs(w).sum())
 
 
-def entries(loss):
-    """(label, ooc options) of every solver that trains pure L1 with this loss."""
-    out = []
-    for name, spec in SOLVER_REGISTRY.items():
-        if not spec.pure_l1 or (spec.smooth_loss and loss == "hinge"):
-            continue
-        if name == "rcd-primal":
-            out += [("rcd-primal working-set", {"solver": name, "sampling": "working-set"}),
-                    ("rcd-primal uniform", {"solver": name, "sampling": "uniform"})]
-        else:
-            out.append((f"{name} (added l2)" if spec.pure_l1 != NATIVE else name, {"solver": name}))
-    return sorted(out, key=lambda e: e[0] != "rcd-primal working-set")
-
-
-def peers(loss, X, y, l1):
-    """(name, fit(tol) -> (w, seconds)) of the peers on this objective."""
+def references(loss, X, y, l2, l1, tol):
+    """``{name: coefficient vector}`` builders of the independent solvers for this objective."""
     n = X.shape[0]
-    out = []
-    if loss == "logistic":
-        try:
-            from liblinear.liblinearutil import parameter, problem, train
-            prob = problem(y, X)
-
-            def liblinear(tol):
-                t = time.perf_counter()
-                m = train(prob, parameter(f"-s 6 -c {1.0 / (l1 * n)!r} -e {tol} -B -1 -q"))
-                sec = time.perf_counter() - t
-                w = np.array([m.w[j] for j in range(X.shape[1])]) * (1.0 if m.label[0] == 1 else -1.0)
-                return w, sec
-            out.append(("liblinear -s 6", liblinear))
-        except ImportError:
-            pass
+    out = {}
+    try:
+        from sklearn.linear_model import ElasticNet, Lasso, LogisticRegression, Ridge
+        from sklearn.svm import LinearSVC
+    except ImportError:  # pragma: no cover
+        return out
     if loss == "squared":
-        from sklearn.linear_model import Lasso
+        if l1 == 0:
+            out["sklearn-Ridge"] = lambda: Ridge(alpha=l2 * n, fit_intercept=False, tol=tol).fit(X, y).coef_
+        elif l2 == 0:
+            out["sklearn-Lasso"] = lambda: Lasso(alpha=l1, fit_intercept=False, tol=tol, max_iter=100000).fit(X, y).coef_
+        else:
+            out["sklearn-ElasticNet"] = lambda: ElasticNet(alpha=l1 + l2, l1_ratio=l1 / (l1 + l2), fit_intercept=False,
+                                                           tol=tol, max_iter=100000).fit(X, y).coef_
+    if loss == "logistic":
+        if l1 == 0:
+            out["sklearn-LogisticRegression"] = lambda: LogisticRegression(
+                C=1 / (l2 * n), fit_intercept=False, tol=tol, max_iter=100000).fit(X, y).coef_[0]
+        else:
+            out["sklearn-LogisticRegression-saga"] = lambda: LogisticRegression(
+                penalty="elasticnet", solver="saga", l1_ratio=l1 / (l1 + l2), C=1 / ((l1 + l2) * n),
+                fit_intercept=False, tol=tol, max_iter=100000).fit(X, y).coef_[0]
+    if loss == "hinge" and l1 == 0:
+        out["sklearn-LinearSVC"] = lambda: LinearSVC(loss="hinge", C=1 / (l2 * n), fit_intercept=False, tol=tol,
+                                                     max_iter=1000000, dual=True).fit(X, y).coef_[0]
+    if loss == "smooth-hinge" and l1 == 0:
+        from scipy.optimize import minimize
 
-        def lasso(tol):
-            t = time.perf_counter()
-            m = Lasso(alpha=l1, fit_intercept=False, tol=tol, max_iter=100000).fit(X, y)
-            return np.ravel(m.coef_), time.perf_counter() - t
-        out.append(("sklearn Lasso", lasso))
-    if loss in ("logistic", "squared"):
-        try:
-            from skglm import GeneralizedLinearEstimator
-            from skglm.datafits import Logistic, Quadratic
-            from skglm.penalties import L1
-            from skglm.solvers import AndersonCD, ProxNewton
+        def fg(w):
+            m = y * (X @ w)
+            dm = np.where(m >= 1, 0.0, np.where(m <= 0, -1.0, m - 1.0))
+            return objective(loss, X, y, w, l2, 0.0), X.T @ (dm * y) / n + l2 * w
 
-            def skglm(tol):
-                solver = (ProxNewton(tol=tol, fit_intercept=False) if loss == "logistic"
-                          else AndersonCD(tol=tol, fit_intercept=False))
-                est = GeneralizedLinearEstimator(Logistic() if loss == "logistic" else Quadratic(), L1(l1), solver)
-                t = time.perf_counter()
-                est.fit(X, y)
-                return np.ravel(est.coef_), time.perf_counter() - t
-            out.append(("skglm", skglm))
-        except ImportError:
-            pass
+        out["scipy-L-BFGS-B"] = lambda: minimize(fg, np.zeros(X.shape[1]), jac=True, method="L-BFGS-B",
+                                                 options={"gtol": tol, "ftol": 1e-15, "maxiter": 100000}).x
+    try:
+        from liblinear.liblinearutil import parameter, problem, train
+    except ImportError:
+        train = None
+    if train is not None and loss in ("logistic", "hinge"):
+        s, C = None, None
+        if l1 == 0:
+            s, C = (0 if loss == "logistic" else 3), 1 / (l2 * n)
+        elif l2 == 0 and loss == "logistic":
+            s, C = 6, 1 / (l1 * n)
+        if s is not None:
+            def lib(s=s, C=C):
+                m = train(problem(y, sp.csr_matrix(X)), parameter(f"-s {s} -c {C!r} -e {tol!r} -B -1 -q"))
+                w = np.array(m.get_decfun()[0][: X.shape[1]])
+                return w if m.get_labels()[0] == 1 else -w
+
+            out["liblinear"] = lib
+    try:
+        from skglm import GeneralizedLinearEstimator
+        from skglm.datafits import Logistic, Quadratic
+        from skglm.penalties import L1, L1_plus_L2
+        from skglm.solvers import AndersonCD
+    except ImportError:
+        GeneralizedLinearEstimator = None
+    if GeneralizedLinearEstimator is not None and l1 > 0 and loss in ("squared", "logistic"):
+        pen = L1(l1) if l2 == 0 else L1_plus_L2(l1 + l2, l1 / (l1 + l2))
+        fit = Quadratic() if loss == "squared" else Logistic()
+        out["skglm"] = lambda: GeneralizedLinearEstimator(
+            fit, pen, solver=AndersonCD(tol=tol, max_iter=10000, fit_intercept=False)).fit(X, y).coef_.ravel()
     return out
 
 
-def time_to(fit, loss, X, y, l1, target):
-    """The first of PEER_TOLS whose objective is <= target: (seconds, objective, tol), else the last."""
-    last = None
-    for tol in PEER_TOLS:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            w, sec = fit(tol)
-        p = objective(loss, X, y, w, l1)
-        last = {"seconds": sec, "primal": p, "tol": tol, "reached": p <= target}
-        if p <= target:
-            break
-    return last
+def allowed(spec, loss, l2, l1):
+    if spec.smooth_loss and loss == "hinge":
+        return False
+    if l2 == 0 and not spec.pure_l1:
+        return False
+    return True
 
 
-def make_stores(args):
-    stores = {}
-    for kind, src in (("text", lambda task: SynthSource(args.rows, args.cols, args.nnz, task=task, seed=1)),
-                      ("dense", lambda task: SynthSource(args.dense_rows, args.dense_cols, args.dense_cols,
-                                                         task=task, values="gaussian", seed=2))):
-        for task in ("binary", "regression"):
-            stores[kind, task] = ooc.convert(src(task), f"memory://bench-{uuid.uuid4().hex[:8]}", dtype="float64",
-                                             layout="both")
-    return stores
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=200_000)
-    ap.add_argument("--cols", type=int, default=1 << 18)
-    ap.add_argument("--nnz", type=int, default=30)
-    ap.add_argument("--dense-rows", type=int, default=20_000)
-    ap.add_argument("--dense-cols", type=int, default=100)
-    ap.add_argument("--l1", type=float, default=1e-5, help="l1 of the text store")
-    ap.add_argument("--dense-l1", type=float, default=1e-3)
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--tol", type=float, default=1e-6)
-    ap.add_argument("--max-epochs", type=int, default=100)
-    ap.add_argument("--losses", default=",".join(LOSSES))
-    args = ap.parse_args(argv)
-    stores = make_stores(args)
-    tiny = {t: ooc.convert(SynthSource(300, 50, 5, task=t, seed=0), f"memory://warm-{uuid.uuid4().hex[:8]}",
-                           dtype="float64", layout="both") for t in ("binary", "regression")}
-    rows = []
-    for loss in args.losses.split(","):
-        task = "regression" if loss == "squared" else "binary"
-        for kind in ("text", "dense"):
-            st = stores[kind, task]
-            l1 = args.l1 if kind == "text" else args.dense_l1
-            X = st.to_scipy("rows").tocsr()
-            y = np.asarray(st.labels, dtype=np.float64)
-            if task == "binary":  # ooc maps the two classes to -1, +1 in this order
-                y = np.where(y == st.label_values[1], 1.0, -1.0)
-            peer_list = peers(loss, X, y, l1)
-            peer_cache = {}
-            for label, opts in entries(loss):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    ooc.train(tiny[task], tempfile.mkdtemp(), loss=loss, l2=0.0, l1=0.01, max_epochs=2, **opts)
-                    t = time.perf_counter()
-                    r = ooc.train(st, tempfile.mkdtemp(), loss=loss, l2=0.0, l1=l1, tol=args.tol,
-                                  max_epochs=args.max_epochs, **opts)
-                    wall = time.perf_counter() - t
-                res = r.result
-                p = objective(loss, X, y, r.model.coef_, l1)
-                row = {"store": kind, "loss": loss, "penalty": f"l1={l1:g}", "solver": label,
-                       "converged": res["converged"], "rel_gap": res["rel_gap"], "epochs": res["epochs"],
-                       "seconds": res["seconds"], "wall": wall, "primal": p, "dual": res["dual"],
-                       "stop_reason": res.get("stop_reason"), "peers": []}
-                target = res["dual"] + args.tol * max(1.0, abs(p))
-                for name, fit in peer_list if res["converged"] else ():
-                    if name not in peer_cache:
-                        # the peer against the first certificate on this store and loss (run once)
-                        peer_cache[name] = dict(time_to(fit, loss, X, y, l1, target), name=name)
-                    pr = peer_cache[name]
-                    row["peers"].append({**pr, "ratio": res["seconds"] / pr["seconds"] if pr["reached"] else None})
-                rows.append(row)
-                peers_txt = ", ".join(f"{q['name']} {q['seconds']:.2f}s{'' if q['reached'] else ' (not reached)'}"
-                                      for q in row["peers"]) or ("no peer" if res["converged"] else "")
-                print(f"{kind:5s} {loss:12s} {label:26s} {'ok ' if res['converged'] else 'NOT'} gap "
-                      f"{res['rel_gap']:.2e} ep {res['epochs']:4d} {res['seconds']:7.2f}s | {peers_txt}",
-                      file=sys.stderr, flush=True)
-    print(json.dumps({"bench": "solvers", "tol": args.tol, "rows_text": args.rows, "cols_text": args.cols,
-                      "nnz_per_row": args.nnz, "rows_dense": args.dense_rows, "cols_dense": args.dense_cols,
-                      "rows": rows}))
+    ap.add_argument("--max-epochs", type=int, default=300)
+    ap.add_argument("--l2", type=float, default=1e-4)
+    ap.add_argument("--l1", type=float, default=1e-4)
+    ap.add_argument("--solvers", default=",".join(SOLVER_REGISTRY))
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    rng = np.random.default_rng(0)
+    n = max(200, int(4000 * a.scale))
+    datasets = {"hashed-text": text_data(n, 1 << 14, rng), "dense": dense_data(n, 50, rng)}
+    penalties = {"l2": (a.l2, 0.0), "l1+l2": (a.l2, a.l1), "l1": (0.0, a.l1)}
+    tmp = tempfile.mkdtemp(prefix="ooc-bench-solvers-")
+    table, failures = [], 0
+    warnings.simplefilter("ignore")
+    try:
+        for dname, (X, t) in datasets.items():
+            Xd = X.toarray() if sp.issparse(X) else X
+            ybin = np.where(t + 0.1 * np.std(t) * rng.standard_normal(n) > 0, 1.0, -1.0)
+            yreg = t + 0.1 * np.std(t) * rng.standard_normal(n)
+            stores = {kind: ooc.convert(X, f"{tmp}/{dname}-{kind}", y=y, label_kind=kind, layout="both",
+                                               dtype="float64")
+                      for kind, y in (("binary", ybin), ("regression", yreg))}
+            for loss in LOSSES:
+                y = yreg if loss == "squared" else ybin
+                st = stores["regression" if loss == "squared" else "binary"]
+                for pname, (l2, l1) in penalties.items():
+                    refs = {}
+                    for rname, fn in references(loss, X, y, l2, l1, a.tol * 1e-2).items():
+                        t0 = time.perf_counter()
+                        try:
+                            w = fn()
+                            refs[rname] = {"seconds": round(time.perf_counter() - t0, 3),
+                                           "P": objective(loss, Xd, y, np.asarray(w, dtype=float), l2, l1)}
+                        except Exception as exc:  # a reference that fails is reported, not fatal
+                            refs[rname] = {"error": str(exc).splitlines()[0][:200]}
+                    for sname in a.solvers.split(","):
+                        spec = SOLVER_REGISTRY[sname]
+                        if not allowed(spec, loss, l2, l1):
+                            continue
+                        row = {"store": dname, "loss": loss, "penalty": pname, "solver": sname}
+                        t0 = time.perf_counter()
+                        try:
+                            run = ooc.train(st, f"{tmp}/run", solver=sname, loss=loss, l2=l2, l1=l1, gamma=1.0,
+                                            tol=a.tol, max_epochs=a.max_epochs, overwrite=True)
+                        except ValueError as exc:  # the solver refuses the problem (one line)
+                            row["refused"] = str(exc).splitlines()[0]
+                            table.append(row)
+                            continue
+                        res, hist = run.result, run.history
+                        gaps = [e["rel_gap"] for e in hist]
+                        P = res["primal"]
+                        row.update(seconds=round(time.perf_counter() - t0, 3), epochs=res["epochs"],
+                                   converged=bool(res["converged"]), rel_gap=res["rel_gap"],
+                                   progress=bool(gaps[-1] <= 0.5 * gaps[0]),
+                                   references={k: dict(v, **({"P_ref_minus_P": v["P"] - P} if "P" in v else {}))
+                                               for k, v in refs.items()})
+                        failures += 0 if row["progress"] else 1
+                        table.append(row)
+                        print(json.dumps(row), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out = {"n": n, "tol": a.tol, "l2": a.l2, "l1": a.l1, "entries": table, "without_progress": failures}
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

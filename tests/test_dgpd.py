@@ -418,3 +418,30 @@ def test_selection_helpers():
     K.primal_scores(np.array([3.0, -0.5, 2.0]), 1.0, 1.0, 2, np.array([False, False, False]), xbar, sc)
     np.testing.assert_array_equal(xbar, [2.0, 0.0, 2.0])  # the last entry is a bias: no threshold
     np.testing.assert_array_equal(sc, [2.0, 0.0, 0.0])
+
+
+# ------------------------------------------------------------------------------------ dense dual
+
+
+def test_dense_dual_warns_once_and_still_reaches_sdcas_optimum(data, runs):
+    """Logistic: every alpha_i != 0 at the optimum, the dual active set fills, dgpd says so once (and
+    names sdca); it still certifies sdca's optimum. A sparse dual (smooth hinge at small l2: under
+    half of the margins below 1) does not warn."""
+    from ooc.solvers.dgpd import DenseDualWarning
+
+    X, yb, _ = data
+    st = store(X, yb)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res, rd = solve(st, runs, loss="logistic")
+    dense = [w for w in caught if issubclass(w.category, DenseDualWarning)]
+    assert len(dense) == 1 and "--solver sdca" in str(dense[0].message) and "\n" not in str(dense[0].message)
+    assert max(e["active_y"] for e in rd.history()) > 0.5 * N
+    ref, _ = solve(st, runs, cls=SDCASolver, max_epochs=3000, loss="logistic")
+    assert res["converged"] and abs(res["primal"] - ref["primal"]) <= res["gap"] + ref["gap"] + 1e-12
+    assert np.linalg.norm(res["w"][0] - ref["w"][0]) <= np.sqrt(2 * res["gap"] / L2) + np.sqrt(2 * ref["gap"] / L2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res, rd = solve(st, runs, loss="smooth-hinge", gamma=0.1, l2=1e-3, l1=1e-3)
+    assert res["converged"] and max(e["active_y"] for e in rd.history()) <= 0.5 * N
+    assert not [w for w in caught if issubclass(w.category, DenseDualWarning)]

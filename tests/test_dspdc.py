@@ -299,3 +299,36 @@ def test_cli_convert_factorize_info_train(tmp_path):
                                   "smooth-hinge", "--l2", "0.05", "--tol", "1e-6", "--max-epochs", "3000", "--json"])
     out = json.loads(r.output.strip().splitlines()[-1])
     assert out["converged"] and out["solver"] == "dspdc" and out["rel_gap"] <= 1e-6
+
+
+# -- where its rate does not pay ------------------------------------------------------------------------------
+def test_refuses_where_its_rate_does_not_pay(monkeypatch):
+    """Sparse rows, many features, small l2: Theorem 2's bound is >10x sdca's, dspdc refuses in one line.
+
+    The refusal is right: run anyway (limit lifted), 20 epochs of dspdc leave a relative gap far
+    above sdca's after 20 epochs, and sdca's model is scikit-learn's optimum.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    import ooc.solvers.dspdc as dspdc_mod
+
+    rng = np.random.default_rng(4)
+    n, d, k = 300, 3000, 10
+    X = sp.csr_matrix((np.full(n * k, 1 / np.sqrt(k)), (np.repeat(np.arange(n), k), rng.integers(0, d, n * k))),
+                      shape=(n, d))
+    X.sum_duplicates()
+    y = np.where(X @ rng.standard_normal(d) > 0, 1.0, -1.0)
+    st = ooc.convert(X, f"memory://dspdc-r-{uuid.uuid4().hex[:8]}", y=y, dtype="float64")
+    l2 = 1e-4
+    with pytest.raises(ValueError, match=r"^dspdc: its rate \(Theorem 2\).*use --solver sdca$") as e:
+        solver(DSPDCSolver, st, loss="logistic", l2=l2)
+    assert "\n" not in str(e.value)
+    monkeypatch.setattr(dspdc_mod, "RATE_RATIO_LIMIT", math.inf)
+    e_dspdc, e_sdca = dspdc_mod.epochs_per_efold(n, d, 1, 10, 1.0, l2, 4.0)
+    assert e_dspdc > 10 * e_sdca
+    res, _ = train(DSPDCSolver, st, loss="logistic", l2=l2, tol=1e-9, max_epochs=20)
+    ref, _ = train(SDCASolver, st, loss="logistic", l2=l2, tol=1e-9, max_epochs=20)
+    assert res["rel_gap"] > 100 * ref["rel_gap"], (res["rel_gap"], ref["rel_gap"])
+    sk = LogisticRegression(C=1 / (l2 * n), fit_intercept=False, tol=1e-12, max_iter=100000).fit(X, y).coef_[0]
+    assert objective("logistic", X.toarray(), y, ref["w"][0], l2) - objective("logistic", X.toarray(), y, sk, l2) \
+        <= ref["gap"] + 1e-9

@@ -1,5 +1,6 @@
 r"""Randomized coordinate descent kernels: dual (Quartz) steps, primal (NSync) prox steps,
-coordinate-wise duality gaps and dual residuals, and the per-step adaptive samplings.
+coordinate-wise duality gaps and dual residuals (the per-step adaptive samplings' passes are
+in :mod:`ooc.kernels.rcd_lazy`).
 
 Problem (``docs/training.rst``), ``X`` is ``n x d`` (rows = examples), ``z = X w``::
 
@@ -29,10 +30,8 @@ import numpy as np
 from numba import njit
 
 from ooc.kernels.prefetch import prefetch_rows
-from ooc.kernels.samplings import mix_scores, step_score, wants_gap
 from ooc.kernels.sdca import dual_apply
-from ooc.kernels.sumtree import tree_build, tree_draw
-from ooc.objectives.losses import dual_step, loss_conj_neg, loss_curv, loss_deriv, loss_value, weighted_conj_neg
+from ooc.objectives.losses import loss_conj_neg, loss_curv, loss_deriv, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
 
 _KAPPA_EPS = 1e-12
@@ -107,56 +106,6 @@ def dual_block_gaps(loss, indptr, indices, data, y, c, alpha, w, bias, n_total, 
     return psum, dsum
 
 
-@njit(cache=True, nogil=True)
-def dual_adaptive_pass(loss, rows, labels, alpha, v, w, rownorm, reg, sampling, draws):
-    r"""Dual coordinate steps (exact :func:`dual_step`) with a sampling recomputed after every step.
-
-    Before each step the scores of every row of the block are recomputed from the current
-    ``w`` (one pass over the block) by the ``sampling`` (a NamedTuple of
-    :mod:`ooc.kernels.samplings`: ada-gap ``G_i``, adaptive ``kappa_i ||x_i||``,
-    supportSet-uniform, ada-uniform); a row is drawn from the sum tree ``draws.tree`` with
-    ``draws.uniforms[t]`` (:class:`~ooc.kernels.samplings.AdaptiveDraws`). ``rows``,
-    ``labels``, ``reg`` as in :func:`ooc.kernels.sdca.sdca_pass`; ``rownorm`` the rows'
-    norms ``||x_i||`` (bias included). Stops early when every score is 0 (the block is
-    optimal given the rest). Returns the number of steps taken.
-    """
-    indptr, indices, data = rows
-    y, c = labels
-    l2, l1, n_total, bias = reg
-    uniforms, tree, scores, kappa_norm = draws
-    inv_l2n = 1.0 / (l2 * n_total)
-    k = l1 / l2
-    m = alpha.shape[0]
-    steps = 0
-    for t in range(uniforms.shape[0]):
-        for i in range(m):
-            z = _row_margin(indptr, indices, data, i, w, bias)
-            a = alpha[i]
-            kap = abs(a + c[i] * loss_deriv(loss, z, y[i]))
-            if kap <= _KAPPA_EPS * (1.0 + abs(a)):
-                kap = 0.0
-            g = _dual_gap_i(loss, z, a, y[i], c[i], n_total) if wants_gap(sampling) else 0.0
-            scores[i] = step_score(sampling, g, kap, rownorm[i])
-            kappa_norm[i] = kap * rownorm[i]
-        mix_scores(sampling, scores, kappa_norm, m)
-        tree_build(tree, scores)
-        total = tree[1]
-        if not total > 0.0:
-            break
-        i = tree_draw(tree, uniforms[t] * total)
-        z = _row_margin(indptr, indices, data, i, w, bias)
-        q = (rownorm[i] * rownorm[i]) * inv_l2n
-        d = dual_step(loss, alpha[i], z, y[i], q, c[i])
-        if d != 0.0:
-            alpha[i] += d
-            dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
-        steps += 1
-    return steps
-
-
-# -------------------------------------------------------------------------------------------------
-# primal side
-# -------------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
 def col_curvature(indptr, indices, data, c, beta, n_total, l2, u_out, m_out):
     r"""Per column ``j`` of a CSC block: ``u_j = sum_i c_i x_ij^2`` and the coordinate Lipschitz
@@ -303,43 +252,6 @@ def primal_kappa(wj, r, l2, l1, radius):
     return abs(wj - u)
 
 
-@njit(cache=True, nogil=True)
-def primal_adaptive_pass(loss, cols, col0, labels, z, w, mcoef, colnorm, reg, radius, sampling, draws):
-    r"""Primal prox steps on a resident CSC block with a sampling recomputed after every step.
-
-    Before each step ``r_j`` of every column of the block is recomputed (one pass over the
-    block), and the scores (``sampling`` and ``draws`` as in :func:`dual_adaptive_pass`, with
-    ``G_j``, ``kappa_j`` and ``||a_j|| = colnorm[j]``); ``cols``, ``col0``, ``labels``,
-    ``mcoef``, ``reg`` as in :func:`primal_cd_pass`. Returns the number of steps taken.
-    """
-    l2, l1, n_total, _ = reg
-    uniforms, tree, scores, kappa_norm = draws
-    m = cols.indptr.shape[0] - 1
-    steps = 0
-    for t in range(uniforms.shape[0]):
-        for jl in range(m):
-            j = col0 + jl
-            r = _col_grad(loss, cols, jl, labels, z, n_total)
-            kap = primal_kappa(w[j], r, l2, l1, radius)
-            if kap <= _KAPPA_EPS * (1.0 + abs(w[j])):
-                kap = 0.0
-            g = primal_coord_gap(w[j], r, l2, l1, radius) if wants_gap(sampling) else 0.0
-            scores[jl] = step_score(sampling, g, kap, colnorm[jl])
-            kappa_norm[jl] = kap * colnorm[jl]
-        mix_scores(sampling, scores, kappa_norm, m)
-        tree_build(tree, scores)
-        total = tree[1]
-        if not total > 0.0:
-            break
-        jl = tree_draw(tree, uniforms[t] * total)
-        _prox_step(loss, cols, jl, col0 + jl, labels, z, w, mcoef[jl], reg)
-        steps += 1
-    return steps
-
-
-# -------------------------------------------------------------------------------------------------
-# pure L1: the rescaled dual point, and working-set epochs
-# -------------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
 def scaled_dual_loss(loss, z, y, c, s):
     r"""``sum_i -c_i phi*(s phi'(z_i), y_i)``: the loss part of ``n D`` at ``alpha = -s c phi'(z)``.

@@ -1,8 +1,8 @@
 r"""The per-step coordinate samplings of randomized coordinate descent, one NamedTuple type each.
 
-A sampling recomputes every coordinate's score before each step
-(:func:`ooc.kernels.rcd.dual_adaptive_pass`, :func:`~ooc.kernels.rcd.primal_adaptive_pass`);
-the pass draws a coordinate with probability proportional to its score. Like the losses of
+A sampling scores every coordinate; the lazy passes of :mod:`ooc.kernels.rcd_lazy` keep the
+scores in sum trees, rescore the coordinate a step moved and the whole block a few times a
+pass, and draw a coordinate with probability proportional to its score. Like the losses of
 :mod:`ooc.objectives.losses`, a sampling is a small NamedTuple and the generic functions
 below (``wants_gap``, ``step_score``, ``mix_scores``) are replaced at compile time by the
 implementation registered for its class (``numba.extending.overload``): Numba compiles one
@@ -30,10 +30,12 @@ __all__ = [
     "Adaptive",
     "SupportSetUniform",
     "AdaUniform",
-    "AdaptiveDraws",
     "wants_gap",
     "step_score",
     "mix_scores",
+    "score_pair",
+    "second_share",
+    "LazyDraws",
 ]
 
 
@@ -55,18 +57,20 @@ class AdaUniform(NamedTuple):
     sigma: float = 0.5
 
 
-class AdaptiveDraws(NamedTuple):
-    r"""The draws of a per-step pass and its scratch (all float64).
+class LazyDraws(NamedTuple):
+    r"""The draws of a lazily refreshed pass (:mod:`ooc.kernels.rcd_lazy`) and its scratch.
 
-    ``uniforms`` (steps,) in [0, 1), one per step; ``tree`` (``2 cap``) the sum tree
-    (:mod:`ooc.kernels.sumtree`) of the ``m`` coordinates of the block; ``scores`` and
-    ``kappa_norm`` (m,) scratch.
+    ``uniforms`` (steps,) in [0, 1), one per step; ``tree_a``, ``tree_b`` (``2 cap`` float64)
+    the sum trees (:mod:`ooc.kernels.sumtree`) of the two scores of :func:`score_pair`;
+    ``refresh`` (int) the steps between two full rescorings of the block; ``floor`` (float in
+    (0, 1)) the probability of a uniform draw, which bounds every ``p_i >= floor / m``.
     """
 
     uniforms: np.ndarray
-    tree: np.ndarray
-    scores: np.ndarray
-    kappa_norm: np.ndarray
+    tree_a: np.ndarray
+    tree_b: np.ndarray
+    refresh: int
+    floor: float
 
 
 # Generic functions. In Numba code the overloads below replace them at compile time by the
@@ -88,11 +92,22 @@ def mix_scores(sampling, scores, kappa_norm, m):
     _IMPLS[type(sampling)]["mix"](sampling, scores, kappa_norm, m)
 
 
-_IMPLS = {}  # sampling class -> {"wants_gap": bool, "score": njit fn, "mix": njit fn}
+def score_pair(sampling, gap, kappa, norm):
+    """A coordinate's two scores ``(a_i, b_i)``: the sampling draws from ``a`` with probability
+    ``1 - second_share`` and from ``b`` otherwise (before the uniform floor)."""
+    return _IMPLS[type(sampling)]["pair"](sampling, gap, kappa, norm)
 
 
-def _register(cls, wants, score, mix):
-    _IMPLS[cls] = {"wants_gap": wants, "score": score, "mix": mix}
+def second_share(sampling):
+    """The probability of drawing from the second score ``b`` (0 but for ``ada-uniform``)."""
+    return _IMPLS[type(sampling)]["share"](sampling)
+
+
+_IMPLS = {}  # sampling class -> {"wants_gap": bool, "score", "mix", "pair", "share": njit fns}
+
+
+def _register(cls, wants, score, mix, pair, share):
+    _IMPLS[cls] = {"wants_gap": wants, "score": score, "mix": mix, "pair": pair, "share": share}
 
 
 def _impl(sampling_type, what):
@@ -130,6 +145,30 @@ def _ol_mix_scores(sampling, scores, kappa_norm, m):
 
     def impl(sampling, scores, kappa_norm, m):
         fn(sampling, scores, kappa_norm, m)
+
+    return impl
+
+
+@overload(score_pair)
+def _ol_score_pair(sampling, gap, kappa, norm):
+    fn = _impl(sampling, "pair")
+    if fn is None:
+        return None
+
+    def impl(sampling, gap, kappa, norm):
+        return fn(sampling, gap, kappa, norm)
+
+    return impl
+
+
+@overload(second_share)
+def _ol_second_share(sampling):
+    fn = _impl(sampling, "share")
+    if fn is None:
+        return None
+
+    def impl(sampling):
+        return fn(sampling)
 
     return impl
 
@@ -173,7 +212,38 @@ def _ada_uniform_mix(sampling, scores, kappa_norm, m):
         scores[i] = s
 
 
-_register(AdaGap, True, _gap_score, _no_mix)
-_register(Adaptive, False, _kappa_score, _no_mix)
-_register(SupportSetUniform, False, _support_score, _no_mix)
-_register(AdaUniform, False, _support_score, _ada_uniform_mix)
+@njit(cache=True, nogil=True)
+def _gap_pair(sampling, gap, kappa, norm):
+    return max(gap, 0.0), 0.0
+
+
+@njit(cache=True, nogil=True)
+def _kappa_pair(sampling, gap, kappa, norm):
+    return kappa * norm, 0.0
+
+
+@njit(cache=True, nogil=True)
+def _support_pair(sampling, gap, kappa, norm):
+    return (1.0 if kappa > 0.0 else 0.0), 0.0
+
+
+@njit(cache=True, nogil=True)
+def _ada_uniform_pair(sampling, gap, kappa, norm):
+    """supportSet-uniform in ``a``, adaptive in ``b``: eq. 18 is their ``sigma : 1 - sigma`` mixture."""
+    return (1.0 if kappa > 0.0 else 0.0), kappa * norm
+
+
+@njit(cache=True, nogil=True)
+def _no_share(sampling):
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def _ada_uniform_share(sampling):
+    return 1.0 - sampling.sigma
+
+
+_register(AdaGap, True, _gap_score, _no_mix, _gap_pair, _no_share)
+_register(Adaptive, False, _kappa_score, _no_mix, _kappa_pair, _no_share)
+_register(SupportSetUniform, False, _support_score, _no_mix, _support_pair, _no_share)
+_register(AdaUniform, False, _support_score, _ada_uniform_mix, _ada_uniform_pair, _ada_uniform_share)

@@ -47,7 +47,9 @@ Losses: smooth hinge (the paper's) and hinge keep ``alpha_i = 0`` for examples w
 ``>= 1``, so ``A_y`` stays sparse. The squared and logistic losses have no sparse dual (every
 ``alpha_i`` is nonzero at the optimum; for the logistic ``alpha_i y_i`` lies strictly inside
 ``(0, c_i)``): ``A_y`` grows to all ``n`` rows in ``log2(n / batch)`` searches and DGPD becomes a
-primal-active-set SDCA. It still converges, only without the dual savings.
+primal-active-set SDCA. It still converges, only without the dual savings; when the dual
+active set holds more than :data:`DENSE_DUAL_SHARE` of the pairs it says so once
+(:class:`DenseDualWarning`, naming sdca).
 
 Out of core: both layouts are needed. The scheduler pages the column blocks holding ``A_x``
 and the row blocks holding ``A_y`` through one :class:`~ooc.schedule.cache.BlockCache`; the full
@@ -72,6 +74,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -94,6 +97,14 @@ DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe"}
 DUAL_STEPS = ("safe", "theorem")
 VECTORS = ("memory", "streamed")
 
+
+
+#: share of the (example, class) pairs in the dual active set above which dgpd warns (DenseDualWarning)
+DENSE_DUAL_SHARE = 0.5
+
+
+class DenseDualWarning(UserWarning):
+    """dgpd's dual active set is dense: sdca does the same work without the searches."""
 
 class LineSet(NamedTuple):
     """Some full lines (rows or columns) of the matrix, ascending ids, CSR-like, float64 values."""
@@ -577,6 +588,17 @@ class DGPDSolver(StoreSolver):
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
+    def _warn_dense_dual(self, active_y: int, epoch: int) -> None:
+        """Once per session: the dual active set holds more than :data:`DENSE_DUAL_SHARE` of the
+        ``(example, class)`` pairs, where DGPD does the work of sdca plus its searches."""
+        share = active_y / max(1, self.n * self.k)
+        if share > DENSE_DUAL_SHARE and not getattr(self, "_dense_warned", False):
+            self._dense_warned = True
+            warnings.warn(f"dgpd: the dual active set holds {share:.0%} of the (example, class) pairs at epoch {epoch} "
+                          f"(a dense dual: DGPD saves work only where both the primal and the dual are sparse, e.g. "
+                          f"hinge-type losses and a large --l1); --solver sdca reaches the same optimum with less",
+                          DenseDualWarning, stacklevel=2)
+
     def epoch(self, ctx) -> None:
         """One outer iteration: searches and the certificate, then (unless the run stops) the rounds.
 
@@ -599,6 +621,7 @@ class DGPDSolver(StoreSolver):
             "vector_bytes_read": self.vector_bytes_read - v0,
             "margin_bytes": 16 * self.block_rows,
         }
+        self._warn_dense_dual(fields["active_y"], e)
         if not ctx.stops(P, D):
             t1 = time.perf_counter()
             nnz_A = self._update(states, plan, rows, cols, e)

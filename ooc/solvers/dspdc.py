@@ -25,6 +25,15 @@ tests). Losses: squared, logistic, smooth hinge (the theorem needs smooth ``phi`
 is refused (use ``--loss smooth-hinge`` with a small ``--gamma``). Penalties: L2 and L1 + L2
 (``l2 > 0``: the theorem needs ``lambda``-strong convexity).
 
+Where it does not pay, it refuses: Theorem 2's contraction gives about ``E = (m/n) (2R
+sqrt(np/(mq)) / sqrt(lambda gamma) + 2 max(n/m, p/q))`` epochs per factor ``e`` of the gap,
+Prox-SDCA's ``1 + R^2/(lambda gamma n)`` (:func:`epochs_per_efold`). With many features and a
+small ``l2`` (sparse text, ``l2 = 1e-5``) the first term is tens to hundreds of epochs where
+sdca needs one or two: 100 epochs then leave a relative gap near 1 (the majority-class model).
+On a plain store, a problem where DSPDC's bound is more than :data:`RATE_RATIO_LIMIT` times
+sdca's is refused, naming both figures (a factorized store is not: there an iteration costs
+``O(K)`` where a row of ``U V`` costs ``O(d)``, so epochs do not compare).
+
 Mini-batches: ``m`` (option ``dspdc_m``, default 1) and ``q`` (``dspdc_q``). Default ``q``: the
 larger of ``ceil(m p / n)`` (so ``p/q <= n/m``, the regime of the paper's Table 1) and the ``q``
 whose primal half costs what the dual half does (``m`` times the mean row nonzeros on a plain
@@ -101,6 +110,30 @@ def dspdc_params(n: float, p: float, m: float, q: float, R: float, lam: float, g
     return theta, tau, sigma
 
 
+#: dspdc refuses a problem where Theorem 2's bound on its epochs exceeds Prox-SDCA's by this factor
+RATE_RATIO_LIMIT = 10.0
+
+
+def epochs_per_efold(n: float, p: float, m: float, q: float, R: float, lam: float, gamma: float) -> tuple[float, float]:
+    r"""Epochs (``n / m`` iterations each) per factor ``e`` of the gap: DSPDC's Theorem 2 and Prox-SDCA's.
+
+    .. math::
+
+        E_{DSPDC} = \frac{m}{n}\Big(\frac{2R}{\sqrt{\lambda\gamma}}\sqrt{\frac{n}{m}\frac{p}{q}}
+                    + 2\max(\frac{n}{m}, \frac{p}{q})\Big),\qquad
+        E_{SDCA} = 1 + \frac{R^2}{\lambda\gamma n}
+
+    (Yu, Lin & Yang, Theorem 2: the contraction factor per iteration is ``1 - 1 / (the bracket)``;
+    Shalev-Shwartz & Zhang, Thm. 1 / Prox-SDCA: ``n + R^2/(lambda gamma)`` steps per e-fold). On
+    sparse data with many features and a small ``l2`` the first term, ``R sqrt(m p / (q n)) /
+    sqrt(lambda gamma)``, dominates and DSPDC needs orders of magnitude more epochs than SDCA.
+    """
+    a, b = n / m, p / q
+    dspdc = (2.0 * R / math.sqrt(lam * gamma) * math.sqrt(a * b) + 2.0 * max(a, b)) / a
+    sdca = 1.0 + R * R / (lam * gamma * n)
+    return dspdc, sdca
+
+
 def _seed(seed: int, epoch: int, block: int, c: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(epoch), int(block), int(c), 0xD5]).generate_state(1)[0])
 
@@ -168,6 +201,16 @@ class DSPDCSolver(BlockLoopSolver):
         self.q = min(int(q) if q else max(math.ceil(self.m * self.dim / max(self.n, 1)),
                                           int(round(self.m * row_cost / col_cost))), self.dim)
         if self.R > 0:
+            e_dspdc, e_sdca = epochs_per_efold(float(self.n), float(self.dim), float(self.m), float(self.q), self.R,
+                                               self.l2, self.gamma)
+            # a factorized store is DSPDC's own ground (O(K) per row, where sdca would read rows of U V):
+            # there epochs do not compare, only on a plain store
+            if not self.factorized and e_dspdc > RATE_RATIO_LIMIT * e_sdca:
+                raise ValueError(
+                    f"dspdc: its rate (Theorem 2) needs about {e_dspdc:.3g} epochs per factor e of the duality gap on "
+                    f"this problem against {e_sdca:.3g} for sdca (R sqrt(m p/(q n))/sqrt(l2 gamma) = "
+                    f"{self.R * math.sqrt(self.m * self.dim / (self.q * self.n)) / math.sqrt(self.l2 * self.gamma):.3g}"
+                    f" is large: small --l2 or many features); use --solver sdca")
             self.theta, self.tau, self.sigma = dspdc_params(float(self.n), float(self.dim), float(self.m),
                                                             float(self.q), self.R, self.l2, self.gamma)
         else:  # all-zero data: any steps are exact

@@ -81,9 +81,12 @@ Epochs and the out-of-core draw
     the state at the start of the epoch inside a block (exact), and the block gap masses
     for ``P(b)`` (exact for ``rcd-primal``; for ``rcd-dual`` the masses of the previous
     epoch's state, the fused gap computing them only during the pass). The per-step
-    samplings (``adaptive``, ``ada-gap``, ...) recompute the distribution of the resident
-    block after every step; across blocks they use the gap masses. With one block (data
-    that fit) everything is the paper's sampling exactly.
+    samplings (``adaptive``, ``ada-gap``, ...) keep the resident block's scores in sum trees,
+    rescore the coordinate just moved after each step and the whole block a few times per
+    pass (:mod:`ooc.kernels.rcd_lazy`: ``O(nnz_i + log m)`` per step, not a pass per step),
+    mixed with a uniform share ``gap_floor`` so that no coordinate starves; across blocks
+    they use the gap masses. With one block (data that fit) the fixed samplings are the
+    paper's exactly.
 
 Gap-guided paging (``paging='gap'``)
     Each epoch records the duality-gap mass of every block (``sum G_i`` over its
@@ -136,14 +139,12 @@ from ..kernels.args import Labels, Reg, Rows
 from ..kernels.rcd import (
     axpy,
     col_curvature,
-    dual_adaptive_pass,
     dual_block_gaps,
     line_loss,
     margin_sums,
     newton_cd_pass,
     newton_prep,
     newton_weights,
-    primal_adaptive_pass,
     primal_bias_steps,
     primal_cd_pass,
     primal_gap_rows,
@@ -152,7 +153,7 @@ from ..kernels.rcd import (
     ws_cd_epoch,
     ws_col_grads,
 )
-from ..kernels.samplings import AdaptiveDraws
+from ..kernels.rcd_lazy import dual_lazy_pass, primal_lazy_pass
 from ..kernels.sdca import sdca_pass
 from ..objectives.losses import Logistic, has_curv
 from ..objectives.penalties import primal_value, require_l2
@@ -168,9 +169,10 @@ from ..schedule.sampling import (
     block_probs,
     block_uniforms,
     draw_in_block,
+    gap_weights,
+    lazy_draws,
     normalize_sampling,
     step_sampling,
-    tree_capacity,
     visit_order,
 )
 from ..schedule.scheduler import Prefetcher
@@ -325,17 +327,15 @@ class RCDDualSolver(BlockLoopSolver):
         sq = self._row_sq(blk.start, blk.stop)
         args = (float(self.l2), float(self.l1), float(self.n), float(pb.bias))
         if self.sampling in PER_STEP:
-            rows = blk.stop - blk.start
-            tree = np.zeros(2 * tree_capacity(rows))
-            dual_adaptive_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(pb.sub_labels(blk.y, 0), blk.c),
-                               alpha[0], v[0], w[0], np.sqrt(sq), Reg(*args), step_sampling(self.sampling),
-                               AdaptiveDraws(us, tree, np.zeros(rows), np.zeros(rows)))
-            self.extra["work"][0] += m * (int(blk.indptr[-1]) + rows)
+            # per-step samplings: O(log m) per step (ooc.kernels.rcd_lazy)
+            self.extra["work"][0] += dual_lazy_pass(
+                pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(pb.sub_labels(blk.y, 0), blk.c), alpha[0], v[0],
+                w[0], np.sqrt(sq), Reg(*args), step_sampling(self.sampling), lazy_draws(us, blk.stop - blk.start, self.floor))
         else:
             if self.sampling == "gap-per-epoch":
                 b, gaps = self._gaps
                 assert b == blk.index
-                weights = np.maximum(gaps, 0.0)
+                weights = gap_weights(gaps, self.floor)
             else:
                 weights = self._fixed_weights(sq, blk.c)
             draws = draw_in_block(weights, us)
@@ -533,15 +533,13 @@ class RCDPrimalSolver(StoreSolver):
             return m * self.n
         indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
         if self.sampling in PER_STEP:
-            cols = hi - lo
-            tree = np.zeros(2 * tree_capacity(cols))
-            primal_adaptive_pass(pb.loss, Rows(indptr, blk.indices, blk.data), lo, Labels(np.asarray(self.Y[0]), C),
-                                 np.asarray(self.Z[0]), w[0], self.M[lo:hi], np.sqrt(self.U[lo:hi]),
-                                 Reg(self.l2, self.l1, float(self.n), float(self.bias)), float(self.radius[0]),
-                                 step_sampling(self.sampling), AdaptiveDraws(us, tree, np.zeros(cols), np.zeros(cols)))
-            return m * (int(indptr[-1]) + hi - lo)
+            # per-step samplings: O(log m) per step (ooc.kernels.rcd_lazy)
+            return int(primal_lazy_pass(pb.loss, Rows(indptr, blk.indices, blk.data), lo, Labels(np.asarray(self.Y[0]), C),
+                                        np.asarray(self.Z[0]), w[0], self.M[lo:hi], np.sqrt(self.U[lo:hi]),
+                                        Reg(self.l2, self.l1, float(self.n), float(self.bias)), float(self.radius[0]),
+                                        step_sampling(self.sampling), lazy_draws(us, hi - lo, self.floor)))
         if self.sampling == "gap-per-epoch":
-            weights = np.maximum(G[lo:hi], 0.0)
+            weights = gap_weights(G[lo:hi], self.floor)
         else:
             weights = self._fixed_weights(lo, hi)
         draws = draw_in_block(weights, us)
