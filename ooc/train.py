@@ -31,6 +31,7 @@ from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError
+from .solvers.base import ProblemRefused
 from .solvers.problem import class_weights_for, make_problem
 from .solvers.registry import (
     ADDED_L2,
@@ -317,9 +318,9 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
     try:
         with rd.lock():
             return _execute(rd, st, o, resume=False, progress=progress, warm=warm)
-    except MemoryLimitError:
-        # refused before its first epoch (the limit cannot hold it): the same command under a larger
-        # limit must find no run directory in its way
+    except (MemoryLimitError, ProblemRefused):
+        # refused before its first epoch (the limit cannot hold it, or the solver does not take the
+        # problem): the same command with other options must find no run directory in its way
         remove_tree(rd.path)
         raise
 

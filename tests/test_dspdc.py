@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import shutil
 import tempfile
 import uuid
 
@@ -323,6 +324,14 @@ def test_refuses_where_its_rate_does_not_pay(monkeypatch):
     with pytest.raises(ValueError, match=r"^dspdc: its rate \(Theorem 2\).*use --solver sdca$") as e:
         solver(DSPDCSolver, st, loss="logistic", l2=l2)
     assert "\n" not in str(e.value)
+    # through ooc.train: the run directory it made for the refused run is gone again
+    out = tempfile.mkdtemp(prefix="ooc-test-dspdc-")
+    try:
+        with pytest.raises(ValueError, match=r"^dspdc: its rate"):
+            ooc.train(st, os.path.join(out, "run"), solver="dspdc", loss="logistic", l2=l2)
+        assert os.listdir(out) == []
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     monkeypatch.setattr(dspdc_mod, "RATE_RATIO_LIMIT", math.inf)
     e_dspdc, e_sdca = dspdc_mod.epochs_per_efold(n, d, 1, 10, 1.0, l2, 4.0)
     assert e_dspdc > 10 * e_sdca

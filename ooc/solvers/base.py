@@ -103,6 +103,11 @@ def _part(g: TrainBlock, b: int, off: int, m: int, start: int) -> TrainBlock:
                       g.data[lo:hi].copy(), g.y[off:off + m].copy(), g.c[off:off + m].copy())
 
 
+class ProblemRefused(ValueError):
+    """A solver refuses the problem before any training (its theory does not apply, or does not
+    pay): nothing of the run is worth keeping, and the message says what to use instead."""
+
+
 class StoreSolver:
     """What every solver knows about its problem, store and run directory, and what it gives the engine.
 

@@ -82,7 +82,7 @@ from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_los
 from ..objectives.penalties import conj_value, require_l2
 from ..store import layout as L
 from ..store.factorize import FactorView, is_factorized
-from .base import BlockLoopSolver, TrainBlock
+from .base import BlockLoopSolver, ProblemRefused, TrainBlock
 
 
 def dspdc_params(n: float, p: float, m: float, q: float, R: float, lam: float, gamma: float):
@@ -206,7 +206,7 @@ class DSPDCSolver(BlockLoopSolver):
             # a factorized store is DSPDC's own ground (O(K) per row, where sdca would read rows of U V):
             # there epochs do not compare, only on a plain store
             if not self.factorized and e_dspdc > RATE_RATIO_LIMIT * e_sdca:
-                raise ValueError(
+                raise ProblemRefused(
                     f"dspdc: its rate (Theorem 2) needs about {e_dspdc:.3g} epochs per factor e of the duality gap on "
                     f"this problem against {e_sdca:.3g} for sdca (R sqrt(m p/(q n))/sqrt(l2 gamma) = "
                     f"{self.R * math.sqrt(self.m * self.dim / (self.q * self.n)) / math.sqrt(self.l2 * self.gamma):.3g}"
