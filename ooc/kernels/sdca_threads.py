@@ -44,15 +44,15 @@ ROWS_PER_THREAD = 4096
 
 
 @njit(cache=True, nogil=True)
-def local_steps(loss, rows, labels, alpha, order, lo, hi, w, dv, reg, sigma, w_snap, touched):
-    r"""One thread's CoCoA+ local Prox-SDCA steps over the rows ``order[lo:hi]``.
+def local_steps(loss, rows, labels, alpha, rows_order, w, dv, reg, sigma, w_snap, touched):
+    r"""One thread's CoCoA+ local Prox-SDCA steps over the rows ``rows_order`` (its slice of the pass's order).
 
     Parameters
     ----------
-    loss, rows, labels, alpha, order, reg
+    loss, rows, labels, alpha, reg
         As for :func:`ooc.kernels.sdca.sdca_pass`; ``alpha`` is written at this slice's rows only.
-    lo, hi : int
-        The slice of ``order`` this thread owns in the mini-batch.
+    rows_order : ndarray of int64
+        The rows this thread visits in the mini-batch, in order (a view of the pass's ``order``).
     w : ndarray of float64
         ``grad g*(v)`` at the mini-batch start; read only (every thread shares it).
     dv : ndarray of float64
@@ -85,15 +85,16 @@ def local_steps(loss, rows, labels, alpha, order, lo, hi, w, dv, reg, sigma, w_s
     sum_d2 = 0.0
     primal_sum = 0.0
     nt = 0
-    for t in range(lo, hi):
+    m = rows_order.shape[0]
+    for t in range(m):
         # the rows come in random order: request the next ones' cache lines now (w, dv; the
         # snapshot's entries with the row four ahead)
-        prefetch_rows(order[:hi], t, indptr, indices, data, alpha, y, c, w, dv)
-        if snap and t + ROWS_AHEAD[2] < hi:
-            r = order[t + ROWS_AHEAD[2]]
+        prefetch_rows(rows_order, t, indptr, indices, data, alpha, y, c, w, dv)
+        if snap and t + ROWS_AHEAD[2] < m:
+            r = rows_order[t + ROWS_AHEAD[2]]
             for p in range(indptr[r], indptr[r + 1]):
                 prefetch(w_snap, indices[p])
-        i = order[t]
+        i = rows_order[t]
         ci = c[i]
         ai = alpha[i]
         if ci <= 0.0 and ai == 0.0:

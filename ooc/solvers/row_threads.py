@@ -44,9 +44,9 @@ def threaded_sdca_pass(loss, rows, labels, alpha, order, v, w, reg, w_snap, dv: 
         stop = min(m, start + T * ROWS_PER_THREAD)
         cuts = [start + (stop - start) * k // T for k in range(T + 1)]
         # thread 0's slice runs here while the pool runs the others; w is shared read-only
-        futures = [pool.submit(local_steps, loss, rows, labels, alpha, order, cuts[k], cuts[k + 1], w, dv[k], reg,
+        futures = [pool.submit(local_steps, loss, rows, labels, alpha, order[cuts[k]:cuts[k + 1]], w, dv[k], reg,
                                sigma, w_snap, touched[k]) for k in range(1, T)]
-        results = [local_steps(loss, rows, labels, alpha, order, cuts[0], cuts[1], w, dv[0], reg, sigma, w_snap,
+        results = [local_steps(loss, rows, labels, alpha, order[cuts[0]:cuts[1]], w, dv[0], reg, sigma, w_snap,
                                touched[0])]
         results += [f.result() for f in futures]
         n_touched = np.array([r[2] for r in results], dtype=np.int64)
