@@ -64,7 +64,10 @@ def _set_leaf(tree_a, tree_b, i, pair):
 
 
 @njit(cache=True, nogil=True)
-def _dual_pair(loss, indptr, indices, data, y, c, alpha, w, rownorm, bias, n_total, sampling, i):
+def _dual_pair(loss, rows, labels, alpha, w, rownorm, reg, sampling, i):
+    indptr, indices, data = rows
+    y, c = labels
+    n_total, bias = reg[2], reg[3]
     z = _row_margin(indptr, indices, data, i, w, bias)
     a = alpha[i]
     kap = abs(a + c[i] * loss_deriv(loss, z, y[i]))
@@ -96,8 +99,7 @@ def dual_lazy_pass(loss, rows, labels, alpha, v, w, rownorm, reg, sampling, draw
     for t in range(uniforms.shape[0]):
         if t % refresh == 0:
             for i in range(m):
-                _set_leaf(tree_a, tree_b, i, _dual_pair(loss, indptr, indices, data, y, c, alpha, w, rownorm, bias,
-                                                        n_total, sampling, i))
+                _set_leaf(tree_a, tree_b, i, _dual_pair(loss, rows, labels, alpha, w, rownorm, reg, sampling, i))
             work += indptr[m] + m
         i = lazy_draw(tree_a, tree_b, share, floor, m, uniforms[t])
         z = _row_margin(indptr, indices, data, i, w, bias)
@@ -108,14 +110,14 @@ def dual_lazy_pass(loss, rows, labels, alpha, v, w, rownorm, reg, sampling, draw
         if d != 0.0:
             alpha[i] += d
             dual_apply(indptr, indices, data, i, d, v, w, inv_l2n, k, bias)
-            _set_leaf(tree_a, tree_b, i, _dual_pair(loss, indptr, indices, data, y, c, alpha, w, rownorm, bias,
-                                                    n_total, sampling, i))
+            _set_leaf(tree_a, tree_b, i, _dual_pair(loss, rows, labels, alpha, w, rownorm, reg, sampling, i))
             work += 2 * nnz
     return work
 
 
 @njit(cache=True, nogil=True)
-def _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, l2, l1, n_total, radius, sampling):
+def _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, reg, radius, sampling):
+    l2, l1, n_total = reg[0], reg[1], reg[2]
     j = col0 + jl
     r = _col_grad(loss, cols, jl, labels, z, n_total)
     kap = primal_kappa(w[j], r, l2, l1, radius)
@@ -131,7 +133,6 @@ def primal_lazy_pass(loss, cols, col0, labels, z, w, mcoef, colnorm, reg, radius
     lazily refreshed per-step sampling (scores from ``r_j``, ``G_j``, ``kappa_j`` and
     ``||a_j|| = colnorm[j]``; ``draws`` as in :func:`dual_lazy_pass`). Returns the nonzeros visited.
     """
-    l2, l1, n_total, _ = reg
     uniforms, tree_a, tree_b, refresh, floor = draws
     indptr = cols.indptr
     m = indptr.shape[0] - 1
@@ -140,15 +141,15 @@ def primal_lazy_pass(loss, cols, col0, labels, z, w, mcoef, colnorm, reg, radius
     for t in range(uniforms.shape[0]):
         if t % refresh == 0:
             for jl in range(m):
-                _set_leaf(tree_a, tree_b, jl, _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, l2, l1,
-                                                           n_total, radius, sampling))
+                _set_leaf(tree_a, tree_b, jl, _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, reg,
+                                                           radius, sampling))
             work += indptr[m] + m
         jl = lazy_draw(tree_a, tree_b, share, floor, m, uniforms[t])
         d = _prox_step(loss, cols, jl, col0 + jl, labels, z, w, mcoef[jl], reg)
         nnz = indptr[jl + 1] - indptr[jl]
         work += nnz
         if d != 0.0:
-            _set_leaf(tree_a, tree_b, jl, _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, l2, l1,
-                                                       n_total, radius, sampling))
+            _set_leaf(tree_a, tree_b, jl, _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, reg,
+                                                       radius, sampling))
             work += 2 * nnz
     return work
