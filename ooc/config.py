@@ -76,6 +76,8 @@ class TrainConfig:
     seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")
     checkpoint_every: float = _opt(300.0, "Seconds between checkpoints.")
     distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
+    local_passes: int = _opt(3, "--distributed: Prox-SDCA passes over its rows each worker makes per round (the "
+                                "CoCoA+ local subproblem solved further: fewer rounds, fewer messages).")
     inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
     block_bytes: str = _opt(DEFAULT_TRAIN_BLOCK, "Decoded bytes per training block: the store's blocks cut to at most "
                                                  "this ('store': as converted). With --seed and --mix-blocks it fixes "
@@ -134,11 +136,14 @@ class TrainConfig:
         """The configuration a ``run.json`` was written with; options added since take their defaults.
 
         But ``block_bytes``: a run made before it existed visited the store's own blocks, and
-        goes on doing so (its iterates must not change on resume); and ``threads``, 1 for such a run.
+        goes on doing so (its iterates must not change on resume); ``threads``, 1 for such a run; and
+        ``local_passes``, 1.
         """
         old = {"block_bytes": STORE_BLOCKS} if "block_bytes" not in config else {}
         if "threads" not in config:  # made before --threads: one thread
             old["threads"] = 1
+        if "local_passes" not in config:  # made before --local-passes: one local pass per round
+            old["local_passes"] = 1
         return cls.from_options({**old, **{k: config[k] for k in option_names() if k in config}, **override})
 
     def options(self) -> dict:
@@ -197,7 +202,7 @@ def _check_values(cfg: TrainConfig, loss) -> None:
     if threads < 0 or threads != cfg.threads:
         raise ValueError(f"--threads must be an integer >= 0 (0: every core the process may use; got {cfg.threads!r})")
     _set(cfg, "threads", threads)
-    for key in ("inner_passes", "mix_blocks"):
+    for key in ("inner_passes", "local_passes", "mix_blocks"):
         if int(getattr(cfg, key)) < 1:
             raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
         _set(cfg, key, int(getattr(cfg, key)))
