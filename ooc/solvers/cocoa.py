@@ -41,8 +41,7 @@ from ..schedule.cache import BlockCache
 from ..schedule.planner import COCOA_WORKER, budget_option, fixed_bytes
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import row_order
-from ..store import layout as L
-from .base import StoreSolver, load_train_group
+from .base import StoreSolver, TrainBlock, load_train_group
 
 #: Per worker process: (store path, fingerprint, options key) -> (store, problem, cache).
 _CONTEXTS: dict = {}
@@ -114,11 +113,29 @@ def _round_v(run_dir: str, msg: tuple):
     return v
 
 
-def _groups(blocks, mix: int) -> list[tuple]:
-    """A worker's blocks cut into fixed groups of ``mix`` whose rows are visited in one permutation
-    (fixed, so the block cache keeps the merged groups: see :meth:`BlockLoopSolver.load_group`)."""
-    blocks = sorted(int(b) for b in blocks)
-    return [tuple(blocks[i:i + mix]) for i in range(0, len(blocks), mix)]
+def _pass_groups(blocks, mix: int, seed: int, rnd: int, k: int, h: int) -> list[tuple]:
+    """Pass ``h`` of round ``rnd`` on partition ``k``: its blocks in a seeded order, cut into groups of
+    ``mix`` whose rows are visited in one permutation (as :meth:`BlockLoopSolver._groups` does: rows
+    kept with their block's converge several times slower on data with very popular features). When
+    one group holds them all, its blocks are sorted, so the merged group is the same every pass (cached).
+    """
+    blocks = np.asarray(sorted(int(b) for b in blocks), dtype=np.int64)
+    if mix >= len(blocks):
+        return [tuple(int(b) for b in blocks)]
+    order = blocks[np.random.default_rng([seed, rnd, 2, k, h]).permutation(len(blocks))]
+    return [tuple(int(b) for b in order[i:i + mix]) for i in range(0, len(order), mix)]
+
+
+def _merge(blocks: list) -> TrainBlock:
+    """The rows of ``blocks`` (TrainBlocks) one after the other as one block (rows ``0..m-1``)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    offs = np.cumsum([0] + [int(t.indptr[-1]) for t in blocks[:-1]])
+    indptr = np.concatenate([blocks[0].indptr[:1]] + [t.indptr[1:] + o for t, o in zip(blocks, offs)])
+    m = sum(t.stop - t.start for t in blocks)
+    return TrainBlock(blocks[0].index, 0, m, indptr, np.concatenate([t.indices for t in blocks]),
+                      np.concatenate([t.data for t in blocks]), np.concatenate([t.y for t in blocks]),
+                      np.concatenate([t.c for t in blocks]))
 
 
 def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, update,
@@ -152,31 +169,40 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
     w_loc = w.copy()
     psum = dsum = 0.0
     bytes0 = cache.bytes_read
-    groups = _groups(blocks, max(1, int(opts.get("mix_blocks") or 1)))
-    alphas: dict = {}
+    mix = max(1, int(opts.get("mix_blocks") or 1))
+    alphas: dict = {}  # block -> its duals, read once, updated in place by every pass
     reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias))
     passes = local_passes if update else 1
     for h in range(passes):
-        for gi in np.random.default_rng([seed, rnd, 2, k, h]).permutation(len(groups)):
-            g = groups[int(gi)]
-            blk = cache.get(g, lambda g=g: load_train_group(st, pb, g), lambda t: t.nbytes)
+        for g in _pass_groups(blocks, mix, seed, rnd, k, h):
+            if len(g) == len(blocks) and len(g) > 1:  # every block in one group: the merged block is cached
+                blk = cache.get(g, lambda g=g: load_train_group(st, pb, g), lambda t: t.nbytes)
+            else:
+                blk = _merge([cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes)
+                              for b in g])
             if h == 0:  # the certificate of the round's starting state, before any update of these rows
-                alphas[g] = alpha = np.concatenate([rd.read_duals(rnd % 2, b)[0] for b in g])
+                for b in g:
+                    alphas[b] = rd.read_duals(rnd % 2, b)[0]
+                alpha = np.concatenate([alphas[b] for b in g])
                 psum += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, w, pb.bias,
                                           gather_prefetch_pays(w.nbytes))
                 dsum += block_dual_loss(pb.loss, blk.y, blk.c, alpha)
+            else:
+                alpha = np.concatenate([alphas[b] for b in g])
             if update:
                 rows = row_order(blk.stop - blk.start, seed, rnd * passes + h, g[0])
-                sdca_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(blk.y, blk.c), alphas[g], rows,
+                sdca_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(blk.y, blk.c), alpha, rows,
                           v_loc, w_loc, reg)
+                off = 0
+                for b in g:
+                    m = alphas[b].shape[0]
+                    alphas[b] = alpha[off:off + m]
+                    off += m
     if update:
-        for g, alpha in alphas.items():
-            off = 0
-            for b in g:
-                m = int(st.block_bounds(L.ROWS, b)[1] - st.block_bounds(L.ROWS, b)[0])
-                rd.write_duals((rnd + 1) % 2, b, alpha[None, off:off + m])
-                off += m
-            _test_kill_hook(rnd, k)  # some of the round's dual files written, not all
+        for i, b in enumerate(sorted(alphas)):
+            rd.write_duals((rnd + 1) % 2, b, alphas[b][None, :])
+            if i == len(alphas) // 2:
+                _test_kill_hook(rnd, k)  # some of the round's dual files written, not all
         rd.sync_duals()
     # only the entries this worker changed travel back (a row's features; the bias)
     idx = np.flatnonzero(v_loc != v)
