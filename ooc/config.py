@@ -76,8 +76,9 @@ class TrainConfig:
     seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")
     checkpoint_every: float = _opt(300.0, "Seconds between checkpoints.")
     distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
-    local_passes: int = _opt(3, "--distributed: Prox-SDCA passes over its rows each worker makes per round (the "
-                                "CoCoA+ local subproblem solved further: fewer rounds, fewer messages).")
+    local_passes: int = _opt(1, "--distributed: Prox-SDCA passes over its rows each worker makes per round (the "
+                                "CoCoA+ local subproblem solved further: fewer rounds when the workers' rows share "
+                                "few features).")
     inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
     block_bytes: str = _opt(DEFAULT_TRAIN_BLOCK, "Decoded bytes per training block: the store's blocks cut to at most "
                                                  "this ('store': as converted). With --seed and --mix-blocks it fixes "
@@ -136,14 +137,11 @@ class TrainConfig:
         """The configuration a ``run.json`` was written with; options added since take their defaults.
 
         But ``block_bytes``: a run made before it existed visited the store's own blocks, and
-        goes on doing so (its iterates must not change on resume); ``threads``, 1 for such a run; and
-        ``local_passes``, 1.
+        goes on doing so (its iterates must not change on resume); and ``threads``, 1 for such a run.
         """
         old = {"block_bytes": STORE_BLOCKS} if "block_bytes" not in config else {}
         if "threads" not in config:  # made before --threads: one thread
             old["threads"] = 1
-        if "local_passes" not in config:  # made before --local-passes: one local pass per round
-            old["local_passes"] = 1
         return cls.from_options({**old, **{k: config[k] for k in option_names() if k in config}, **override})
 
     def options(self) -> dict:

@@ -104,8 +104,6 @@ def _check_task(o: dict, loss, store) -> None:
             raise ValueError(f"--multiclass crammer-singer trains with {able} (not {o['solver']})")
     if kind == L.MULTICLASS and not loss.classification:
         raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
-    if kind == L.MULTICLASS and o["distributed"]:
-        raise ValueError("--distributed trains binary and regression tasks in this version (not multiclass)")
     if kind == L.REGRESSION and loss.classification:
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
     class_weights_for(store, o["class_weight"])  # a mapping's labels against the store's classes
@@ -115,7 +113,9 @@ def _choose_solver(o: dict, loss, store) -> None:
     """``solver_used`` (``auto``'s choice) and what it needs: layouts, smooth loss, samplings, options."""
     from .schedule.sampling import PER_STEP
 
-    if o["solver"] == AUTO:
+    if o["distributed"]:  # CoCoA+ distributes one solver; its checks are the ones that apply
+        o["solver_used"] = distributed_solver(o["solver"])
+    elif o["solver"] == AUTO:
         o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
                                        store.has_layout(L.COLS), o["sampling"], o["gamma"])
     else:
@@ -507,6 +507,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
                  "l1_radius": o.get("l1_radius"),
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},
                  "train_options": {**{k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")},
+                           "l2_added": o.get("l2_added", 0.0),
                            "block_bytes": o["train_block_bytes"]}},
         progress=progress)
     watch = validation_watch(o, pb.task, lambda w: _model(np.atleast_2d(w), o, st, pb))

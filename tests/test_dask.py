@@ -166,7 +166,7 @@ def test_distributed_training_reaches_the_single_machine_optimum(data, tmp_path,
 
 def test_distributed_run_resumes_bit_for_bit(data, tmp_path):
     root, store = data
-    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, distributed="local:2")
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, distributed="local:2", local_passes=2)
     full = ooc.train(store, str(tmp_path / "full"), max_epochs=6, **opts)
     part = ooc.train(store, str(tmp_path / "part"), max_epochs=3, **opts)
     assert part.result["epochs"] == 3
@@ -257,3 +257,20 @@ def test_a_worker_killed_mid_round_costs_that_round_only(data, tmp_path, monkeyp
     assert killed.result["converged"] and killed.result["epochs"] == full.result["epochs"]
     assert np.array_equal(full.model.coef_, killed.model.coef_)
     assert killed.result["primal"] == full.result["primal"]
+
+
+def test_distributed_one_vs_rest_reaches_the_single_process_optimum(tmp_path):
+    store = str(tmp_path / "mc.zarr")
+    ooc.convert(SynthSource(1500, 200, 10, task="multiclass", n_classes=3, seed=2), store, dtype="float64",
+                block_bytes=6000)
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-10, max_epochs=400)
+    single = ooc.train(store, str(tmp_path / "single"), solver="sdca", **opts)
+    dist = ooc.train(store, str(tmp_path / "dist"), distributed="local:2", **opts)
+    assert single.result["converged"] and dist.result["converged"]
+    assert dist.result["primal"] >= dist.result["dual"]
+    # both certified to tol: their primal values agree to within the two gaps
+    assert abs(dist.result["primal"] - single.result["primal"]) <= 2e-10 * max(1.0, abs(single.result["primal"]))
+    assert dist.model.coef_.shape == single.model.coef_.shape == (3, 200)
+    # each class's ||w - w*||^2 <= 2 gap / l2
+    bound = 2 * np.sqrt(2 * 1e-10 * max(1.0, abs(single.result["primal"])) / 1e-2)
+    assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound

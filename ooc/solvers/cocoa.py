@@ -164,14 +164,18 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
     rd.note_dual_checksums(dual_sums)
     seed = int(opts["seed"])
     n = st.n_rows
-    w = grad_conj(pb.penalty, v, pb.bias)
-    v_loc = v.copy()
-    w_loc = w.copy()
-    psum = dsum = 0.0
+    kk = pb.n_sub  # one-vs-rest: one problem per class, each with its own duals, v and w
+    V = v.reshape(kk, -1)
+    W = np.stack([grad_conj(pb.penalty, V[c], pb.bias) for c in range(kk)])
+    v_loc = V.copy()
+    w_loc = W.copy()
+    psum = np.zeros(kk)
+    dsum = np.zeros(kk)
     bytes0 = cache.bytes_read
     mix = max(1, int(opts.get("mix_blocks") or 1))
-    alphas: dict = {}  # block -> its duals, read once, updated in place by every pass
+    alphas: dict = {}  # block -> its duals (kk, rows), read once, updated in place by every pass
     reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias))
+    prefetch = gather_prefetch_pays(W[0].nbytes)
     passes = local_passes if update else 1
     for h in range(passes):
         for g in _pass_groups(blocks, mix, seed, rnd, k, h):
@@ -180,31 +184,34 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
             else:
                 blk = _merge([cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes)
                               for b in g])
-            if h == 0:  # the certificate of the round's starting state, before any update of these rows
+            if h == 0:
                 for b in g:
-                    alphas[b] = rd.read_duals(rnd % 2, b)[0]
-                alpha = np.concatenate([alphas[b] for b in g])
-                psum += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, blk.y, blk.c, w, pb.bias,
-                                          gather_prefetch_pays(w.nbytes))
-                dsum += block_dual_loss(pb.loss, blk.y, blk.c, alpha)
-            else:
-                alpha = np.concatenate([alphas[b] for b in g])
+                    alphas[b] = rd.read_duals(rnd % 2, b)
+            alpha = np.concatenate([alphas[b] for b in g], axis=1)
+            rows = row_order(blk.stop - blk.start, seed, rnd * passes + h, g[0]) if update else None
+            for c in range(kk):
+                yc = pb.sub_labels(blk.y, c)
+                if h == 0:  # the certificate of the round's starting state, before any update of these rows
+                    psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, W[c],
+                                                 pb.bias, prefetch)
+                    dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+                if update:
+                    sdca_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], rows,
+                              v_loc[c], w_loc[c], reg)
             if update:
-                rows = row_order(blk.stop - blk.start, seed, rnd * passes + h, g[0])
-                sdca_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(blk.y, blk.c), alpha, rows,
-                          v_loc, w_loc, reg)
                 off = 0
                 for b in g:
-                    m = alphas[b].shape[0]
-                    alphas[b] = alpha[off:off + m]
+                    m = alphas[b].shape[1]
+                    alphas[b] = alpha[:, off:off + m]
                     off += m
     if update:
         for i, b in enumerate(sorted(alphas)):
-            rd.write_duals((rnd + 1) % 2, b, alphas[b][None, :])
+            rd.write_duals((rnd + 1) % 2, b, np.ascontiguousarray(alphas[b]))
             if i == len(alphas) // 2:
                 _test_kill_hook(rnd, k)  # some of the round's dual files written, not all
         rd.sync_duals()
-    # only the entries this worker changed travel back (a row's features; the bias)
+    v_loc = v_loc.reshape(-1)
+    # only the entries this worker changed travel back (its rows' features, the bias; flat over the classes)
     idx = np.flatnonzero(v_loc != v)
     dv = (v_loc[idx] - v[idx]) / n_workers
     return idx, dv, psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks)
@@ -222,8 +229,9 @@ class CoCoASolver(StoreSolver):
 
     def fresh(self) -> None:
         for b in range(self.nb):
-            self.rd.write_duals(0, b, np.zeros((1, int(self.row_ptr[b + 1] - self.row_ptr[b]))))
-        self.v = np.zeros(self.dim)  # binary/regression only: one problem
+            self.rd.write_duals(0, b, np.zeros((self.pb.n_sub, int(self.row_ptr[b + 1] - self.row_ptr[b]))))
+        # one problem: v of shape (dim,); one-vs-rest: (classes, dim)
+        self.v = np.zeros(self.dim) if self.pb.n_sub == 1 else np.zeros((self.pb.n_sub, self.dim))
         self.fresh_counters()
 
     def restore(self, arrays: dict, meta: dict) -> None:
@@ -241,7 +249,7 @@ class CoCoASolver(StoreSolver):
         return {"v": self.v}, {"position": 0, "primal_sum": 0.0, "dual_sum": 0.0}, False
 
     def nnz_w(self) -> int:
-        return int(np.count_nonzero(self._w[: self.store.n_cols]))
+        return int(np.count_nonzero(self._w[..., : self.store.n_cols]))
 
     def bytes_read(self) -> int:
         return self._bytes
@@ -277,8 +285,8 @@ class CoCoASolver(StoreSolver):
     def _v_message(self, full: bool) -> tuple:
         """What the workers need to rebuild ``v`` (see :func:`_round_v`)."""
         if full or self._changed is None:
-            return ("full", self._session, self._version, self.v)
-        return ("sparse", self._session, self._version, self._changed, self.v[self._changed])
+            return ("full", self._session, self._version, self.v.reshape(-1))
+        return ("sparse", self._session, self._version, self._changed, self.v.reshape(-1)[self._changed])
 
     def _run_round(self, rnd: int, update: bool) -> tuple[list, int]:
         """Every partition's :func:`local_round` results (in partition order) and the bytes sent."""
@@ -294,11 +302,12 @@ class CoCoASolver(StoreSolver):
         while todo:
             msg = self._v_message(full)
             sent += sum(a.nbytes for a in msg if isinstance(a, np.ndarray)) * len(todo)
+            # partition k prefers worker k (its block cache); any other may run it (a lost worker's)
+            where = (lambda k: {"workers": [workers[k % len(workers)]], "allow_other_workers": True}) if workers \
+                else (lambda k: {})
             futures = [client.submit(local_round, self.store.path, self.store.fingerprint, topts, budget_option(opt),
                                      self.rd.path, parts[k], msg, rnd, k, K, update, passes,
-                                     self.rd.dual_checksums(parts[k]),
-                                     workers=[workers[k % len(workers)]] if workers else None,
-                                     allow_other_workers=True, pure=False)
+                                     self.rd.dual_checksums(parts[k]), pure=False, **where(k))
                        for k in todo]
             for k, g in zip(todo, client.gather(futures)):
                 got[k] = g
@@ -315,13 +324,22 @@ class CoCoASolver(StoreSolver):
         got, sent = self._run_round(rnd, ctx.update)
         for g in got:
             self.rd.note_dual_checksums(g[6])
-        psum = math.fsum(g[2] for g in got)
-        dsum = math.fsum(g[3] for g in got)
         self._bytes += sum(int(g[4]) for g in got)
         self._hit_rate = float(np.mean([g[5] for g in got]))
-        self._w = w = grad_conj(pb.penalty, v, pb.bias)
-        p = psum / self.n + primal_value(pb.penalty, w, pb.bias)
-        d = dsum / self.n - 0.5 * pb.penalty.l2 * float(np.dot(w, w))
+        kk = pb.n_sub
+        V = v.reshape(kk, -1)
+        W = np.stack([grad_conj(pb.penalty, V[c], pb.bias) for c in range(kk)])
+        self._w = W.reshape(v.shape)
+        radius = self.opt.get("l1_radius")
+        p = d = 0.0
+        for c in range(kk):  # partition after partition: the same sums whatever order they finished in
+            p += math.fsum(g[2][c] for g in got) / self.n + primal_value(pb.penalty, W[c], pb.bias)
+            d += math.fsum(g[3][c] for g in got) / self.n - 0.5 * pb.penalty.l2 * float(np.dot(W[c], W[c]))
+            if radius:
+                # pure L1 solved with an added L2 (ooc.train._add_l2_for_pure_l1): certify the L1 problem
+                half = 0.5 * float(pb.penalty.l2)
+                p -= half * float(np.dot(W[c], W[c]))
+                d -= half * radius[c] ** 2
         round_s = time.perf_counter() - t_round
         if ctx.record(p, d, {"pass_seconds": round_s, "rows_per_s": self.n / round_s if round_s > 0 else None,
                              "workers": len(self._parts), "local_passes": int(self.opt.get("local_passes") or 1),
@@ -330,7 +348,8 @@ class CoCoASolver(StoreSolver):
             return
         # fixed summation order (partition order): the same v whatever order the workers finished in
         v = v.copy()
+        flat = v.reshape(-1)
         for g in got:
-            v[g[0]] += g[1]
+            flat[g[0]] += g[1]
         changed = np.unique(np.concatenate([g[0] for g in got])) if got else np.zeros(0, np.int64)
         self.v, self._version, self._changed = v, self._version + 1, changed
