@@ -91,7 +91,8 @@ def main(argv=None):
         recv = [e["bytes_received"] for e in h]
         rounds_s = sorted(e["pass_seconds"] for e in h)
         per_round = int((sum(sent) + sum(recv)) / max(len(h), 1))
-        measured.append((k, run.result["epochs"], per_round))
+        if run.result["converged"]:  # the model scales the rounds of a certified run only
+            measured.append((k, run.result["epochs"], per_round))
         out["distributed"].append({
             "workers": k, "wall_seconds": round(wall, 2), "train_seconds": round(run.result["seconds"], 2),
             "vs_single": round(run.result["seconds"] / max(single.result["seconds"], 1e-9), 2),
@@ -107,7 +108,8 @@ def main(argv=None):
               file=sys.stderr)
     if measured and out["single"]["epoch_seconds"]:
         k0, r0, b0 = max(measured)
-        lp = out["distributed"][-1]["local_passes"] or 1
+        lp = next(d for d in out["distributed"] if d["workers"] == k0)["local_passes"] or 1
+        out["model_from_workers"] = k0
         out["model"] = cluster_model(out["single"]["epoch_seconds"], r0, lp, b0,
                                      [(K, (k0, r0, b0)) for K in (4, 8, 16, 32, 64)])
     print(json.dumps(out))

@@ -213,6 +213,7 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
     v_loc = v_loc.reshape(-1)
     # only the entries this worker changed travel back (its rows' features, the bias; flat over the classes)
     idx = np.flatnonzero(v_loc != v)
+    idx = idx.astype(np.int32) if v.size < 2**31 else idx
     dv = (v_loc[idx] - v[idx]) / n_workers
     return idx, dv, psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks)
 
@@ -284,7 +285,8 @@ class CoCoASolver(StoreSolver):
 
     def _v_message(self, full: bool) -> tuple:
         """What the workers need to rebuild ``v`` (see :func:`_round_v`)."""
-        if full or self._changed is None:
+        # the changed entries as (int32 index, value) pairs cost 12 bytes each, the whole v 8 per entry
+        if full or self._changed is None or 12 * self._changed.size >= 8 * self.v.size:
             return ("full", self._session, self._version, self.v.reshape(-1))
         return ("sparse", self._session, self._version, self._changed, self.v.reshape(-1)[self._changed])
 
@@ -351,5 +353,5 @@ class CoCoASolver(StoreSolver):
         flat = v.reshape(-1)
         for g in got:
             flat[g[0]] += g[1]
-        changed = np.unique(np.concatenate([g[0] for g in got])) if got else np.zeros(0, np.int64)
+        changed = np.unique(np.concatenate([g[0] for g in got])) if got else np.zeros(0, np.int32)
         self.v, self._version, self._changed = v, self._version + 1, changed
