@@ -274,3 +274,17 @@ def test_distributed_one_vs_rest_reaches_the_single_process_optimum(tmp_path):
     # each class's ||w - w*||^2 <= 2 gap / l2
     bound = 2 * np.sqrt(2 * 1e-10 * max(1.0, abs(single.result["primal"])) / 1e-2)
     assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound
+
+
+def test_workers_rebuild_v_from_the_changed_entries_or_ask_for_all_of_it():
+    from ooc.solvers.cocoa import _round_v
+
+    v0 = np.arange(6, dtype=np.float64)
+    assert np.array_equal(_round_v("run-x", ("full", "s1", 0, v0)), v0)
+    v1 = _round_v("run-x", ("sparse", "s1", 1, np.array([1, 4], np.int32), np.array([10.0, 40.0])))
+    assert np.array_equal(v1, [0, 10, 2, 3, 40, 5])
+    # the same version again (a second partition on this worker): the same v
+    assert _round_v("run-x", ("sparse", "s1", 1, np.array([1], np.int32), np.array([10.0]))) is v1
+    assert _round_v("run-x", ("sparse", "s1", 3, np.array([0], np.int32), np.array([1.0]))) is None  # a gap
+    assert _round_v("run-x", ("sparse", "s2", 2, np.array([0], np.int32), np.array([1.0]))) is None  # a new driver
+    assert _round_v("run-y", ("sparse", "s1", 2, np.array([0], np.int32), np.array([1.0]))) is None  # never seen

@@ -87,6 +87,8 @@ def _test_kill_hook(rnd: int, k: int) -> None:
 #: Per worker process: run directory -> (driver session, version, v): the driver's ``v`` as this worker last
 #: saw it, so a round needs only the entries that changed since (:func:`_round_v`).
 _V: dict = {}
+#: Runs whose ``v`` a worker keeps (runs trained at once on one cluster; the others are sent all of ``v``).
+_V_RUNS = 4
 
 
 def _round_v(run_dir: str, msg: tuple):
@@ -98,6 +100,9 @@ def _round_v(run_dir: str, msg: tuple):
     """
     kind, session, version = msg[:3]
     if kind == "full":
+        _V.pop(run_dir, None)
+        while len(_V) >= _V_RUNS:  # a long-lived worker serves run after run: keep the latest ones' v only
+            _V.pop(next(iter(_V)))
         _V[run_dir] = (session, version, np.array(msg[3], dtype=np.float64))
         return _V[run_dir][2]
     have = _V.get(run_dir)
