@@ -1,10 +1,10 @@
 """Distributed Prox-SDCA on Dask: CoCoA+ with adding aggregation (gamma = 1, sigma' = K).
 
-Row blocks are partitioned over ``K`` workers (block ``b`` goes to worker
-``b mod K``, and stays there, so each worker's block cache keeps serving it).
-One *round*: the driver sends ``v``; worker ``k`` runs local Prox-SDCA passes on
-its blocks against the local subproblem of CoCoA+ and returns
-``dv_k = 1/(l2 n) sum_{i in P_k} delta_i x_i``; the driver sets ``v += sum_k dv_k``.
+Row blocks are cut into ``K`` partitions (block ``b`` in partition ``b mod K``), ``K`` the number
+of workers at the start; partition ``k`` prefers worker ``k`` so its block cache keeps serving it.
+One *round*: worker ``k`` makes ``--local-passes`` passes of local Prox-SDCA over its partition
+against the local subproblem of CoCoA+ and returns ``dv_k = 1/(l2 n) sum_{i in P_k} delta_i x_i``
+at the entries it changed; the driver sets ``v += sum_k dv_k``, partition after partition.
 
 The local subproblem with ``sigma' = K`` is Prox-SDCA where the quadratic term of
 every step is ``K`` times larger and the local point moves ``K`` times faster:
@@ -12,14 +12,19 @@ every step is ``K`` times larger and the local point moves ``K`` times faster:
 soft_threshold(v_loc, l1/l2)``. That is exactly the single-machine kernel called
 with ``n_total = n / K``, so the math is not written twice. Adding the ``K`` local
 changes is safe with ``sigma' = K`` (Ma et al., "Adding vs. averaging in
-distributed primal-dual optimization", 2015).
+distributed primal-dual optimization", 2015). One-vs-rest solves one such problem per class.
 
-The duality gap is fused as in :mod:`ooc.solvers.base`: each worker also returns
-its blocks' terms of ``P`` and ``D`` at the round's starting state, so the gap of
-the state that started round ``r`` is known when round ``r`` ends. Duals live in
-the run directory (double-buffered per round, like epochs): the workers must see
-the run directory (one machine, or a shared file system) and open the store by
-path or fsspec URL.
+Communication: each worker keeps the driver's ``v`` between rounds; the driver sends the entries
+that changed (exact values) or, to a worker that never saw this driver's ``v``, all of it.
+
+The duality gap is fused as in :mod:`ooc.solvers.base`: each worker also returns its
+partition's terms of ``P`` and ``D`` at the round's starting state, so the gap of the
+state that started round ``r`` is known when round ``r`` ends. Duals live in the run
+directory, double-buffered per round like epochs, written by the workers themselves: the
+workers must see the run directory (one machine, or a shared file system) and open the
+store by path or fsspec URL. A round reads buffer ``r % 2`` and writes ``(r + 1) % 2``, and
+everything it computes depends on ``(seed, round, partition, pass)`` only, so a partition
+whose worker died mid-round is redone elsewhere with the same numbers.
 """
 
 from __future__ import annotations
