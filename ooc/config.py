@@ -77,6 +77,9 @@ class TrainConfig:
     seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")
     checkpoint_every: float = _opt(300.0, "Seconds between checkpoints.")
     distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
+    local_passes: int = _opt(1, "--distributed: Prox-SDCA passes over its rows each worker makes per round (the "
+                                "CoCoA+ local subproblem solved further: fewer rounds when the workers' rows share "
+                                "few features).")
     inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
     block_bytes: str = _opt(DEFAULT_TRAIN_BLOCK, "Decoded bytes per training block: the store's blocks cut to at most "
                                                  "this ('store': as converted). With --seed and --mix-blocks it fixes "
@@ -198,7 +201,7 @@ def _check_values(cfg: TrainConfig, loss) -> None:
     if threads < 0 or threads != cfg.threads:
         raise ValueError(f"--threads must be an integer >= 0 (0: every core the process may use; got {cfg.threads!r})")
     _set(cfg, "threads", threads)
-    for key in ("inner_passes", "mix_blocks"):
+    for key in ("inner_passes", "local_passes", "mix_blocks"):
         if int(getattr(cfg, key)) < 1:
             raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
         _set(cfg, key, int(getattr(cfg, key)))

@@ -107,8 +107,6 @@ def _check_task(o: dict, loss, store) -> None:
             raise ValueError(f"--multiclass crammer-singer trains with {able} (not {o['solver']})")
     if kind == L.MULTICLASS and not loss.classification:
         raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
-    if kind == L.MULTICLASS and o["distributed"]:
-        raise ValueError("--distributed trains binary and regression tasks in this version (not multiclass)")
     if kind == L.REGRESSION and loss.classification:
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
     class_weights_for(store, o["class_weight"])  # a mapping's labels against the store's classes
@@ -118,7 +116,9 @@ def _choose_solver(o: dict, loss, store, resumed: bool = False) -> None:
     """``solver_used`` (``auto``'s choice) and what it needs: layouts, smooth loss, samplings, options."""
     from .schedule.sampling import PER_STEP, WORKING_SET
 
-    if o["solver"] == AUTO:
+    if o["distributed"]:  # CoCoA+ distributes one solver; its checks are the ones that apply
+        o["solver_used"] = distributed_solver(o["solver"])
+    elif o["solver"] == AUTO:
         o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
                                        store.has_layout(L.COLS), o["sampling"], o["gamma"])
     else:
@@ -364,6 +364,10 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
             st, cfg["store_fingerprint"]) else ""
         raise RunError(f"{run}: the store {cfg['store']} changed since training started (fingerprint "
                        f"{st.fingerprint} != {cfg['store_fingerprint']}); resume refused{grown}")
+    if cfg.get("distributed") and "local_passes" not in cfg:
+        raise RunError(f"{run}: a distributed run made by an older ooc, whose rounds visited the rows in another "
+                       "order: it cannot be resumed exactly; train it again (a finished run's model stays in "
+                       f"{os.path.join(run, 'model')})")
     # options added after the run was made take their defaults (the state format is the same)
     opts = TrainConfig.from_run_config(cfg).options()
     if max_epochs is not None:
@@ -523,12 +527,13 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     solver = driver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], **memory, "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
-                 "inner_passes": o["inner_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
+                 "inner_passes": o["inner_passes"], "local_passes": o["local_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
                  "threads": o["threads"],
                  "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
                  "l1_radius": o.get("l1_radius"),
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},
                  "train_options": {**{k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")},
+                           "l2_added": o.get("l2_added", 0.0),
                            "block_bytes": o["train_block_bytes"]}},
         progress=progress)
     watch = validation_watch(o, pb.task, lambda w: _model(np.atleast_2d(w), o, st, pb))

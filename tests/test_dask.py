@@ -170,13 +170,25 @@ def test_distributed_training_reaches_the_single_machine_optimum(data, tmp_path,
 
 def test_distributed_run_resumes_bit_for_bit(data, tmp_path):
     root, store = data
-    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, distributed="local:2")
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, distributed="local:2", local_passes=2)
     full = ooc.train(store, str(tmp_path / "full"), max_epochs=6, **opts)
     part = ooc.train(store, str(tmp_path / "part"), max_epochs=3, **opts)
     assert part.result["epochs"] == 3
     resumed = ooc.resume(part.path, max_epochs=6)
     assert resumed.result["epochs"] == full.result["epochs"] == 6
     assert np.array_equal(full.model.coef_, resumed.model.coef_)
+    # a distributed run.json of an older ooc (no local_passes: rounds visited rows in another order)
+    # is refused rather than continued on another trajectory
+    from ooc.fsutil import seal_json
+    from ooc.runs.rundir import RunError
+
+    with open(os.path.join(part.path, "run.json")) as f:
+        cfg = json.load(f)
+    cfg.pop("local_passes")
+    with open(os.path.join(part.path, "run.json"), "wb") as f:
+        f.write(seal_json(cfg))
+    with pytest.raises(RunError, match="older ooc"):
+        ooc.resume(part.path, max_epochs=7)
 
 
 def test_regularization_path_warm_starts_reach_the_cold_optimum(data, tmp_path):
@@ -211,3 +223,84 @@ def test_example_specs_run_as_written(tmp_path, spec):
     rows = _read_results(str(out))
     assert rows and all(row["status"] == "ok" for row in rows)
     assert (out / "summary.md").exists()
+
+
+def test_distributed_sample_weights_reach_scikit_learns_weighted_optimum(tmp_path):
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(3)
+    n, d, l2 = 600, 20, 1e-2
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.3)
+    y = np.where(X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    c = rng.uniform(0.2, 3.0, n)
+    store = ooc.convert(X, str(tmp_path / "w.zarr"), y=y, sample_weight=c, dtype="float64", block_bytes=3000)
+    assert store.n_blocks("rows") >= 4
+    dist = ooc.train(str(tmp_path / "w.zarr"), str(tmp_path / "dist"), loss="logistic", l2=l2, tol=1e-10,
+                     max_epochs=300, distributed="local:2")
+    assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
+    # ooc: 1/n sum c_i phi + l2/2 ||w||^2  <=>  scikit-learn's C sum c_i phi + 1/2 ||w||^2 with C = 1/(l2 n)
+    ref = LogisticRegression(C=1 / (l2 * n), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(X, y, sample_weight=c)
+    w = ref.coef_[0]
+    p_ref = float(np.mean(c * np.logaddexp(0, -y * (X @ w))) + 0.5 * l2 * w @ w)
+    assert abs(dist.result["primal"] - p_ref) <= 1e-8 * abs(p_ref)
+    assert np.abs(dist.model.coef_ - w).max() <= 1e-4 * np.abs(w).max()
+
+
+def test_distributed_elastic_net_reaches_the_single_process_optimum(data, tmp_path):
+    root, store = data
+    opts = dict(loss="logistic", l2=1e-2, l1=1e-3, tol=1e-10, max_epochs=300)
+    single = _reference(store, tmp_path, **opts)
+    dist = ooc.train(store, str(tmp_path / "dist"), distributed="local:2", **opts)
+    assert single.result["converged"] and dist.result["converged"]
+    assert dist.result["primal"] >= dist.result["dual"]
+    assert abs(dist.result["primal"] - single.result["primal"]) <= 1e-8 * abs(single.result["primal"])
+    # both certified: ||w - w*||^2 <= 2 gap / l2 for each
+    bound = 2 * np.sqrt(2 * 1e-10 * abs(single.result["primal"]) / 1e-2)
+    assert np.linalg.norm(single.model.coef_ - dist.model.coef_) <= bound
+    assert 0 < np.count_nonzero(dist.model.coef_) < dist.model.coef_.size  # L1 zeroed some
+
+
+def test_a_worker_killed_mid_round_costs_that_round_only(data, tmp_path, monkeypatch):
+    root, store = data
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-10, bias=1.0, max_epochs=200, distributed="local:2")
+    full = ooc.train(store, str(tmp_path / "full"), **opts)
+    marker = tmp_path / "killed"
+    # the worker running partition 1 ends its process (os._exit) in round 2, after writing some duals;
+    # Dask's nanny starts a replacement and the scheduler runs the task again
+    monkeypatch.setenv("OOC_TEST_KILL_WORKER", f"2:1:{marker}")
+    killed = ooc.train(store, str(tmp_path / "killed-run"), **opts)
+    assert marker.exists()
+    assert killed.result["converged"] and killed.result["epochs"] == full.result["epochs"]
+    assert np.array_equal(full.model.coef_, killed.model.coef_)
+    assert killed.result["primal"] == full.result["primal"]
+
+
+def test_distributed_one_vs_rest_reaches_the_single_process_optimum(tmp_path):
+    store = str(tmp_path / "mc.zarr")
+    ooc.convert(SynthSource(1500, 200, 10, task="multiclass", n_classes=3, seed=2), store, dtype="float64",
+                block_bytes=6000)
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-10, max_epochs=400)
+    single = ooc.train(store, str(tmp_path / "single"), solver="sdca", **opts)
+    dist = ooc.train(store, str(tmp_path / "dist"), distributed="local:2", **opts)
+    assert single.result["converged"] and dist.result["converged"]
+    assert dist.result["primal"] >= dist.result["dual"]
+    # both certified to tol: their primal values agree to within the two gaps
+    assert abs(dist.result["primal"] - single.result["primal"]) <= 2e-10 * max(1.0, abs(single.result["primal"]))
+    assert dist.model.coef_.shape == single.model.coef_.shape == (3, 200)
+    # each class's ||w - w*||^2 <= 2 gap / l2
+    bound = 2 * np.sqrt(2 * 1e-10 * max(1.0, abs(single.result["primal"])) / 1e-2)
+    assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound
+
+
+def test_workers_rebuild_v_from_the_changed_entries_or_ask_for_all_of_it():
+    from ooc.solvers.cocoa import _round_v
+
+    v0 = np.arange(6, dtype=np.float64)
+    assert np.array_equal(_round_v("run-x", ("full", "s1", 0, v0)), v0)
+    v1 = _round_v("run-x", ("sparse", "s1", 1, np.array([1, 4], np.int32), np.array([10.0, 40.0])))
+    assert np.array_equal(v1, [0, 10, 2, 3, 40, 5])
+    # the same version again (a second partition on this worker): the same v
+    assert _round_v("run-x", ("sparse", "s1", 1, np.array([1], np.int32), np.array([10.0]))) is v1
+    assert _round_v("run-x", ("sparse", "s1", 3, np.array([0], np.int32), np.array([1.0]))) is None  # a gap
+    assert _round_v("run-x", ("sparse", "s2", 2, np.array([0], np.int32), np.array([1.0]))) is None  # a new driver
+    assert _round_v("run-y", ("sparse", "s1", 2, np.array([0], np.int32), np.array([1.0]))) is None  # never seen
