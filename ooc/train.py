@@ -344,17 +344,14 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     cfg = rd.config
     if set(options) - set(CONTINUE_OPTIONS) or (options and store is None):
         raise ValueError(f"resume takes {', '.join(CONTINUE_OPTIONS)} only with store (got {', '.join(options)})")
-    if threads is not None:
-        resolved = resolve_threads(threads)
-        if resolved != cfg.get("threads", 1):
-            log.info("resuming with %d compute threads (the run had %s)", resolved, cfg.get("threads", 1))
-            with rd.lock():
-                cfg["threads"] = resolved
-                rd.write_config(cfg)
+    new_threads = resolve_threads(threads) if threads is not None else None
+    if new_threads is not None and new_threads != cfg.get("threads", 1):
+        log.info("resuming with %d compute threads (the run had %s)", new_threads, cfg.get("threads", 1))
+        cfg["threads"] = new_threads  # written with the run's other changes, once the resume is accepted
     if store is not None:
         st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
         if st.fingerprint != cfg["store_fingerprint"]:
-            return continue_on(rd, st, max_epochs, progress, **options)
+            return continue_on(rd, st, max_epochs, progress, threads=new_threads, **options)
     try:
         st = open_store(cfg["store"])
     except Exception as exc:
@@ -376,8 +373,9 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     with rd.lock():
         # what a process killed while replacing this run (--overwrite) left beside it
         remove_stale_temporaries(rd.path)
-        if max_epochs is not None and max_epochs != cfg["max_epochs"]:
-            cfg["max_epochs"] = int(max_epochs)
+        if (max_epochs is not None and max_epochs != cfg["max_epochs"]) or new_threads is not None:
+            if max_epochs is not None:
+                cfg["max_epochs"] = int(max_epochs)
             rd.write_config(cfg)
         warm, start = _trajectory(rd, cfg, st, o)
         return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
@@ -387,7 +385,8 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
 CONTINUE_OPTIONS = ("l2", "l1", "tol")
 
 
-def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, **options) -> Run:
+def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, threads: int | None = None,
+                **options) -> Run:
     """Continue the finished run ``rd`` on ``st``, its store with rows appended; see :func:`resume`.
 
     ``st`` must list the run's store in its lineage (it then starts with exactly the rows the
@@ -399,6 +398,8 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, **
     (bit-exact after its first checkpoint, from the copied duals before it).
     """
     cfg = rd.config
+    if threads is not None:  # the new trajectory's compute threads (a resolved count)
+        cfg["threads"] = threads
     old_fp = cfg["store_fingerprint"]
     entry = starts_with(st, old_fp)
     if entry is None:
