@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
+from .._cpu import available_cpus
 from ..objectives.losses import LOSS_NAMES, loss_spec, make_loss
 from ..schedule.planner import (
     DGPD,
@@ -158,8 +159,9 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
         fp = spec.footprint
         m = mix if fp.policy == "row-groups" else 1
         cls = driver_class(name)
-        # the row-block solvers differ in their O(d) vectors (BlockLoopSolver.fixed_for), with --l1 0
-        fixed = (cls.fixed_for(view, k, view.n_cols, m, 0.0) if hasattr(cls, "fixed_for")
+        # the row-block solvers differ in their O(d) vectors (BlockLoopSolver.fixed_for), with --l1 0 and
+        # the default --threads (every core: from 3 on, one problem's threads hold a change of v each)
+        fixed = (cls.fixed_for(view, k, view.n_cols, m, 0.0, available_cpus()) if hasattr(cls, "fixed_for")
                  else fixed_bytes(fp, view, k, view.n_cols, m))
         p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
         least = held + p.minimum
