@@ -40,6 +40,7 @@ import uuid
 import warnings
 
 import numpy as np
+from bench_solvers import objective  # the objective, written once for both benches (scripts/ is on sys.path)
 
 import ooc
 from ooc.solvers.registry import NATIVE, SOLVER_REGISTRY
@@ -49,18 +50,6 @@ LOSSES = ("squared", "logistic", "smooth-hinge", "hinge")
 PEER_TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-10)
 
 
-def objective(loss, X, y, w, l1):
-    z = X @ w
-    if loss == "squared":
-        f = 0.5 * (z - y) ** 2
-    elif loss == "logistic":
-        f = np.logaddexp(0.0, -y * z)
-    elif loss == "hinge":
-        f = np.maximum(0.0, 1.0 - y * z)
-    else:  # smooth hinge, gamma = 1
-        m = y * z
-        f = np.where(m >= 1, 0.0, np.where(m <= 0, 0.5 - m, 0.5 * (1 - m) ** 2))
-    return float(f.mean() + l1 * np.abs(w).sum())
 
 
 def entries(loss):
@@ -130,7 +119,7 @@ def time_to(fit, loss, X, y, l1, target):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             w, sec = fit(tol)
-        p = objective(loss, X, y, w, l1)
+        p = objective(loss, X, y, w, 0.0, l1)
         last = {"seconds": sec, "primal": p, "tol": tol, "reached": p <= target}
         if p <= target:
             break
@@ -185,7 +174,7 @@ def main(argv=None):
                                   max_epochs=args.max_epochs, **opts)
                     wall = time.perf_counter() - t
                 res = r.result
-                p = objective(loss, X, y, r.model.coef_, l1)
+                p = objective(loss, X, y, r.model.coef_, 0.0, l1)
                 row = {"store": kind, "loss": loss, "penalty": f"l1={l1:g}", "solver": label,
                        "converged": res["converged"], "rel_gap": res["rel_gap"], "epochs": res["epochs"],
                        "seconds": res["seconds"], "wall": wall, "primal": p, "dual": res["dual"],
