@@ -29,7 +29,7 @@ from ._cgroup import control_files, read_text
 
 __all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
            "held_bytes", "kernels_loaded", "smallest_limit",
-           "MARGIN_MIN", "KERNELS_BYTES", "TRAIN_PROCESS_BYTES"]
+           "MARGIN_MIN", "KERNELS_BYTES", "TRAIN_PROCESS_BYTES", "limit_that_works"]
 
 #: Bytes left unplanned under ``auto`` at least (Numba's compiler, allocator slack, stacks).
 MARGIN_MIN = 32 << 20
@@ -117,6 +117,18 @@ def margin(limit: int) -> int:
 def smallest_limit(need: int) -> int:
     """The smallest limit under which ``auto`` leaves ``need`` bytes (the process and its work) planned."""
     return max(need + MARGIN_MIN, -(-int(need) * 100 // int(100 - 100 * MARGIN_FRACTION)))
+
+
+#: What a limit named to the user as one that works adds to :func:`smallest_limit`: the same command's
+#: resident size varies by a MiB or two from run to run (allocator, thread stacks, import order), and a
+#: limit computed from one run's size to the byte was refused by the next (208.3 MiB held instead of 207).
+STATED_HEADROOM = 8 << 20
+
+
+def limit_that_works(need: int) -> int:
+    """The limit to name as the one under which ``auto`` plans ``need`` bytes: :func:`smallest_limit`
+    with :data:`STATED_HEADROOM`."""
+    return smallest_limit(need) + STATED_HEADROOM
 
 
 def auto_budget(limit: Limit | None = None, held: int | None = None) -> int:

@@ -231,9 +231,9 @@ def refuse_or_warn(p: Plan, limit=None, held: int = 0) -> None:
                       + "; or lower --mix-blocks / --block-bytes (the iterates depend on them, never on --memory)",
                       MemoryBudgetWarning, stacklevel=3)
         return
-    from .._memlimit import smallest_limit
+    from .._memlimit import limit_that_works
 
-    need = smallest_limit(held + p.minimum)
+    need = limit_that_works(held + p.minimum)
     raise MemoryLimitError(
         f"this process may use {format_bytes(limit.bytes)} ({limit.source}) and holds {format_bytes(held)}; "
         f"training needs at least {format_bytes(need)} in all ({parts}): raise the limit, or lower --block-bytes / "

@@ -145,7 +145,7 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
     O(d) vectors and what a pass holds at once), ``fixed`` (the O(d) vectors), and the plan:
     ``vectors`` ('memory' or 'paged'), ``group``/``read_ahead`` (row-groups), ``cache``.
     """
-    from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, auto_budget, process_limit, smallest_limit
+    from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, auto_budget, limit_that_works, process_limit
 
     view = store.with_blocks(block_bytes)
     held = TRAIN_PROCESS_BYTES + KERNELS_BYTES + store.reader_bytes()
@@ -166,7 +166,7 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
         p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
         least = held + p.minimum
         fam = {"fits": p.warning is None, "fixed": p.fixed,
-               "smallest_memory": least if memory is not None else smallest_limit(least),
+               "smallest_memory": least if memory is not None else limit_that_works(least),
                "vectors": "memory" if p.vectors_in_memory else "paged", "vector_bytes": p.vector_bytes,
                "cache": p.cache_bytes}
         if fp.policy == "row-groups":
