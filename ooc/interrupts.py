@@ -2,15 +2,17 @@
 
 Python runs a signal handler between bytecodes of the main thread. When that happens inside a
 callback called from C (Numba's compiler notifies its cache through ctypes), the
-``KeyboardInterrupt`` raised there is printed as "Exception ignored" and lost, and the command
-would run on as if the signal had never come. The handlers here also remember the signal, and
-:func:`check` (called by the run loop at every safe point) raises it again.
+``KeyboardInterrupt`` raised there (or in a finalizer, ``__del__``) is printed as "Exception
+ignored" with a traceback and lost, and the command would run on as if the signal had never come.
+The handlers here also remember the signal, :func:`check` (called by the run loop at every safe
+point) raises it again, and meanwhile the lost exception is not printed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 
 #: the stop signal received and not yet acted on (None: none)
@@ -30,6 +32,17 @@ def check() -> None:
         raise KeyboardInterrupt(f"signal {_pending}")
 
 
+def _quiet_unraisable(previous):
+    """A ``sys.unraisablehook`` that drops the ``KeyboardInterrupt`` of a remembered stop signal (raised
+    inside a finalizer or a C callback, where Python would print it with a traceback and lose it:
+    :func:`check` raises it again), and hands everything else to ``previous``."""
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _pending is not None:
+            return
+        previous(unraisable)
+    return hook
+
+
 @contextlib.contextmanager
 def stop_on_signals():
     """Within the block, SIGTERM stops the main thread like Ctrl-C, and both go through :func:`handler`.
@@ -44,9 +57,12 @@ def stop_on_signals():
     previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, handler)}
     if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, handler):
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _quiet_unraisable(unraisable)
     try:
         yield
     finally:
+        sys.unraisablehook = unraisable
         for s, h in previous.items():
             signal.signal(s, h)
         if previous.get(signal.SIGINT) is not handler:  # the outermost block: the signal has been acted on

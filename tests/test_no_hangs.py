@@ -411,3 +411,26 @@ def test_the_parser_thread_ends_when_its_consumer_stops(tmp_path):
     assert not t.is_alive()
     assert _no_reader_left(), "the reader waits forever for a consumer that is gone"
     kept.clear()
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # pytest would catch it instead
+def test_a_stop_signal_lost_in_a_finalizer_is_not_printed_and_still_stops(capsys):
+    """SIGTERM landing in a ``__del__`` (numpy's NpzFile closing): Python would print the lost
+    KeyboardInterrupt with a traceback; it is dropped, and the next safe point raises it."""
+    from ooc import interrupts
+
+    class Finalized:
+        def __del__(self):
+            raise KeyboardInterrupt("signal 15")
+
+    import sys
+
+    before = sys.unraisablehook
+    with interrupts.stop_on_signals():
+        interrupts._pending = 15  # what the handler records
+        obj = Finalized()
+        del obj
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+    assert "Traceback" not in capsys.readouterr().err
+    assert sys.unraisablehook is before and interrupts._pending is None  # the block restores both
