@@ -71,7 +71,10 @@ class TrainConfig:
     memory: str = _opt(AUTO_MEMORY, "Memory for the whole process (the command line; Python: what training adds): "
                                     "'auto' is what the process may use (cgroup limit, RLIMIT_AS, available RAM) "
                                     "less what it holds. Never changes the iterates.")
-    bias: float = _opt(0.0, "Intercept feature value B (0: none).")
+    bias: float = _opt(0.0, "LIBLINEAR's intercept: a constant feature of value B whose weight is regularized "
+                            "like the others (0: none).")
+    fit_intercept: bool = _opt(False, "scikit-learn's intercept: unregularized, certified with the rest (sdca; "
+                                      "not with --bias). Off by default, in Python too.")
     class_weight: str | None = _opt(None, "balanced: weight each example by n / (classes x its class's count); or "
                                           "LABEL=WEIGHT,... (original labels, e.g. 1=5,-1=1; others weigh 1).")
     seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")
@@ -213,7 +216,18 @@ def _check_values(cfg: TrainConfig, loss) -> None:
     _set(cfg, "seed", int(cfg.seed))
     _set(cfg, "checkpoint_every", float(cfg.checkpoint_every))
     _check_validation(cfg)
+    _check_intercept(cfg)
     _set(cfg, "class_weight", normalize_class_weight(cfg.class_weight))
+
+
+def _check_intercept(cfg: TrainConfig) -> None:
+    """``--fit-intercept`` on its own and against ``--bias`` (the solvers that fit it: ``ooc.train``)."""
+    if not isinstance(cfg.fit_intercept, (bool, np.bool_)):
+        raise ValueError(f"--fit-intercept is a flag: true or false (got {cfg.fit_intercept!r})")
+    _set(cfg, "fit_intercept", bool(cfg.fit_intercept))
+    if cfg.fit_intercept and cfg.bias > 0:
+        raise ValueError("--fit-intercept and --bias are two kinds of intercept (unregularized, and LIBLINEAR's "
+                         "regularized bias feature): use one")
 
 
 def _check_validation(cfg: TrainConfig) -> None:

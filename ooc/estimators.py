@@ -16,11 +16,13 @@ scipy's compiled code, which trusts them.
 
 The objective is ooc's (docs/training.rst)::
 
-    P(w) = 1/n sum_i c_i phi(x_i . w + B w_B, y_i) + l2/2 ||w||^2 + l1 ||w||_1
+    P(w, b) = 1/n sum_i c_i phi(x_i . w + b, y_i) + l2/2 ||w||^2 + l1 ||w||_1
 
 so scikit-learn's / LIBLINEAR's ``C`` is ``1 / (l2 n)`` and Ridge's ``alpha`` is
-``l2 n`` (with ``bias=0``). ``bias=B > 0`` adds LIBLINEAR's intercept feature of value
-``B``, whose weight is regularized like the others; ``bias=0`` fits no intercept.
+``l2 n``. The intercept ``b``, as on the command line (the same default: none):
+``fit_intercept=True`` is scikit-learn's (unregularized, certified with the rest; the
+``sdca`` solver); ``bias=B > 0`` is LIBLINEAR's, ``b = B w_B`` with ``w_B`` the weight of a
+constant feature of value ``B``, regularized like the others (``l2/2 w_B^2`` in ``P``).
 
 Multiclass targets train one-vs-rest (``multiclass='ovr'``, every class on the same pass
 over the data) or with the Crammer-Singer loss (``multiclass='crammer-singer'``, hinge or
@@ -69,7 +71,7 @@ __all__ = ["ConvergenceWarning", "LinearClassifier", "LinearRegressor"]
 
 #: The defaults the estimators share with ``ooc train`` (``tests/test_config.py`` checks every
 #: parameter against :class:`ooc.config.TrainConfig`). They differ on purpose in ``l2`` (None:
-#: ``1/n``, scikit-learn's ``C = 1``), ``bias`` (1: an intercept, as scikit-learn fits one),
+#: ``1/n``, scikit-learn's ``C = 1``),
 #: ``multiclass`` ('ovr' names what ``ooc train``'s None does) and LinearRegressor's ``loss``.
 _D = TrainConfig()
 
@@ -151,6 +153,8 @@ class _OOCLinear(BaseEstimator):
         if self.loss not in self._losses:
             raise ValueError(f"loss={self.loss!r}: {type(self).__name__} supports "
                              f"{', '.join(repr(x) for x in self._losses)}")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"fit_intercept={self.fit_intercept!r}: expected True or False")
         for name in ("l2", "l1", "tol", "bias"):
             val = getattr(self, name)
             if name == "l2" and val is None:
@@ -166,7 +170,7 @@ class _OOCLinear(BaseEstimator):
     def _train_options(self) -> dict:
         opts = {"loss": self.loss, "l2": None if self.l2 is None else float(self.l2), "l1": float(self.l1),
                 "tol": float(self.tol), "max_epochs": int(self.max_epochs), "bias": float(self.bias),
-                "solver": self.solver, "memory": self.memory, "seed": int(self.seed), "threads": self._threads()}
+                "fit_intercept": bool(self.fit_intercept), "solver": self.solver, "memory": self.memory, "seed": int(self.seed), "threads": self._threads()}
         opts.update(self._extra_options())
         return opts
 
@@ -434,8 +438,11 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         Relative duality gap to certify: ``gap <= tol * max(1, |P|)``.
     max_epochs : int
         Passes over the data before giving up (with a ConvergenceWarning).
+    fit_intercept : bool
+        Fit scikit-learn's unregularized intercept (default False, as ``ooc train``; ``solver``
+        ``'auto'`` or ``'sdca'``; not with ``bias``).
     bias : float
-        Value ``B`` of LIBLINEAR's intercept feature (regularized); 0 for no intercept.
+        Value ``B`` of LIBLINEAR's intercept feature (regularized); 0 (default): none.
     class_weight : None, 'balanced' or dict
         ``'balanced'``: scikit-learn's ``n / (classes x count)`` (sums of ``sample_weight`` when
         given); a dict ``{label: weight}`` weighs the examples of each listed label of ``y``.
@@ -465,7 +472,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
     ----------
     coef_ : ndarray (n_features,), or (n_classes, n_features) for more than two classes
     intercept_ : float, or ndarray (n_classes,)
-        ``B * w_B`` (0 when ``bias=0``).
+        ``b`` with ``fit_intercept=True``, ``B * w_B`` with ``bias=B``, else 0.
     classes_ : ndarray (n_classes,)
         Original labels; for two classes ``classes_[1]`` is the positive class.
     n_iter_ : int
@@ -483,14 +490,15 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
     _label_kind = "binary"
     _losses = CLASSIFICATION_LOSSES
 
-    def __init__(self, loss=_D.loss, l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs, bias=1.0,
-                 class_weight=_D.class_weight, gamma=_D.gamma, solver=_D.solver, multiclass="ovr", memory=_D.memory,
+    def __init__(self, loss=_D.loss, l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs,
+                 fit_intercept=_D.fit_intercept, bias=_D.bias, class_weight=_D.class_weight, gamma=_D.gamma, solver=_D.solver, multiclass="ovr", memory=_D.memory,
                  seed=_D.seed, run_dir=None, n_jobs=None):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1
         self.tol = tol
         self.max_epochs = max_epochs
+        self.fit_intercept = fit_intercept
         self.bias = bias
         self.class_weight = class_weight
         self.gamma = gamma
@@ -618,9 +626,10 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
 class LinearRegressor(RegressorMixin, _OOCLinear):
     """Ridge / elastic-net regression (squared loss) trained out of core.
 
-    Minimises ``1/(2n) sum_i (x_i . w + B w_B - y_i)^2 + l2/2 ||w||^2 + l1 ||w||_1`` (squared
+    Minimises ``1/(2n) sum_i (x_i . w + b - y_i)^2 + l2/2 ||w||^2 + l1 ||w||_1`` (squared
     loss ``phi(z, y) = (z - y)^2 / 2``), so scikit-learn's ``Ridge(alpha, fit_intercept=False)``
-    is ``l2 = alpha / n`` with ``bias=0`` (the default ``l2=None`` is ``1 / n``, i.e. ``alpha = 1``).
+    is ``l2 = alpha / n`` (the default ``l2=None`` is ``1 / n``, i.e. ``alpha = 1``), and
+    ``Ridge(alpha)`` is ``l2 = alpha / n, fit_intercept=True``.
     Parameters and attributes as :class:`LinearClassifier` (no ``classes_``, ``class_weight``,
     ``gamma`` or probabilities).
     """
@@ -628,13 +637,14 @@ class LinearRegressor(RegressorMixin, _OOCLinear):
     _label_kind = "regression"
     _losses = REGRESSION_LOSSES
 
-    def __init__(self, loss=REGRESSION_LOSSES[0], l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs, bias=1.0,
-                 solver=_D.solver, memory=_D.memory, seed=_D.seed, run_dir=None, n_jobs=None):
+    def __init__(self, loss=REGRESSION_LOSSES[0], l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs,
+                 fit_intercept=_D.fit_intercept, bias=_D.bias, solver=_D.solver, memory=_D.memory, seed=_D.seed, run_dir=None, n_jobs=None):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1
         self.tol = tol
         self.max_epochs = max_epochs
+        self.fit_intercept = fit_intercept
         self.bias = bias
         self.solver = solver
         self.memory = memory

@@ -22,22 +22,26 @@ def objective_text(cfg: dict) -> str:
     r"""The training problem of a run in one line: ``(1/n) sum_i phi(x_i . w, y_i) + l2/2 |w|^2 + l1 |w|_1``.
 
     ``x_i`` ends with the constant feature ``B`` when the run has ``--bias B`` (whose weight is
-    penalised like the others, as LIBLINEAR does); multiclass one-vs-rest sums one such problem per
+    penalised like the others, as LIBLINEAR does); the margin has a free ``+ b`` with
+    ``--fit-intercept``; multiclass one-vs-rest sums one such problem per
     class, Crammer-Singer uses the max-of-hinge loss of all the classes' margins.
     """
     loss = cfg.get("loss")
     if loss in LOSS_REGISTRY and "gamma" in loss_spec(loss).params:
         loss = f"{loss}(gamma={cfg.get('gamma'):g})"
+    margin = "x_i . w + b" if cfg.get("fit_intercept") else "x_i . w"
     if cfg.get("multiclass") == "crammer-singer":
         term = f"(1/n) sum_i max-of-{loss}(x_i . W, y_i)"
     else:
-        term = f"(1/n) sum_i {'c_i ' if cfg.get('class_weight') else ''}{loss}(x_i . w, y_i)"
+        term = f"(1/n) sum_i {'c_i ' if cfg.get('class_weight') else ''}{loss}({margin}, y_i)"
     if cfg.get("l2"):
         term += f" + {cfg['l2']:g}/2 |w|^2"
     if cfg.get("l1"):
         term += f" + {cfg['l1']:g} |w|_1"
     if cfg.get("bias"):
         term += f", x_i with a last feature {cfg['bias']:g} (the intercept's)"
+    if cfg.get("fit_intercept"):
+        term += ", b unregularized (the intercept)"
     if cfg.get("class_weight"):
         term += f", c_i: class weights '{cfg['class_weight']}'"
     if cfg.get("multiclass") == "ovr":
@@ -66,7 +70,7 @@ def run_info(path: str, top: int = 10) -> dict:
     out = {"run": path, "store": cfg.get("store"), "store_fingerprint": cfg.get("store_fingerprint"),
            "n_rows": cfg.get("n_rows"), "n_cols": cfg.get("n_cols"), "solver": cfg.get("solver_used"),
            "ooc_version": cfg.get("ooc_version"), "loss": cfg.get("loss"), "l2": cfg.get("l2"), "l1": cfg.get("l1"),
-           "bias": cfg.get("bias"), "multiclass": cfg.get("multiclass"), "class_weight": cfg.get("class_weight"),
+           "bias": cfg.get("bias"), "fit_intercept": bool(cfg.get("fit_intercept")), "multiclass": cfg.get("multiclass"), "class_weight": cfg.get("class_weight"),
            "tol": cfg.get("tol"), "max_epochs": cfg.get("max_epochs"), "objective": objective_text(cfg)}
     metrics = os.path.join(rd.model_dir, "metrics.json")
     finished = os.path.isfile(metrics) and os.path.isfile(os.path.join(rd.model_dir, "model.json"))

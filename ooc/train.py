@@ -120,7 +120,7 @@ def _choose_solver(o: dict, loss, store, resumed: bool = False) -> None:
         o["solver_used"] = distributed_solver(o["solver"])
     elif o["solver"] == AUTO:
         o["solver_used"] = auto_solver(store.info(), o["l1"], o["l2"], o["loss"], o["multiclass"],
-                                       store.has_layout(L.COLS), o["sampling"], o["gamma"])
+                                       store.has_layout(L.COLS), o["sampling"], o["gamma"], o["fit_intercept"])
     else:
         o["solver_used"] = o["solver"]
     used = o["solver_used"]
@@ -145,11 +145,31 @@ def _choose_solver(o: dict, loss, store, resumed: bool = False) -> None:
                          f"passes only; use --solver {able}")
     if o["sampling"] in PER_STEP and store.label_kind == L.MULTICLASS:
         raise ValueError(f"--sampling {o['sampling']} is for binary or regression tasks (not one-vs-rest)")
+    if o["fit_intercept"]:
+        _check_fit_intercept(o, spec, named)
     if o["l2"] <= 0 and spec.pure_l1 == ADDED_L2:
         _add_l2_for_pure_l1(store, o)
     _check_own_options(o, used)
     if o["distributed"]:
         o["solver_used"] = distributed_solver(o["solver"])
+
+
+def _check_fit_intercept(o: dict, spec, named: str) -> None:
+    """What ``--fit-intercept`` trains with (:mod:`ooc.solvers.intercept`): one process, a dual solver
+    that holds it fixed per pass, ``--l2 > 0``, a smooth loss, binary, regression or one-vs-rest."""
+    if o["distributed"] or o["multiclass"] == CRAMMER_SINGER or o["l2"] <= 0:
+        what = ("--distributed" if o["distributed"] else "--multiclass crammer-singer"
+                if o["multiclass"] == CRAMMER_SINGER else "pure L1 (--l2 0)")
+        raise ValueError(f"--fit-intercept is not available with {what}; use --bias B (LIBLINEAR's regularized "
+                         "intercept) there")
+    if not loss_spec(o["loss"]).smooth:
+        raise ValueError(f"--fit-intercept needs a smooth loss: the {o['loss']}'s duals do not measure the "
+                         "intercept's slope; use --bias 1 (scikit-learn's LinearSVC regularizes its intercept so, "
+                         "intercept_scaling=1) or --loss smooth-hinge")
+    able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.intercept)
+    if not spec.intercept:
+        raise ValueError(f"--fit-intercept trains with --solver {able} (not {named}); or use --bias B, "
+                         "LIBLINEAR's regularized intercept")
 
 
 def _check_own_options(o: dict, used: str) -> None:
@@ -224,7 +244,7 @@ def _warm_source(path: str, st, o: dict):
         raise RunError(f"warm start from {path}: that run has not finished")
     if cfg.get("store_fingerprint") != st.fingerprint:
         raise RunError(f"warm start from {path}: it was trained on different data")
-    for key in ("loss", "gamma", "bias", "class_weight"):
+    for key in ("loss", "gamma", "bias", "fit_intercept", "class_weight"):
         if cfg.get(key) != o[key]:
             raise RunError(f"warm start from {path}: its {key} ({cfg.get(key)!r}) differs from this run's ({o[key]!r})")
     try:
@@ -505,12 +525,14 @@ def _model(w: np.ndarray, o: dict, st, pb) -> LinearModel:
     """The :class:`~ooc.model.LinearModel` of the exported coefficients ``w`` ((k, dim), bias column last)."""
     d = st.n_cols
     coef = w[:, :d]
-    icpt = o["bias"] * w[:, d] if o["bias"] > 0 else np.zeros(len(w))
+    # the intercept: LIBLINEAR's B w_B (--bias B), or the free one (--fit-intercept), both in the last column
+    icpt = o["bias"] * w[:, d] if o["bias"] > 0 else w[:, d].copy() if o["fit_intercept"] else np.zeros(len(w))
     if pb.task != L.MULTICLASS:
         coef, icpt = coef[0], float(icpt[0])
     classes = (st.label_values if pb.task == L.BINARY else
                list(pb.classes) if pb.task == L.MULTICLASS else None)
-    meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "gamma": o["gamma"], "store": st.path,
+    meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "fit_intercept": o["fit_intercept"],
+            "gamma": o["gamma"], "store": st.path,
             "multiclass": o["multiclass"],
             "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
     return LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
@@ -533,7 +555,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
                  "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
                  "l1_radius": o.get("l1_radius"),
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},
-                 "train_options": {**{k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "class_weight", "seed")},
+                 "train_options": {**{k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "fit_intercept",
+                                                          "class_weight", "seed")},
                            "l2_added": o.get("l2_added", 0.0),
                            "block_bytes": o["train_block_bytes"]}},
         progress=progress)

@@ -20,7 +20,6 @@ from ooc.train import DEFAULTS as TRAIN_DEFAULTS
 #: ooc/estimators.py): (estimator class name or "*", parameter) -> the estimator's default.
 ESTIMATOR_EXCEPTIONS = {
     ("*", "l2"): None,                              # 1 / n_samples: scikit-learn's C = 1
-    ("*", "bias"): 1.0,                             # scikit-learn fits an intercept by default
     ("LinearClassifier", "multiclass"): "ovr",      # what ooc train's None does, named
     ("LinearRegressor", "loss"): "squared",         # the regression loss
 }

@@ -33,7 +33,7 @@ def _no_plots(monkeypatch):
 # -- scikit-learn's estimator checks ------------------------------------------------------------------
 
 def _expected_failed_checks(est):
-    if est.loss in ("hinge", "squared"):
+    if est.loss in ("hinge", "squared") or est.fit_intercept:
         # fitting with integer weights and with the rows repeated reach the same optimum, each within
         # its certified gap (tol=1e-4 here); the checks compare predictions to rtol 1e-7, which a
         # relative gap bounds only as sqrt(2 gap / l2) in the coefficients. tests/test_sample_weights.py
@@ -47,13 +47,16 @@ def _expected_failed_checks(est):
 # tol: a 1e-4 certified gap is plenty for the checks' assertions. Some checks fit random labels
 # on features centred at 100 (check_fit_idempotent, ...): badly conditioned for a dual
 # coordinate method, those fits stop at max_epochs (default 100) with a ConvergenceWarning,
-# which is what they should do, and keep the ~200 fits fast. The classifier is multiclass
+# which is what they should do, and keep the ~200 fits fast. With an intercept (ooc's default is
+# none, as ooc train's): checks such as check_class_weight_classifiers fit data that no line
+# through the origin separates; the hinge's is LinearSVC's, regularized (fit_intercept needs a
+# smooth loss). The classifier is multiclass
 # (one-vs-rest by default), so scikit-learn's multiclass checks run too.
 @parametrize_with_checks(
     [
-        LinearClassifier(tol=1e-4),
-        LinearClassifier(loss="hinge", tol=1e-4),
-        LinearRegressor(tol=1e-4),
+        LinearClassifier(tol=1e-4, fit_intercept=True),
+        LinearClassifier(loss="hinge", tol=1e-4, bias=1.0),  # LinearSVC's (regularized) intercept
+        LinearRegressor(tol=1e-4, fit_intercept=True),
     ],
     expected_failed_checks=_expected_failed_checks,
 )
@@ -86,8 +89,8 @@ def _regression_data(n=300, d=15, seed=1):
 
 def test_params_stored_untouched_and_not_mutated_by_fit():
     X, y = _binary_data()
-    params = dict(loss="logistic", l2=1e-2, l1=0.0, tol=1e-8, max_epochs=50, bias=0.5, class_weight=None,
-                  gamma=1.0, solver="sdca", multiclass="ovr", memory="64MiB", seed=3, run_dir=None, n_jobs=2)
+    params = dict(loss="logistic", l2=1e-2, l1=0.0, tol=1e-8, max_epochs=50, fit_intercept=False, bias=0.5,
+                  class_weight=None, gamma=1.0, solver="sdca", multiclass="ovr", memory="64MiB", seed=3, run_dir=None, n_jobs=2)
     est = LinearClassifier(**params)
     assert est.get_params() == params
     est.fit(X, y)

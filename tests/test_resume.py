@@ -80,10 +80,15 @@ def coef(run):
     return np.load(os.path.join(run, "model", "coef.npy"))
 
 
-def make_store(path, seed=0, flip=None):
+def intercept(run):
+    with open(os.path.join(run, "model", "model.json")) as f:
+        return json.load(f)["intercept"]
+
+
+def make_store(path, seed=0, flip=None, shift=0.0):
     rng = np.random.default_rng(seed)
     X = sp.random(N, D, density=0.25, random_state=seed, format="csr", data_rvs=rng.standard_normal)
-    y = np.where(X @ rng.standard_normal(D) + 0.3 * rng.standard_normal(N) > 0, 1.0, -1.0)
+    y = np.where(X @ rng.standard_normal(D) + 0.3 * rng.standard_normal(N) + shift > 0, 1.0, -1.0)
     if flip is not None:
         y[flip] = -y[flip]
     # ~ 12 rows per block: 20 row blocks
@@ -97,24 +102,34 @@ def _fast_dir():
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """The store and an uninterrupted reference run with the same options."""
+    yield from _setup(tmp_path_factory, [])
+
+
+@pytest.fixture(scope="module")
+def setup_icpt(tmp_path_factory):
+    """As ``setup`` with scikit-learn's intercept (its state, ooc.solvers.intercept, is checkpointed too)."""
+    yield from _setup(tmp_path_factory, ["--fit-intercept"])
+
+
+def _setup(tmp_path_factory, opts):
     root = tmp_path_factory.mktemp("resume")
     store = root / "s.zarr"
-    st = make_store(store)
+    st = make_store(store, shift=1.0 if opts else 0.0)
     assert st.n_blocks("rows") >= 15
     ref = pathlib.Path(tempfile.mkdtemp(prefix="ooc-test-resume-ref-", dir=_fast_dir())) / "ref"
-    out = last_json(cli("train", store, "--out", ref, *TRAIN_OPTS, "--json").stdout)
+    out = last_json(cli("train", store, "--out", ref, *TRAIN_OPTS, *opts, "--json").stdout)
     assert out["converged"] and out["epochs"] >= 3
     with open(ref / "LATEST") as f:
         last_seq = int(f.read().strip().split("-")[1])
     # the same run with the duals paged from disk (two alternating per-block buffers) instead of
     # kept in memory and saved in each checkpoint: identical iterates
     paged = ref.parent / "ref-paged"
-    out_p = last_json(cli("train", store, "--out", paged, *TRAIN_OPTS, *PAGED, "--json").stdout)
+    out_p = last_json(cli("train", store, "--out", paged, *TRAIN_OPTS, *opts, *PAGED, "--json").stdout)
     assert json.load(open(paged / "model" / "metrics.json")).get("dual_store", "paged") == "paged"
     assert np.array_equal(coef(paged), coef(ref)) and exact(history(paged)) == exact(history(ref))
     assert out_p["primal"] == out["primal"]
     yield dict(root=root, store=store, ref=ref, out=out, coef=coef(ref), hist=exact(history(ref)),
-               last_seq=last_seq, n_blocks=st.n_blocks("rows"))
+               last_seq=last_seq, n_blocks=st.n_blocks("rows"), opts=opts, intercept=intercept(ref))
     shutil.rmtree(ref.parent, ignore_errors=True)
 
 
@@ -303,10 +318,11 @@ def final_resume(t):
 def check_identical(setup, t, r):
     info = (t.run, t.kills, t.landed)
     assert np.array_equal(coef(t.run), setup["coef"]), info
+    assert intercept(t.run) == setup["intercept"], info
     for k in ("primal", "dual", "gap", "epochs", "nnz_w", "converged"):
         assert r[k] == setup["out"][k], (k, *info)
     assert exact(history(t.run)) == setup["hist"], info
-    paged = bool(t.extra)
+    paged = PAGED[-1] in t.extra
     assert json.load(open(os.path.join(t.run, "model", "metrics.json"))).get("dual_store", "paged") == \
         ("paged" if paged else "memory"), info
     # the resumed run cleaned up after the killed processes: one checkpoint, no temporary files
@@ -362,7 +378,7 @@ def kill_and_resume(setup, root, layout, seed):
     """``layout``: list of (number of kills, real executable?) per trial."""
     rng = random.Random(seed)
     # every other trial pages its duals from disk; the others keep them in memory
-    trials = [Trial(str(root / f"t{i:02d}"), plan(setup, rng, n, i), real, PAGED if i % 2 else [])
+    trials = [Trial(str(root / f"t{i:02d}"), plan(setup, rng, n, i), real, setup["opts"] + (PAGED if i % 2 else []))
               for i, (n, real) in enumerate(layout)]
     run_trials(str(setup["store"]), trials)
     landed = {}
@@ -395,6 +411,13 @@ def test_sigkill_at_random_points_then_resume_is_identical(setup, shm_path):
     one), 2 chains of 3 kills (kill, resume, kill the resume, ...), and one chain of 2 kills
     with the real ``ooc`` executable; then ``ooc resume`` to the end: identical coefficients."""
     kill_and_resume(setup, shm_path, [(1, False)] * 10 + [(3, False)] * 2 + [(2, True)], seed=1234)
+
+
+def test_sigkill_with_fit_intercept_then_resume_is_identical(setup_icpt, shm_path):
+    """The same with --fit-intercept: the intercepts, their bracket and the certificate's lines are
+    in the checkpoints, so a resumed run moves the intercept exactly as an uninterrupted one."""
+    assert setup_icpt["intercept"] != 0.0 and setup_icpt["out"]["converged"]
+    kill_and_resume(setup_icpt, shm_path, [(1, False)] * 4 + [(3, False)], seed=99)
 
 
 @pytest.mark.slow

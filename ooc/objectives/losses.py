@@ -42,6 +42,8 @@ __all__ = [
     "Logistic",
     "SmoothHinge",
     "Hinge",
+    "Offset",
+    "with_offset",
     "LOSSES",
     "LOSS_REGISTRY",
     "LossSpec",
@@ -682,6 +684,67 @@ register_loss(LossSpec(SmoothHinge.name, SmoothHinge, ("gamma",), True, True, Fa
               _smooth_hinge_curv)
 register_loss(LossSpec(Hinge.name, Hinge, (), False, True, False, True),
               _hinge_value, _hinge_deriv, _hinge_conj_neg, _hinge_step)
+@_attach
+class Offset(NamedTuple):
+    r"""A loss of the margin shifted by a fixed intercept: ``phi_b(z, y) = phi(z + b, y)``.
+
+    How an unregularized intercept (``--fit-intercept``) reaches the kernels without a change
+    to any of them: the solver holds ``b`` fixed during a pass and hands the kernels
+    ``Offset(loss, b)`` (:mod:`ooc.solvers.intercept`). Its conjugate is
+    ``phi_b*(u, y) = phi*(u, y) - b u``, so the dual term of an example is
+    ``-c phi*(-a/c, y) - b a`` and the Prox-SDCA step is the inner loss's step at margin
+    ``z + b`` (the ``-b a`` term is linear in ``a``: it only shifts the margin). Not a
+    ``--loss`` choice; one compiled specialization per inner loss class.
+    """
+
+    loss: tuple
+    b: float
+
+    name = "offset"
+
+    @property
+    def is_classification(self):
+        return self.loss.is_classification
+
+    @property
+    def smoothness(self):
+        return self.loss.smoothness
+
+
+@njit(cache=True, nogil=True)
+def _offset_value(loss, z, y):
+    return loss_value(loss.loss, z + loss.b, y)
+
+
+@njit(cache=True, nogil=True)
+def _offset_deriv(loss, z, y):
+    return loss_deriv(loss.loss, z + loss.b, y)
+
+
+@njit(cache=True, nogil=True)
+def _offset_curv(loss, z, y):
+    return loss_curv(loss.loss, z + loss.b, y)
+
+
+@njit(cache=True, nogil=True)
+def _offset_conj_neg(loss, a, y):
+    return loss_conj_neg(loss.loss, a, y) + loss.b * a
+
+
+@njit(cache=True, nogil=True)
+def _offset_step(loss, a, z, y, q, c):
+    return dual_step(loss.loss, a, z + loss.b, y, q, c)
+
+
+# not in LOSS_REGISTRY: an intercept is an option of every loss, not a loss of its own
+_register(Offset, _offset_value, _offset_deriv, _offset_conj_neg, _offset_step, _offset_curv)
+
+
+def with_offset(loss, b: float):
+    """``loss`` with its margins shifted by ``b`` (:class:`Offset`; a float, one specialization)."""
+    return Offset(loss, float(b))
+
+
 #: ``--loss`` choices of the command line (the built-in losses).
 LOSS_NAMES = tuple(LOSS_REGISTRY)
 #: The losses of classification and of regression labels (the estimators' choices).

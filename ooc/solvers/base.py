@@ -35,7 +35,7 @@ import numpy as np
 
 from .._cpu import gather_prefetch_pays, map_threads
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
-from ..objectives.losses import loss_conj_neg
+from ..objectives.losses import loss_conj_neg, with_offset
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
@@ -45,6 +45,7 @@ from ..schedule.planner import ROW_GROUPS, budget_option, fixed_bytes, refuse_or
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
 from ..store import layout as L
+from . import intercept as icpt
 from .row_threads import MIN_ROW_THREADS
 
 
@@ -195,6 +196,8 @@ class BlockLoopSolver(StoreSolver):
     def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
         super().__init__(problem, rundir, options, progress)
         self.k = problem.n_sub
+        #: an unregularized intercept per problem, fixed during a pass (ooc.solvers.intercept)
+        self.fit_intercept = bool(problem.fit_intercept)
         #: blocks whose rows are visited in one permutation (see :meth:`_gather`)
         self.mix = min(max(1, int(options.get("mix_blocks") or 1)), max(self.nb, 1))
         #: the split of --memory (ooc.schedule.planner): duals in memory or paged, the group being worked
@@ -324,7 +327,10 @@ class BlockLoopSolver(StoreSolver):
                     block_accumulate_v(np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
                                        alpha[c], v[c], scale, float(self.pb.bias))
         w = np.stack([grad_conj(self.pb.penalty, v[c], self.pb.bias) for c in range(self.k)])
-        return {"w": w, "v": v, "w_prev": w.copy()}
+        extra = icpt.fresh_arrays(self.k, self._loss_min_is_zero()) if self.fit_intercept else {}
+        if self.fit_intercept:
+            extra["icpt_b"][:] = self._start_offsets()
+        return {"w": w, "v": v, "w_prev": w.copy(), **extra}
 
     def init_duals(self) -> None:
         """Buffer 0 holds the starting duals of every block: zeros, or a finished run's (warm start).
@@ -365,6 +371,14 @@ class BlockLoopSolver(StoreSolver):
         """Whether ``w = grad g*(v)`` is ``v`` itself (then one array serves both)."""
         return False
 
+    def loss_of(self, c: int):
+        """The loss problem ``c``'s kernels take: the problem's, or with ``--fit-intercept`` its margins
+        shifted by the problem's intercept of this pass (:class:`ooc.objectives.losses.Offset`).
+        The dual terms are summed with the problem's own loss (``D_0``, :mod:`ooc.solvers.intercept`)."""
+        if not self.fit_intercept:
+            return self.pb.loss
+        return with_offset(self.pb.loss, self.extra["icpt_b"][c])
+
     #: entries of the gap sums (one per problem solved side by side)
     @property
     def n_terms(self) -> int:
@@ -377,15 +391,20 @@ class BlockLoopSolver(StoreSolver):
 
         def one(c):  # problem c alone: its own entries of psum, dsum (the same sums whatever the threads)
             yc = pb.sub_labels(blk.y, c)
-            psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c], pb.bias,
+            psum[c] += block_primal_loss(self.loss_of(c), blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c], pb.bias,
                                           gather_prefetch_pays(w_state[c].nbytes))
             dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
 
         map_threads(one, range(self.k), self.threads)
 
     def export_w(self, w: np.ndarray) -> np.ndarray:
-        """``w`` as (problems, dim) for the model."""
-        return w
+        """``w`` as (problems, dim) for the model; with ``--fit-intercept`` the intercepts are a last column."""
+        return self._with_intercept(w)
+
+    def _with_intercept(self, w: np.ndarray) -> np.ndarray:
+        if not self.fit_intercept:
+            return w
+        return np.hstack([w, self.extra["icpt_b"].reshape(-1, 1)])
 
     def dual_penalty(self, c: int, w_state: np.ndarray) -> float:
         """``l2 g*(v)`` of problem ``c`` at the pass's starting state.
@@ -422,6 +441,7 @@ class BlockLoopSolver(StoreSolver):
         self._pos = 0
         self._psum = np.zeros(self.n_terms)
         self._dsum = np.zeros(self.n_terms)
+        self._asum, self._csum, self._inner_gap = np.zeros((2, self.k)), 0.0, np.full(self.k, np.inf)
         self._prepare(arrays)
         self.restore_extra({"epoch": 0, "position": 0})
 
@@ -430,6 +450,10 @@ class BlockLoopSolver(StoreSolver):
         self._pos = int(meta["position"])
         self._psum = np.asarray(meta["primal_sum"], dtype=np.float64)
         self._dsum = np.asarray(meta["dual_sum"], dtype=np.float64)
+        # --fit-intercept: the duals' sums before and after the pass's blocks so far, and their weights'
+        self._asum = np.asarray(meta.get("alpha_sums", np.zeros((2, self.k))), dtype=np.float64).reshape(2, self.k)
+        self._csum = float(meta.get("weight_sum", 0.0))
+        self._inner_gap = np.full(self.k, np.inf)  # measured again by the pass before b moves
         self._prepare(arrays)
         self.restore_extra(meta)
 
@@ -473,6 +497,8 @@ class BlockLoopSolver(StoreSolver):
         if not (self._pos == 0 and np.array_equal(self.w_prev, self.w)):
             arrays["w_prev"] = self.w_prev
         meta = {"position": self._pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
+        if self.fit_intercept:
+            meta.update(alpha_sums=self._asum.tolist(), weight_sum=self._csum)
         return {**arrays, **self.duals.checkpoint_arrays()}, meta, self.duals.kind == "memory" and self._copy_checkpoints
 
     def at_epoch_start(self) -> bool:
@@ -508,10 +534,14 @@ class BlockLoopSolver(StoreSolver):
         self.pass_start(self.w, self.v)
         self._psum[:] = 0.0
         self._dsum[:] = 0.0
+        self._asum[:] = 0.0
+        self._csum = 0.0
 
     def next_epoch(self, epoch: int) -> None:
         self._pos = 0
         self.epoch_done(epoch, self.w, self.v)
+        if self.fit_intercept:
+            self._move_intercepts()
         # the next pass starts from S_e: snapshot w now so the checkpoint holds it
         self._start_pass()
 
@@ -565,7 +595,12 @@ class BlockLoopSolver(StoreSolver):
         # one of which may wait at the gate for the group this loop will not release
         with contextlib.closing(iter(pf)) as groups_read:
             for group, (gblk, alpha) in groups_read:
+                if self.fit_intercept:
+                    self._asum[0] += alpha.sum(axis=1)
+                    self._csum += float(gblk.c.sum())
                 self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
+                if self.fit_intercept:
+                    self._asum[1] += alpha.sum(axis=1)
                 if update:
                     off = 0
                     for gb in group:
@@ -604,6 +639,13 @@ class BlockLoopSolver(StoreSolver):
         for c in range(self.k):
             p += psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
             dc = dsum[c] / n - self.dual_penalty(c, w_state)
+            if self.fit_intercept:
+                # dc is D_0 of the pass's starting duals: a line in b; the bound is the lines' envelope
+                lines, s = self.extra["icpt_lines"][c], float(self._asum[0, c]) / n
+                icpt.add_line(lines, dc, s)
+                pc = psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
+                self._inner_gap[c] = pc - (dc - float(self.extra["icpt_b"][c]) * s)  # the fixed-b problem's
+                dc = icpt.lower_bound(lines)
             if radius:
                 # pure L1 solved with an added L2 (ooc.train._add_l2_for_pure_l1): certify the L1 problem
                 half = 0.5 * float(pb.penalty.l2)
@@ -614,6 +656,39 @@ class BlockLoopSolver(StoreSolver):
                     dc = max(dc, self._l1_scale(c, w_state) * dsum[c] / n)
             d += dc
         return p, d
+
+    def _start_offsets(self) -> np.ndarray:
+        """Each problem's intercept of ``w = 0`` (:func:`ooc.solvers.intercept.start_offset`), from one
+        read of the labels and weights (not the rows)."""
+        pb, st = self.pb, self.store
+        regression = st.label_kind == L.REGRESSION
+        tot = np.zeros((self.k, 2))  # per problem: weights of labels +1 and -1, or sum c y and sum c
+        for b in range(self.nb):
+            lo, hi = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
+            y = pb.block_labels(st.read_labels(lo, hi))
+            c = pb.example_weights(y, st.read_weights(lo, hi))
+            for k in range(self.k):
+                yk = pb.sub_labels(y, k)
+                tot[k] += (float(np.dot(c, yk)), float(c.sum())) if regression else \
+                    (float(c[yk > 0].sum()), float(c[yk < 0].sum()))
+        out = np.zeros(self.k)
+        for k in range(self.k):
+            if regression:
+                out[k] = tot[k, 0] / tot[k, 1] if tot[k, 1] > 0 else 0.0
+            else:
+                out[k] = icpt.start_offset(pb.loss, np.array([1.0, -1.0]), tot[k])
+        return out
+
+    def _move_intercepts(self) -> None:
+        """After an update pass: each problem's intercept for the next (:func:`ooc.solvers.intercept.next_offset`)."""
+        n = float(self.n)
+        smooth = float(self.pb.loss.smoothness)
+        mean_c = self._csum / n if self._csum > 0 else 1.0
+        bound = (smooth if np.isfinite(smooth) else 1.0) * mean_c
+        b, last = self.extra["icpt_b"], self.extra["icpt_last"]
+        for c in range(self.k):
+            b[c] = icpt.next_offset(float(b[c]), float(self._asum[1, c]) / n, float(self._inner_gap[c]), last[c],
+                                    bound)
 
     def _loss_min_is_zero(self) -> bool:
         """Whether ``phi*(0, y) = -min_z phi(z, y)`` is 0 for the labels (checked once on a few ``y``):

@@ -32,6 +32,7 @@ class Problem(NamedTuple):
     classes: tuple | None           # class values of a multiclass store (sorted)
     class_weights: tuple | None     # weight per stored label value, in the order of ``weight_values``
     weight_values: tuple | None
+    fit_intercept: bool = False     # an unregularized intercept per problem (ooc.solvers.intercept)
 
     @property
     def n_sub(self) -> int:
@@ -178,4 +179,5 @@ def make_problem(store, o: dict) -> Problem:
     classes = tuple(float(c) for c in store.classes) if task == MULTICLASS else None
     values, weights = class_weights_for(store, o["class_weight"])
     penalty = ElasticNet(o["l2"] + o.get("l2_added", 0.0), o["l1"])
-    return Problem(store, loss, o["loss"], penalty, o["bias"], task, classes, weights, values)
+    return Problem(store, loss, o["loss"], penalty, o["bias"], task, classes, weights, values,
+                   bool(o.get("fit_intercept", False)))

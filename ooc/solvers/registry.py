@@ -70,6 +70,8 @@ class SolverSpec(NamedTuple):
     options : tuple of str
         Training options that are its own: set away from their defaults, they are refused
         for another solver.
+    intercept : bool
+        Fits an unregularized intercept (``--fit-intercept``, :mod:`ooc.solvers.intercept`).
     """
 
     name: str
@@ -84,6 +86,7 @@ class SolverSpec(NamedTuple):
     samplings: bool
     footprint: Footprint
     options: tuple = ()
+    intercept: bool = False
 
 
 _DGPD_OPTIONS = ("dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step")
@@ -93,7 +96,7 @@ SOLVER_REGISTRY = {spec.name: spec for spec in (
     SolverSpec("sdca", {"": "ooc.solvers.sdca:SDCASolver",
                         CRAMMER_SINGER: "ooc.solvers.crammer_singer:CrammerSingerSolver",
                         "distributed": "ooc.solvers.cocoa:CoCoASolver"},
-               (ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False, ROW_GROUPS),
+               (ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False, ROW_GROUPS, (), True),
     SolverSpec("acc-sdca", {"": "ooc.solvers.acc_sdca:AccSDCASolver"},
                (ROWS,), False, True, ADDED_L2, (OVR,), True, False, False, ROW_GROUPS, ("smoothing",)),
     SolverSpec("dgpd", {"": "ooc.solvers.dgpd:DGPDSolver"},
@@ -212,7 +215,8 @@ def acc_sdca_l2_threshold(info: dict, loss_name: str, gamma: float = 1.0) -> flo
 
 
 def auto_solver(info: dict, l1: float, l2: float, loss_name: str, multiclass: str | None = None,
-                has_cols: bool = True, sampling: str = "uniform", gamma: float = 1.0) -> str:
+                has_cols: bool = True, sampling: str = "uniform", gamma: float = 1.0,
+                fit_intercept: bool = False) -> str:
     """The solver ``--solver auto`` runs (the rule in :mod:`ooc.solvers.rcd`'s docstring).
 
     ``info`` is ``store.info()`` (its ``C_P``, ``C_D``, ``R``, ``n_rows``); a non-uniform
@@ -221,6 +225,8 @@ def auto_solver(info: dict, l1: float, l2: float, loss_name: str, multiclass: st
     smooth = loss_spec(loss_name).smooth
     if multiclass == CRAMMER_SINGER:
         return "sdca"
+    if fit_intercept and l2 > 0:
+        return next(n for n, s in SOLVER_REGISTRY.items() if s.intercept)
     if l1 > 0 and l2 <= 0:
         return "rcd-primal"
     if smooth and has_cols and float(info["C_P"]) < float(info["C_D"]):

@@ -51,7 +51,7 @@ class SDCASolver(BlockLoopSolver):
             # one problem: the rows of each mini-batch over the threads (CoCoA+ inside the node)
             y0 = pb.sub_labels(blk.y, 0)
             dsum[0] += block_dual_loss(pb.loss, y0, blk.c, alpha[0])  # before the update
-            psum[0] += threaded_sdca_pass(pb.loss, rows, Labels(y0, blk.c), alpha[0], order, v[0], w[0], reg,
+            psum[0] += threaded_sdca_pass(self.loss_of(0), rows, Labels(y0, blk.c), alpha[0], order, v[0], w[0], reg,
                                           w_state[0], self.thread_dv())[1]
             return
 
@@ -60,7 +60,7 @@ class SDCASolver(BlockLoopSolver):
             # v, w and sums, so they run on --threads threads with the same results as one after the other
             yc = pb.sub_labels(blk.y, c)
             dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])  # before the update
-            psum[c] += sdca_pass_gap(pb.loss, rows, Labels(yc, blk.c), alpha[c], order, v[c], w[c], reg, w_state[c])[1]
+            psum[c] += sdca_pass_gap(self.loss_of(c), rows, Labels(yc, blk.c), alpha[c], order, v[c], w[c], reg, w_state[c])[1]
 
         map_threads(one, range(self.k), self.threads)
 
