@@ -419,7 +419,7 @@ def _report(result: dict, as_json: bool) -> None:
 #: help come from :class:`ooc.config.TrainConfig`).
 TRAIN_OPTION_ORDER = (
     "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "block_bytes", "mix_blocks",
-    "threads", "inner_passes", "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "tol", "max_epochs", "validation",
+    "threads", "inner_passes", "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "dgpd_fallback", "tol", "max_epochs", "validation",
     "validation_metric", "early_stop", "memory", "bias", "fit_intercept",
     "class_weight", "seed", "checkpoint_every", "distributed", "local_passes",
 )
@@ -447,10 +447,12 @@ def train_options(fn):
         extra = {"help": f.metadata["help"]} if f.metadata.get("help") else {}
         if ptype is not None:
             extra["type"] = ptype
-        if kind == "bool":
+        flag = "--" + name.replace("_", "-")
+        if kind == "bool":  # a flag; one that is on by default also has its --no- form
             extra["is_flag"] = True
-        fn = click.option("--" + name.replace("_", "-"), default=f.default, show_default=f.default is not None,
-                          **extra)(fn)
+            if f.default:
+                flag = f"{flag}/--no-{flag[2:]}"
+        fn = click.option(flag, name, default=f.default, show_default=f.default is not None, **extra)(fn)
     return fn
 
 

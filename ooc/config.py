@@ -104,6 +104,8 @@ class TrainConfig:
                                                "coordinates (>= 0).")
     dgpd_dual_step: str = _opt(_DGPD["dual_step"], "dgpd: dual step size, the largest safe one (Prox-SDCA's on the "
                                                    "submatrix) or the paper's Theorem 4.2 (shorter).", DUAL_STEPS)
+    dgpd_fallback: bool = _opt(_DGPD["fallback"], "dgpd: a new run whose dual active set is dense (over half the "
+                                                  "examples) in its first epochs trains with sdca instead, saying so.")
     validation: str | None = _opt(None, "Held-out data (a file or a store) scored at every certified state, a pass "
                                         "over it in blocks: the metric goes into the history, the plot and --json.")
     validation_metric: str = _opt(AUTO, "Metric of --validation: auto (accuracy for classification, rmse for "
@@ -267,6 +269,9 @@ def _check_dgpd(cfg: TrainConfig) -> None:
     if not math.isfinite(growth) or growth < 0:
         raise ValueError(f"--dgpd-growth must be a finite number >= 0 (got {cfg.dgpd_growth!r})")
     _set(cfg, "dgpd_growth", growth)
+    if not isinstance(cfg.dgpd_fallback, (bool, np.bool_)):
+        raise ValueError(f"--dgpd-fallback is a flag: true or false (got {cfg.dgpd_fallback!r})")
+    _set(cfg, "dgpd_fallback", bool(cfg.dgpd_fallback))
     if cfg.dgpd_dual_step not in DUAL_STEPS:
         raise ValueError(f"--dgpd-dual-step {cfg.dgpd_dual_step!r}: expected one of {', '.join(DUAL_STEPS)}")
 

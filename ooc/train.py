@@ -32,6 +32,7 @@ from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError
 from .solvers.base import ProblemRefused
+from .solvers.dgpd import DenseDualFallback, DenseDualWarning
 from .solvers.problem import class_weights_for, make_problem
 from .solvers.registry import (
     ADDED_L2,
@@ -235,6 +236,20 @@ class Run:
                 f"converged={r.get('converged')}>")
 
 
+def _sparse_duals_reader(duals: list, ptr: np.ndarray):
+    """``read(b)``: the (k, rows) duals of training block ``b`` from per-problem (row ids ascending,
+    values) pairs, 0 elsewhere."""
+    def read(b):
+        lo, hi = int(ptr[b]), int(ptr[b + 1])
+        out = np.zeros((len(duals), hi - lo))
+        for c, (ids, vals) in enumerate(duals):
+            i, j = np.searchsorted(ids, [lo, hi])
+            out[c, ids[i:j] - lo] = vals[i:j]
+        return out
+
+    return read
+
+
 def _warm_source(path: str, st, o: dict):
     """``read(b)`` of the final duals of a finished run that can start this one."""
     prev = RunDir.open(path)
@@ -291,7 +306,7 @@ def _rows_as_blocks(read, old_ptr: np.ndarray, new_ptr: np.ndarray, k: int = 1):
 
 
 def train(store, out: str | None = None, *, overwrite: bool = False, progress=None, warm_start: str | None = None,
-          **options) -> Run:
+          _from_duals: list | None = None, **options) -> Run:
     """Train a model on a store; returns the :class:`Run`.
 
     Parameters
@@ -334,10 +349,19 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
         raise ValueError(f"{o['solver_used']} does not take warm starts (a finished run's duals start {able} only)")
     warm = _warm_source(warm_start, st, o) if warm_start else None
+    if _from_duals is not None:  # dgpd's active duals (its fallback, below)
+        config["started_from"] = "dgpd's duals (a dense dual: --dgpd-fallback)"
+        warm = _sparse_duals_reader(_from_duals, st.with_blocks(o["train_block_bytes"]).block_ptr(L.ROWS))
     rd = RunDir.create(out, config, overwrite=overwrite, inputs=[st.path, warm_start])
     try:
         with rd.lock():
             return _execute(rd, st, o, resume=False, progress=progress, warm=warm)
+    except DenseDualFallback as fb:
+        # dgpd on a dense dual (ooc.solvers.dgpd): the run directory (this call made it) starts again with sdca
+        remove_tree(rd.path)
+        warnings.warn(str(fb), DenseDualWarning)
+        opts = {**options, **{k: v for k, v in DEFAULTS.items() if k.startswith("dgpd_")}, "solver": "sdca"}
+        return train(st, out, overwrite=overwrite, progress=progress, _from_duals=fb.duals, **opts)
     except (MemoryLimitError, ProblemRefused):
         # refused before its first epoch (the limit cannot hold it, or the solver does not take the
         # problem): the same command with other options must find no run directory in its way
@@ -551,7 +575,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         pb, rd, {"tol": o["tol"], **memory, "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "inner_passes": o["inner_passes"], "local_passes": o["local_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
-                 "threads": o["threads"],
+                 "threads": o["threads"], "resumed": resume,
                  "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
                  "l1_radius": o.get("l1_radius"),
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},

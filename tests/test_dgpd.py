@@ -15,6 +15,7 @@ The solver class is driven directly (as ``ooc.train`` does: ``make_problem`` + a
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -275,10 +276,11 @@ def test_cli_dgpd_options(tmp_path):
     path = str(tmp_path / "s.zarr")
     store(X, yb, where="disk", path=path)
     help_text = CliRunner().invoke(main, ["train", "--help"]).output
-    for flag in ("--dgpd-rounds", "--dgpd-batch", "--dgpd-growth", "--dgpd-dual-step"):
+    for flag in ("--dgpd-rounds", "--dgpd-batch", "--dgpd-growth", "--dgpd-dual-step", "--no-dgpd-fallback"):
         assert flag in help_text
     run = ooc.train(path, str(tmp_path / "r"), solver="dgpd", loss="smooth-hinge", l2=L2, l1=L1, tol=1e-8,
-                    dgpd_rounds=2, dgpd_batch=4, dgpd_growth=0.5, dgpd_dual_step="theorem", max_epochs=3000)
+                    dgpd_rounds=2, dgpd_batch=4, dgpd_growth=0.5, dgpd_dual_step="theorem", max_epochs=3000,
+                    dgpd_fallback=False)
     assert run.result["converged"]
     cfg = RunDir.open(run.path).config
     assert (cfg["dgpd_rounds"], cfg["dgpd_batch"], cfg["dgpd_growth"], cfg["dgpd_dual_step"]) == (2, 4, 0.5, "theorem")
@@ -293,7 +295,8 @@ def test_cli_dgpd_options(tmp_path):
                                     "smooth-hinge", "--l2", str(L2), "--l1", str(L1), "--dgpd-batch", "0"])
     assert res.exit_code != 0 and "--dgpd-batch must be an integer >= 1" in res.output
     res = CliRunner().invoke(main, ["train", path, "--out", str(tmp_path / "c2"), "--solver", "dgpd", "--loss",
-                                    "smooth-hinge", "--l2", str(L2), "--l1", str(L1), "--dgpd-rounds", "3", "--json"])
+                                    "smooth-hinge", "--l2", str(L2), "--l1", str(L1), "--dgpd-rounds", "3", "--no-dgpd-fallback",
+                                    "--json"])
     assert res.exit_code == 0, res.output
     assert RunDir.open(str(tmp_path / "c2")).config["dgpd_rounds"] == 3
 
@@ -445,3 +448,32 @@ def test_dense_dual_warns_once_and_still_reaches_sdcas_optimum(data, runs):
         res, rd = solve(st, runs, loss="smooth-hinge", gamma=0.1, l2=1e-3, l1=1e-3)
     assert res["converged"] and max(e["active_y"] for e in rd.history()) <= 0.5 * N
     assert not [w for w in caught if issubclass(w.category, DenseDualWarning)]
+
+
+def test_dense_dual_falls_back_to_sdca_from_dgpds_duals(tmp_path):
+    """The logistic loss has no sparse dual: a new dgpd run whose dual active set passes half the
+    examples goes on as sdca from dgpd's duals (one warning line), to sdca's certified optimum; with
+    --no-dgpd-fallback it stays dgpd (and only warns)."""
+    from click.testing import CliRunner
+
+    from ooc.cli import main
+
+    X, yb, _ = make_data(3, 400, 30)
+    path = str(tmp_path / "s.zarr")
+    store(X, yb, where="disk", path=path)
+    opts = ["--loss", "logistic", "--l2", "1e-3", "--l1", "1e-4", "--tol", "1e-9", "--json"]
+    res = CliRunner().invoke(main, ["train", path, "--out", str(tmp_path / "r"), "--solver", "dgpd", *opts])
+    assert res.exit_code == 0, res.output
+    warned = [ln for ln in res.output.splitlines() if "dense dual" in ln]
+    assert len(warned) == 1 and "sdca goes on from its duals" in warned[0], res.output
+    cfg = RunDir.open(str(tmp_path / "r")).config
+    assert cfg["solver_used"] == "sdca" and "dgpd" in cfg["started_from"]
+    out = json.loads(res.output.strip().splitlines()[-1])
+    ref = ooc.train(path, str(tmp_path / "ref"), solver="sdca", loss="logistic", l2=1e-3, l1=1e-4, tol=1e-9)
+    assert out["converged"] and abs(out["primal"] - ref.result["primal"]) <= 2e-9 * max(1.0, ref.result["primal"])
+    # the run resumes as the sdca run it is
+    res = CliRunner().invoke(main, ["resume", str(tmp_path / "r"), "--json"])
+    assert res.exit_code == 0 and json.loads(res.output.strip().splitlines()[-1])["converged"], res.output
+    kept = ooc.train(path, str(tmp_path / "k"), solver="dgpd", loss="logistic", l2=1e-3, l1=1e-4, tol=1e-9,
+                     dgpd_fallback=False, max_epochs=3000)
+    assert RunDir.open(kept.path).config["solver_used"] == "dgpd" and kept.result["converged"]

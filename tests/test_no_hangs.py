@@ -244,7 +244,7 @@ def test_sigint_and_sigterm_end_a_run_within_seconds_and_resume_is_exact(data, s
 # -- a failing read ------------------------------------------------------------------------------
 @pytest.mark.parametrize("solver", [["--solver", "sdca", *GATED],
                                     ["--solver", "rcd-primal", "--memory", "4KiB"],
-                                    ["--solver", "dgpd", "--l1", "1e-3", "--memory", "4KiB"]],
+                                    ["--solver", "dgpd", "--l1", "1e-3", "--memory", "4KiB", "--no-dgpd-fallback"]],
                          ids=["sdca", "rcd-primal", "dgpd"])
 def test_a_failing_store_read_ends_the_run_with_one_line(data, spawn, solver):
     procs = []

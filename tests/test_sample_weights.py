@@ -116,7 +116,7 @@ def test_zarr_store_weights_and_damaged_attribute(data, tmp_path):
 # -- training: the weighted optimum ----------------------------------------------------------------
 @pytest.mark.parametrize("loss,solver,extra", [
     ("logistic", "sdca", {}), ("logistic", "rcd-primal", {}), ("logistic", "acc-sdca", {}),
-    ("logistic", "rcd-dual", {"sampling": "importance"}), ("squared", "sdca", {}), ("squared", "dgpd", {}),
+    ("logistic", "rcd-dual", {"sampling": "importance"}), ("squared", "sdca", {}), ("squared", "dgpd", {"dgpd_fallback": False}),
     ("hinge", "sdca", {}), ("smooth-hinge", "rcd-dual", {"sampling": "gap-per-epoch"}),
 ])
 def test_weighted_optimum_matches_sklearn(data, tmp_path, loss, solver, extra):

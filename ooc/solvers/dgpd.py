@@ -47,9 +47,12 @@ Losses: smooth hinge (the paper's) and hinge keep ``alpha_i = 0`` for examples w
 ``>= 1``, so ``A_y`` stays sparse. The squared and logistic losses have no sparse dual (every
 ``alpha_i`` is nonzero at the optimum; for the logistic ``alpha_i y_i`` lies strictly inside
 ``(0, c_i)``): ``A_y`` grows to all ``n`` rows in ``log2(n / batch)`` searches and DGPD becomes a
-primal-active-set SDCA. It still converges, only without the dual savings; when the dual
-active set holds more than :data:`DENSE_DUAL_SHARE` of the pairs it says so once
-(:class:`DenseDualWarning`, naming sdca).
+primal-active-set SDCA. It still converges, only without the dual savings (measured: 10x slower than sdca on the
+registry's hashed text). So when the dual active set holds more than :data:`DENSE_DUAL_SHARE` of
+the pairs at a certificate of a new run, it falls back to sdca (:class:`DenseDualFallback`:
+``ooc.train`` starts the run again with ``--solver sdca`` from dgpd's duals, so no work is lost,
+saying so with a :class:`DenseDualWarning`; ``--no-dgpd-fallback`` keeps dgpd); a resumed run
+only warns.
 
 Out of core: both layouts are needed. The scheduler pages the column blocks holding ``A_x``
 and the row blocks holding ``A_y`` through one :class:`~ooc.schedule.cache.BlockCache`; the full
@@ -91,9 +94,9 @@ from ..schedule.planner import budget_option, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
-from .base import StoreSolver
+from .base import ProblemRefused, StoreSolver
 
-DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe"}
+DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe", "fallback": True}
 DUAL_STEPS = ("safe", "theorem")
 VECTORS = ("memory", "streamed")
 
@@ -105,6 +108,15 @@ DENSE_DUAL_SHARE = 0.5
 
 class DenseDualWarning(UserWarning):
     """dgpd's dual active set is dense: sdca does the same work without the searches."""
+
+
+class DenseDualFallback(ProblemRefused):
+    """dgpd's dual active set is dense in a new run: :func:`ooc.train.train` runs sdca instead, from
+    ``duals``: per problem, the active examples (ascending global row ids) and their dual values."""
+
+    def __init__(self, message: str, duals: list):
+        super().__init__(message)
+        self.duals = duals
 
 class LineSet(NamedTuple):
     """Some full lines (rows or columns) of the matrix, ascending ids, CSR-like, float64 values."""
@@ -244,6 +256,9 @@ class DGPDSolver(StoreSolver):
         self.batch = int(options.get("dgpd_batch", DEFAULTS["batch"]))
         self.growth = float(options.get("dgpd_growth", DEFAULTS["growth"]))
         self.dual_step = options.get("dgpd_dual_step", DEFAULTS["dual_step"])
+        #: a new run (not a resume) falls back to sdca on a dense dual (DenseDualFallback)
+        # (only a caller that can restart the run asks for it: ooc.train passes --dgpd-fallback)
+        self.fallback = bool(options.get("dgpd_fallback", False)) and not options.get("resumed")
         if self.dual_step not in DUAL_STEPS:
             raise ValueError(f"dgpd_dual_step {self.dual_step!r}: expected one of {DUAL_STEPS}")
         if self.rounds < 1 or self.batch < 1 or self.growth < 0:
@@ -589,9 +604,15 @@ class DGPDSolver(StoreSolver):
             self.pool = None
 
     def _warn_dense_dual(self, active_y: int, epoch: int) -> None:
-        """Once per session: the dual active set holds more than :data:`DENSE_DUAL_SHARE` of the
-        ``(example, class)`` pairs, where DGPD does the work of sdca plus its searches."""
+        """The dual active set holds more than :data:`DENSE_DUAL_SHARE` of the ``(example, class)``
+        pairs, where DGPD does the work of sdca plus its searches: :class:`DenseDualFallback` in a
+        new run (unless ``--no-dgpd-fallback``), else a warning once per session."""
         share = active_y / max(1, self.n * self.k)
+        if share > DENSE_DUAL_SHARE and self.fallback:
+            raise DenseDualFallback(f"dgpd: the dual active set holds {share:.0%} of the (example, class) pairs "
+                                    f"at epoch {epoch} (a dense dual, where dgpd is sdca plus its searches): "
+                                    "sdca goes on from its duals (--no-dgpd-fallback keeps dgpd)",
+                                    [(s.ay.copy(), s.av.copy()) for s in self.states])
         if share > DENSE_DUAL_SHARE and not getattr(self, "_dense_warned", False):
             self._dense_warned = True
             warnings.warn(f"dgpd: the dual active set holds {share:.0%} of the (example, class) pairs at epoch {epoch} "

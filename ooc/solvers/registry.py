@@ -89,7 +89,7 @@ class SolverSpec(NamedTuple):
     intercept: bool = False
 
 
-_DGPD_OPTIONS = ("dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step")
+_DGPD_OPTIONS = ("dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "dgpd_fallback")
 _BOTH = (ROWS, COLS)
 
 SOLVER_REGISTRY = {spec.name: spec for spec in (
