@@ -74,7 +74,8 @@ class TrainConfig:
     bias: float = _opt(0.0, "LIBLINEAR's intercept: a constant feature of value B whose weight is regularized "
                             "like the others (0: none).")
     fit_intercept: bool = _opt(False, "scikit-learn's intercept: unregularized, certified with the rest (sdca; "
-                                      "not with --bias). Off by default, in Python too.")
+                                      "rcd-primal for pure L1; a smooth loss; not with --bias). Off by default, "
+                                      "in Python too.")
     class_weight: str | None = _opt(None, "balanced: weight each example by n / (classes x its class's count); or "
                                           "LABEL=WEIGHT,... (original labels, e.g. 1=5,-1=1; others weigh 1).")
     seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")

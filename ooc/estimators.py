@@ -440,7 +440,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         Passes over the data before giving up (with a ConvergenceWarning).
     fit_intercept : bool
         Fit scikit-learn's unregularized intercept (default False, as ``ooc train``; ``solver``
-        ``'auto'`` or ``'sdca'``; not with ``bias``).
+        ``'auto'`` or ``'sdca'``, ``'rcd-primal'`` for pure L1; a smooth loss; not with ``bias``).
     bias : float
         Value ``B`` of LIBLINEAR's intercept feature (regularized); 0 (default): none.
     class_weight : None, 'balanced' or dict

@@ -33,11 +33,12 @@ from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError
 from .solvers.base import ProblemRefused
 from .solvers.dgpd import DenseDualFallback, DenseDualWarning
-from .solvers.problem import class_weights_for, make_problem
+from .solvers.problem import class_weights_for, intercept_mode, make_problem
 from .solvers.registry import (
     ADDED_L2,
     AUTO,
     CRAMMER_SINGER,
+    NATIVE,
     SOLVER_NAMES,
     SOLVER_REGISTRY,
     auto_solver,
@@ -156,17 +157,22 @@ def _choose_solver(o: dict, loss, store, resumed: bool = False) -> None:
 
 
 def _check_fit_intercept(o: dict, spec, named: str) -> None:
-    """What ``--fit-intercept`` trains with (:mod:`ooc.solvers.intercept`): one process, a dual solver
-    that holds it fixed per pass, ``--l2 > 0``, a smooth loss, binary, regression or one-vs-rest."""
-    if o["distributed"] or o["multiclass"] == CRAMMER_SINGER or o["l2"] <= 0:
-        what = ("--distributed" if o["distributed"] else "--multiclass crammer-singer"
-                if o["multiclass"] == CRAMMER_SINGER else "pure L1 (--l2 0)")
+    """What ``--fit-intercept`` trains with (:mod:`ooc.solvers.intercept`): one process, a smooth loss,
+    binary, regression or one-vs-rest; with ``--l2 > 0`` a dual solver that holds it fixed per pass,
+    with pure L1 rcd-primal (:func:`ooc.solvers.problem.intercept_mode`)."""
+    if o["distributed"] or o["multiclass"] == CRAMMER_SINGER:
+        what = "--distributed" if o["distributed"] else "--multiclass crammer-singer"
         raise ValueError(f"--fit-intercept is not available with {what}; use --bias B (LIBLINEAR's regularized "
                          "intercept) there")
     if not loss_spec(o["loss"]).smooth:
         raise ValueError(f"--fit-intercept needs a smooth loss: the {o['loss']}'s duals do not measure the "
                          "intercept's slope; use --bias 1 (scikit-learn's LinearSVC regularizes its intercept so, "
                          "intercept_scaling=1) or --loss smooth-hinge")
+    if o["l2"] <= 0:  # pure L1: rcd-primal's bias feature is unpenalized there (intercept_mode)
+        if spec.pure_l1 != NATIVE:
+            native = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.pure_l1 == NATIVE)
+            raise ValueError(f"pure L1 (--l2 0) with --fit-intercept trains with --solver {native} or auto (not {named})")
+        return
     able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.intercept)
     if not spec.intercept:
         raise ValueError(f"--fit-intercept trains with --solver {able} (not {named}); or use --bias B, "
@@ -550,7 +556,8 @@ def _model(w: np.ndarray, o: dict, st, pb) -> LinearModel:
     d = st.n_cols
     coef = w[:, :d]
     # the intercept: LIBLINEAR's B w_B (--bias B), or the free one (--fit-intercept), both in the last column
-    icpt = o["bias"] * w[:, d] if o["bias"] > 0 else w[:, d].copy() if o["fit_intercept"] else np.zeros(len(w))
+    bias, offset = intercept_mode(o)
+    icpt = bias * w[:, d] if bias > 0 else w[:, d].copy() if offset else np.zeros(len(w))
     if pb.task != L.MULTICLASS:
         coef, icpt = coef[0], float(icpt[0])
     classes = (st.label_values if pb.task == L.BINARY else

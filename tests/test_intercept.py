@@ -221,6 +221,36 @@ def test_one_vs_rest_intercepts_match_scikit_learn(tmp_path):
         assert run.model.intercept_[k] == pytest.approx(float(est.intercept_[0]), abs=2e-4)
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_pure_l1_intercept_matches_scikit_learn(tmp_path, loss):
+    """Pure L1 (rcd-primal, auto's choice): scikit-learn's Lasso / L1 LogisticRegression (saga), both
+    with their unpenalized intercept."""
+    from sklearn.linear_model import Lasso, LogisticRegression
+
+    rng = np.random.default_rng(2)
+    n, d, l1 = 400, 30, 1e-2
+    X = sp.random(n, d, density=0.4, random_state=2, format="csr", data_rvs=rng.standard_normal)
+    m = X @ (rng.normal(size=d) * (rng.random(d) < 0.3))
+    y = m + 3.0 + 0.1 * rng.normal(size=n) if loss == "squared" else np.where(m + 1.0 + 0.3 * rng.normal(size=n) > 0,
+                                                                              1.0, -1.0)
+    st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64", layout="both")
+    run = ooc.train(st, out=str(tmp_path / "r"), loss=loss, l2=0.0, l1=l1, fit_intercept=True, tol=1e-10,
+                    max_epochs=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if loss == "squared":
+            ref = Lasso(alpha=l1, tol=1e-14, max_iter=100000).fit(X.toarray(), y)
+            w_ref, b_ref = ref.coef_, float(ref.intercept_)
+        else:
+            ref = LogisticRegression(penalty="l1", C=1 / (l1 * n), solver="saga", tol=1e-12, max_iter=200000).fit(X, y)
+            w_ref, b_ref = ref.coef_.ravel(), float(ref.intercept_[0])
+    res, w, b = run.result, run.model.coef_, float(run.model.intercept_)
+    P, P_ref = _primal(loss, X, y, w, b, 0.0, l1), _primal(loss, X, y, w_ref, b_ref, 0.0, l1)
+    assert res["converged"] and res["primal"] == pytest.approx(P, rel=1e-11)
+    assert P - P_ref <= res["gap"] + 1e-10 * max(1.0, P_ref) and res["dual"] <= P_ref + 1e-10 * max(1.0, P_ref)
+    assert b == pytest.approx(b_ref, abs=1e-4) and abs(b) > 0.5
+
+
 def test_estimator_fit_intercept_matches_logistic_regression():
     from sklearn.linear_model import LogisticRegression
 
@@ -256,7 +286,7 @@ def test_the_command_line_and_python_have_the_same_default(tmp_path):
 @pytest.mark.parametrize("extra, words", [
     (["--bias", "1"], "--fit-intercept and --bias"),
     (["--solver", "rcd-dual"], "--fit-intercept trains with --solver sdca"),
-    (["--l2", "0", "--l1", "1e-3"], "pure L1"),
+    (["--l2", "0", "--l1", "1e-3", "--solver", "sdca"], "pure L1 (--l2 0) with --fit-intercept trains with"),
     (["--distributed", "local:1"], "--distributed"),
     (["--loss", "hinge"], "needs a smooth loss"),
 ])

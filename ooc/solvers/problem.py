@@ -179,5 +179,18 @@ def make_problem(store, o: dict) -> Problem:
     classes = tuple(float(c) for c in store.classes) if task == MULTICLASS else None
     values, weights = class_weights_for(store, o["class_weight"])
     penalty = ElasticNet(o["l2"] + o.get("l2_added", 0.0), o["l1"])
-    return Problem(store, loss, o["loss"], penalty, o["bias"], task, classes, weights, values,
-                   bool(o.get("fit_intercept", False)))
+    bias, offset = intercept_mode(o)
+    return Problem(store, loss, o["loss"], penalty, bias, task, classes, weights, values, offset)
+
+
+def intercept_mode(o: dict) -> tuple[float, bool]:
+    """How validated options fit the intercept: ``(B, offset)``, the value of a bias feature (0: none)
+    and whether the intercept is :mod:`ooc.solvers.intercept`'s (held fixed per pass).
+
+    ``--bias B``: a bias feature, regularized by ``l2``. ``--fit-intercept``: with ``l2 > 0`` the
+    offset; with pure L1 (``l2 = 0``, rcd-primal) a bias feature of value 1, which carries no penalty
+    there (``l2 = 0``, and the intercept is never L1-penalized): the same unregularized intercept.
+    """
+    if o.get("fit_intercept"):
+        return (1.0, False) if o["l2"] <= 0 else (0.0, True)
+    return float(o["bias"]), False
