@@ -312,7 +312,7 @@ def test_the_tour_commands_work_on_the_demo_data(tmp_path, no_plot):
     block = page[page.index("Validation while training, warm starts and new rows"):]
     block = block[:block.index("Many runs")]
     commands = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.strip().startswith("ooc ")]
-    assert [c.split()[1] for c in commands] == ["train", "train", "append", "resume"]
+    assert [c.split()[1] for c in commands] == ["train", "train", "train", "append", "resume"]
     cli("demo", "--dir", tmp_path / "demo", "--rows", 2000)
     for command in commands:
         args = [a.replace("demo/", f"{tmp_path / 'demo'}/") for a in shlex.split(command)[1:]]
