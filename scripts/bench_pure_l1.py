@@ -27,6 +27,8 @@ entry, with ``ratio`` = ooc seconds / peer seconds). Usage::
 
     NUMBA_CACHE_DIR=/tmp/nc python scripts/bench_pure_l1.py                      # 200k x 2^18 text
     python scripts/bench_pure_l1.py --rows 20000 --cols 16384 --dense-rows 5000  # quick
+    python scripts/bench_pure_l1.py --rows 930000 --cols 1048576 --losses logistic --kinds text \
+        --solvers 'rcd-primal working-set'                                         # registry scale
 """
 
 from __future__ import annotations
@@ -128,10 +130,13 @@ def time_to(fit, loss, X, y, l1, target):
 
 def make_stores(args):
     stores = {}
+    tasks = {"regression" if loss == "squared" else "binary" for loss in args.losses.split(",")}
     for kind, src in (("text", lambda task: SynthSource(args.rows, args.cols, args.nnz, task=task, seed=1)),
                       ("dense", lambda task: SynthSource(args.dense_rows, args.dense_cols, args.dense_cols,
                                                          task=task, values="gaussian", seed=2))):
-        for task in ("binary", "regression"):
+        if kind not in args.kinds.split(","):
+            continue
+        for task in sorted(tasks):
             stores[kind, task] = ooc.convert(src(task), f"memory://bench-{uuid.uuid4().hex[:8]}", dtype="float64",
                                              layout="both")
     return stores
@@ -149,6 +154,9 @@ def main(argv=None):
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--max-epochs", type=int, default=100)
     ap.add_argument("--losses", default=",".join(LOSSES))
+    ap.add_argument("--kinds", default="text,dense", help="stores to run: text, dense or both")
+    ap.add_argument("--solvers", default=None, help="entries to run, comma-separated labels (default: all), "
+                                                    "e.g. 'rcd-primal working-set'")
     args = ap.parse_args(argv)
     stores = make_stores(args)
     tiny = {t: ooc.convert(SynthSource(300, 50, 5, task=t, seed=0), f"memory://warm-{uuid.uuid4().hex[:8]}",
@@ -156,7 +164,7 @@ def main(argv=None):
     rows = []
     for loss in args.losses.split(","):
         task = "regression" if loss == "squared" else "binary"
-        for kind in ("text", "dense"):
+        for kind in args.kinds.split(","):
             st = stores[kind, task]
             l1 = args.l1 if kind == "text" else args.dense_l1
             X = st.to_scipy("rows").tocsr()
@@ -166,6 +174,8 @@ def main(argv=None):
             peer_list = peers(loss, X, y, l1)
             peer_cache = {}
             for label, opts in entries(loss):
+                if args.solvers and label not in args.solvers.split(","):
+                    continue
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     ooc.train(tiny[task], tempfile.mkdtemp(), loss=loss, l2=0.0, l1=0.01, max_epochs=2, **opts)
