@@ -157,18 +157,20 @@ def _choose_solver(o: dict, loss, store, resumed: bool = False) -> None:
 
 
 def _check_fit_intercept(o: dict, spec, named: str) -> None:
-    """What ``--fit-intercept`` trains with (:mod:`ooc.solvers.intercept`): one process, a smooth loss,
-    binary, regression or one-vs-rest; with ``--l2 > 0`` a dual solver that holds it fixed per pass,
-    with pure L1 rcd-primal (:func:`ooc.solvers.problem.intercept_mode`)."""
-    if o["distributed"] or o["multiclass"] == CRAMMER_SINGER:
-        what = "--distributed" if o["distributed"] else "--multiclass crammer-singer"
-        raise ValueError(f"--fit-intercept is not available with {what}; use --bias B (LIBLINEAR's regularized "
-                         "intercept) there")
+    """What ``--fit-intercept`` trains with (:mod:`ooc.solvers.intercept`): a smooth loss, binary,
+    regression or one-vs-rest; with ``--l2 > 0`` a dual solver that holds it fixed per pass (sdca, and
+    CoCoA+'s rounds), with pure L1 rcd-primal (:func:`ooc.solvers.problem.intercept_mode`)."""
+    if o["multiclass"] == CRAMMER_SINGER:
+        raise ValueError("--fit-intercept is not available with --multiclass crammer-singer; use --bias B "
+                         "(LIBLINEAR's regularized intercept) there")
     if not loss_spec(o["loss"]).smooth:
         raise ValueError(f"--fit-intercept needs a smooth loss: the {o['loss']}'s duals do not measure the "
                          "intercept's slope; use --bias 1 (scikit-learn's LinearSVC regularizes its intercept so, "
                          "intercept_scaling=1) or --loss smooth-hinge")
     if o["l2"] <= 0:  # pure L1: rcd-primal's bias feature is unpenalized there (intercept_mode)
+        if o["distributed"]:
+            raise ValueError("pure L1 (--l2 0) with --fit-intercept trains on one machine (rcd-primal), not "
+                             "--distributed; or use a small --l2")
         if spec.pure_l1 != NATIVE:
             native = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.pure_l1 == NATIVE)
             raise ValueError(f"pure L1 (--l2 0) with --fit-intercept trains with --solver {native} or auto (not {named})")

@@ -260,6 +260,33 @@ def test_distributed_elastic_net_reaches_the_single_process_optimum(data, tmp_pa
     assert 0 < np.count_nonzero(dist.model.coef_) < dist.model.coef_.size  # L1 zeroed some
 
 
+def test_distributed_fit_intercept_reaches_scikit_learns_optimum_and_resumes(tmp_path):
+    """--fit-intercept over two workers: the driver holds the intercepts fixed for a round and moves
+    them between rounds from the workers' dual sums (ooc.solvers.intercept); scikit-learn's optimum,
+    and a run stopped after 3 rounds and resumed ends with the same bits."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(4)
+    n, d, l2 = 800, 20, 1e-2
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.3)
+    y = np.where(X @ rng.standard_normal(d) + 1.5 + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    store = str(tmp_path / "i.zarr")
+    ooc.convert(X, store, y=y, dtype="float64", block_bytes=3000)
+    opts = dict(loss="logistic", l2=l2, tol=1e-10, max_epochs=400, fit_intercept=True, distributed="local:2")
+    dist = ooc.train(store, str(tmp_path / "dist"), **opts)
+    assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
+    ref = LogisticRegression(C=1 / (l2 * n), tol=1e-12, max_iter=10_000).fit(X, y)
+    w, b = ref.coef_[0], float(ref.intercept_[0])
+    p_ref = float(np.mean(np.logaddexp(0, -y * (X @ w + b))) + 0.5 * l2 * w @ w)
+    assert dist.result["primal"] - p_ref <= dist.result["gap"] + 1e-12 and dist.result["dual"] <= p_ref + 1e-12
+    assert abs(float(dist.model.intercept_) - b) <= 1e-4 and abs(b) > 0.5
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(store, str(tmp_path / "part"), **dict(opts, max_epochs=3))
+    resumed = ooc.resume(str(tmp_path / "part"), max_epochs=400)
+    assert np.array_equal(resumed.model.coef_, dist.model.coef_)
+    assert resumed.model.intercept_ == dist.model.intercept_
+
+
 def test_a_worker_killed_mid_round_costs_that_round_only(data, tmp_path, monkeypatch):
     root, store = data
     opts = dict(loss="logistic", l2=1e-2, tol=1e-10, bias=1.0, max_epochs=200, distributed="local:2")

@@ -287,7 +287,7 @@ def test_the_command_line_and_python_have_the_same_default(tmp_path):
     (["--bias", "1"], "--fit-intercept and --bias"),
     (["--solver", "rcd-dual"], "--fit-intercept trains with --solver sdca"),
     (["--l2", "0", "--l1", "1e-3", "--solver", "sdca"], "pure L1 (--l2 0) with --fit-intercept trains with"),
-    (["--distributed", "local:1"], "--distributed"),
+    (["--multiclass", "crammer-singer"], "crammer-singer"),
     (["--loss", "hinge"], "needs a smooth loss"),
 ])
 def test_what_fit_intercept_refuses_is_one_line(tmp_path, extra, words):

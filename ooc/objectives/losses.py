@@ -44,6 +44,7 @@ __all__ = [
     "Hinge",
     "Offset",
     "with_offset",
+    "loss_min_is_zero",
     "LOSSES",
     "LOSS_REGISTRY",
     "LossSpec",
@@ -738,6 +739,13 @@ def _offset_step(loss, a, z, y, q, c):
 
 # not in LOSS_REGISTRY: an intercept is an option of every loss, not a loss of its own
 _register(Offset, _offset_value, _offset_deriv, _offset_conj_neg, _offset_step, _offset_curv)
+
+
+def loss_min_is_zero(loss, label_kind: str) -> bool:
+    """Whether ``phi*(0, y) = -min_z phi(z, y)`` is 0 for the labels of ``label_kind`` (checked on a
+    few ``y``: -1/+1, or regression values): every built-in loss; a registered one may not be."""
+    ys = (-3.5, -1.0, 0.0, 0.25, 1.0, 7.0) if label_kind == "regression" else (-1.0, 1.0)
+    return all(abs(float(loss_conj_neg(loss, 0.0, y))) <= 1e-12 for y in ys)
 
 
 def with_offset(loss, b: float):

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._cpu import gather_prefetch_pays, map_threads
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
-from ..objectives.losses import loss_conj_neg, with_offset
+from ..objectives.losses import loss_min_is_zero, with_offset
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.duals import make_duals
 from ..runs.rundir import RunDir
@@ -329,7 +329,7 @@ class BlockLoopSolver(StoreSolver):
         w = np.stack([grad_conj(self.pb.penalty, v[c], self.pb.bias) for c in range(self.k)])
         extra = icpt.fresh_arrays(self.k, self._loss_min_is_zero()) if self.fit_intercept else {}
         if self.fit_intercept:
-            extra["icpt_b"][:] = self._start_offsets()
+            extra["icpt_b"][:] = icpt.start_offsets(self.pb, self.store, self.row_ptr)
         return {"w": w, "v": v, "w_prev": w.copy(), **extra}
 
     def init_duals(self) -> None:
@@ -641,11 +641,8 @@ class BlockLoopSolver(StoreSolver):
             dc = dsum[c] / n - self.dual_penalty(c, w_state)
             if self.fit_intercept:
                 # dc is D_0 of the pass's starting duals: a line in b; the bound is the lines' envelope
-                lines, s = self.extra["icpt_lines"][c], float(self._asum[0, c]) / n
-                icpt.add_line(lines, dc, s)
                 pc = psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
-                self._inner_gap[c] = pc - (dc - float(self.extra["icpt_b"][c]) * s)  # the fixed-b problem's
-                dc = icpt.lower_bound(lines)
+                dc, self._inner_gap[c] = icpt.certify(self.extra, c, pc, dc, float(self._asum[0, c]) / n)
             if radius:
                 # pure L1 solved with an added L2 (ooc.train._add_l2_for_pure_l1): certify the L1 problem
                 half = 0.5 * float(pb.penalty.l2)
@@ -657,45 +654,16 @@ class BlockLoopSolver(StoreSolver):
             d += dc
         return p, d
 
-    def _start_offsets(self) -> np.ndarray:
-        """Each problem's intercept of ``w = 0`` (:func:`ooc.solvers.intercept.start_offset`), from one
-        read of the labels and weights (not the rows)."""
-        pb, st = self.pb, self.store
-        regression = st.label_kind == L.REGRESSION
-        tot = np.zeros((self.k, 2))  # per problem: weights of labels +1 and -1, or sum c y and sum c
-        for b in range(self.nb):
-            lo, hi = int(self.row_ptr[b]), int(self.row_ptr[b + 1])
-            y = pb.block_labels(st.read_labels(lo, hi))
-            c = pb.example_weights(y, st.read_weights(lo, hi))
-            for k in range(self.k):
-                yk = pb.sub_labels(y, k)
-                tot[k] += (float(np.dot(c, yk)), float(c.sum())) if regression else \
-                    (float(c[yk > 0].sum()), float(c[yk < 0].sum()))
-        out = np.zeros(self.k)
-        for k in range(self.k):
-            if regression:
-                out[k] = tot[k, 0] / tot[k, 1] if tot[k, 1] > 0 else 0.0
-            else:
-                out[k] = icpt.start_offset(pb.loss, np.array([1.0, -1.0]), tot[k])
-        return out
-
     def _move_intercepts(self) -> None:
-        """After an update pass: each problem's intercept for the next (:func:`ooc.solvers.intercept.next_offset`)."""
-        n = float(self.n)
-        smooth = float(self.pb.loss.smoothness)
-        mean_c = self._csum / n if self._csum > 0 else 1.0
-        bound = (smooth if np.isfinite(smooth) else 1.0) * mean_c
-        b, last = self.extra["icpt_b"], self.extra["icpt_last"]
-        for c in range(self.k):
-            b[c] = icpt.next_offset(float(b[c]), float(self._asum[1, c]) / n, float(self._inner_gap[c]), last[c],
-                                    bound)
+        """After an update pass: each problem's intercept for the next (:func:`ooc.solvers.intercept.move_offsets`)."""
+        icpt.move_offsets(self.extra, self._asum[1] / float(self.n), self._inner_gap, self._csum, float(self.n),
+                          self.pb.loss)
 
     def _loss_min_is_zero(self) -> bool:
         """Whether ``phi*(0, y) = -min_z phi(z, y)`` is 0 for the labels (checked once on a few ``y``):
         the rescaled pure-L1 bound below needs it (every built-in loss; a registered one may not)."""
         if getattr(self, "_min_zero", None) is None:
-            ys = (-1.0, 1.0) if self.store.label_kind != L.REGRESSION else (-3.5, -1.0, 0.0, 0.25, 1.0, 7.0)
-            self._min_zero = all(abs(float(loss_conj_neg(self.pb.loss, 0.0, y))) <= 1e-12 for y in ys)
+            self._min_zero = loss_min_is_zero(self.pb.loss, self.store.label_kind)
         return self._min_zero
 
     def _l1_scale(self, c: int, w_state: np.ndarray) -> float:

@@ -40,12 +40,14 @@ from .._cpu import gather_prefetch_pays
 from ..dask_client import dask_client, parse_distributed
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
+from ..objectives.losses import loss_min_is_zero, with_offset
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.planner import COCOA_WORKER, budget_option, fixed_bytes
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import row_order
+from . import intercept as icpt
 from .base import StoreSolver, TrainBlock, load_train_group
 
 #: Per worker process: (store path, fingerprint, options key) -> (store, problem, cache).
@@ -154,9 +156,12 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
 
     Returns None when ``v_msg`` is a sparse change this worker cannot apply (a new worker: the driver
     sends the whole ``v`` again), else ``(idx, dv, primal_sum_k, dual_sum_k, bytes_read, cache_hit_rate,
-    sums)``: ``dv`` is ``1/(l2 n) sum_{i in P_k} delta_i x_i`` at the entries ``idx`` (the others are 0),
-    the sums are the partition's terms of ``P`` and ``D`` at the round's start, ``sums`` the checksums of
-    the dual files this round wrote, for the driver's next checkpoint.
+    sums, alpha_sums)``: ``dv`` is ``1/(l2 n) sum_{i in P_k} delta_i x_i`` at the entries ``idx`` (the
+    others are 0), the sums are the partition's terms of ``P`` and ``D`` at the round's start, ``sums``
+    the checksums of the dual files this round wrote, for the driver's next checkpoint, and
+    ``alpha_sums`` ``(before, after, weights)``: the partition's duals summed per problem at the round's
+    start and end, and its example weights (``--fit-intercept``: ``opts["offsets"]`` are the problems'
+    intercepts, fixed for the round, :mod:`ooc.solvers.intercept`).
 
     The local subproblem is solved by ``local_passes`` Prox-SDCA passes over the partition's rows
     (``sigma' = K``: the single-machine kernel with ``n_total = n / K``), the rows of each group of
@@ -185,6 +190,9 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
     mix = max(1, int(opts.get("mix_blocks") or 1))
     alphas: dict = {}  # block -> its duals (kk, rows), read once, updated in place by every pass
     reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias))
+    offsets = opts.get("offsets")
+    losses = [with_offset(pb.loss, offsets[c]) if offsets else pb.loss for c in range(kk)]
+    a0, csum = np.zeros(kk), 0.0
     prefetch = gather_prefetch_pays(W[0].nbytes)
     passes = local_passes if update else 1
     for h in range(passes):
@@ -198,15 +206,18 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
                 for b in g:
                     alphas[b] = rd.read_duals(rnd % 2, b)
             alpha = np.concatenate([alphas[b] for b in g], axis=1)
+            if h == 0:
+                a0 += alpha.sum(axis=1)
+                csum += float(blk.c.sum())
             rows = row_order(blk.stop - blk.start, seed, rnd * passes + h, g[0]) if update else None
             for c in range(kk):
                 yc = pb.sub_labels(blk.y, c)
                 if h == 0:  # the certificate of the round's starting state, before any update of these rows
-                    psum[c] += block_primal_loss(pb.loss, blk.indptr, blk.indices, blk.data, yc, blk.c, W[c],
+                    psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c, W[c],
                                                  pb.bias, prefetch)
                     dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
                 if update:
-                    sdca_pass(pb.loss, Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], rows,
+                    sdca_pass(losses[c], Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], rows,
                               v_loc[c], w_loc[c], reg)
             if update:
                 off = 0
@@ -225,7 +236,9 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
     idx = np.flatnonzero(v_loc != v)
     idx = idx.astype(np.int32) if v.size < 2**31 else idx
     dv = (v_loc[idx] - v[idx]) / n_workers
-    return idx, dv, psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks)
+    a1 = np.sum([alphas[b].sum(axis=1) for b in sorted(alphas)], axis=0) if alphas else np.zeros(kk)
+    return (idx, dv, psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks),
+            (a0, a1, csum))
 
 
 def _client(distributed: str):
@@ -243,21 +256,29 @@ class CoCoASolver(StoreSolver):
             self.rd.write_duals(0, b, np.zeros((self.pb.n_sub, int(self.row_ptr[b + 1] - self.row_ptr[b]))))
         # one problem: v of shape (dim,); one-vs-rest: (classes, dim)
         self.v = np.zeros(self.dim) if self.pb.n_sub == 1 else np.zeros((self.pb.n_sub, self.dim))
+        # --fit-intercept: the intercepts, their bracket and lines (ooc.solvers.intercept), checkpointed with v
+        self.extra = {}
+        if self.pb.fit_intercept:
+            self.extra = icpt.fresh_arrays(self.pb.n_sub, loss_min_is_zero(self.pb.loss, self.store.label_kind))
+            self.extra["icpt_b"][:] = icpt.start_offsets(self.pb, self.store, self.row_ptr)
         self.fresh_counters()
 
     def restore(self, arrays: dict, meta: dict) -> None:
         self.fresh_counters()
         self.v = arrays["v"]
+        self.extra = {k: a for k, a in arrays.items() if k.startswith("icpt_")}
+        self._b_cert = self.extra["icpt_b"].copy() if self.extra else None
 
     def fresh_counters(self) -> None:
         self._bytes, self._hit_rate, self._client = 0, 0.0, None
+        self._b_cert = self.extra["icpt_b"].copy() if getattr(self, "extra", None) else None
         # the workers' copies of v: this driver's session, the version of v they were sent last, and
         # the entries changed since the version before (None: send the whole v)
         self._session, self._version, self._changed = uuid.uuid4().hex, 0, None
 
     def checkpoint_state(self) -> tuple[dict, dict, bool]:
         # the gap sums of a round are not kept between rounds (a checkpoint is taken at round ends only)
-        return {"v": self.v}, {"position": 0, "primal_sum": 0.0, "dual_sum": 0.0}, False
+        return {"v": self.v, **self.extra}, {"position": 0, "primal_sum": 0.0, "dual_sum": 0.0}, False
 
     def nnz_w(self) -> int:
         return int(np.count_nonzero(self._w[..., : self.store.n_cols]))
@@ -269,7 +290,10 @@ class CoCoASolver(StoreSolver):
         return self._hit_rate
 
     def result(self) -> dict:
-        return {"w": self._w}
+        if not self.extra:
+            return {"w": self._w}
+        # --fit-intercept: the intercepts of the certified state as a last column (as the block loop's)
+        return {"w": np.hstack([np.atleast_2d(self._w), self._b_cert.reshape(-1, 1)])}
 
     def close(self) -> None:
         if self._client is not None:
@@ -306,6 +330,8 @@ class CoCoASolver(StoreSolver):
         K = len(parts)
         workers = sorted(client.scheduler_info()["workers"])  # a lost worker's partition goes to another
         topts = dict(opt["train_options"], loss_object=self.pb.loss, mix_blocks=opt.get("mix_blocks", 1))
+        if self.extra:
+            topts["offsets"] = [float(b) for b in self.extra["icpt_b"]]
         passes = int(opt.get("local_passes") or 1)
         got: list = [None] * K
         sent = 0
@@ -344,9 +370,16 @@ class CoCoASolver(StoreSolver):
         self._w = W.reshape(v.shape)
         radius = self.opt.get("l1_radius")
         p = d = 0.0
+        inner = np.zeros(kk)
+        if self.extra:
+            self._b_cert = self.extra["icpt_b"].copy()  # the intercepts this round certifies
         for c in range(kk):  # partition after partition: the same sums whatever order they finished in
-            p += math.fsum(g[2][c] for g in got) / self.n + primal_value(pb.penalty, W[c], pb.bias)
-            d += math.fsum(g[3][c] for g in got) / self.n - 0.5 * pb.penalty.l2 * float(np.dot(W[c], W[c]))
+            pc = math.fsum(g[2][c] for g in got) / self.n + primal_value(pb.penalty, W[c], pb.bias)
+            dc = math.fsum(g[3][c] for g in got) / self.n - 0.5 * pb.penalty.l2 * float(np.dot(W[c], W[c]))
+            if self.extra:  # dc is D_0 of the round's starting duals (ooc.solvers.intercept)
+                dc, inner[c] = icpt.certify(self.extra, c, pc, dc, math.fsum(g[7][0][c] for g in got) / self.n)
+            p += pc
+            d += dc
             if radius:
                 # pure L1 solved with an added L2 (ooc.train._add_l2_for_pure_l1): certify the L1 problem
                 half = 0.5 * float(pb.penalty.l2)
@@ -365,3 +398,6 @@ class CoCoASolver(StoreSolver):
             flat[g[0]] += g[1]
         changed = np.unique(np.concatenate([g[0] for g in got])) if got else np.zeros(0, np.int32)
         self.v, self._version, self._changed = v, self._version + 1, changed
+        if self.extra:
+            after = np.array([math.fsum(g[7][1][c] for g in got) for c in range(kk)]) / self.n
+            icpt.move_offsets(self.extra, after, inner, math.fsum(g[7][2] for g in got), float(self.n), pb.loss)

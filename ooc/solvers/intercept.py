@@ -37,7 +37,10 @@ import math
 
 import numpy as np
 
-__all__ = ["LINES", "fresh_arrays", "start_offset", "lower_bound", "add_line", "next_offset"]
+from ..store import layout as L
+
+__all__ = ["LINES", "fresh_arrays", "start_offset", "start_offsets", "lower_bound", "add_line", "next_offset",
+           "certify", "move_offsets"]
 
 #: lines kept per problem: the zero duals', the pair that makes the bound, and the most recent
 LINES = 32
@@ -82,6 +85,46 @@ def start_offset(loss, labels: np.ndarray, weights: np.ndarray) -> float:
         else:
             lo = mid
     return 0.5 * (lo + hi)
+
+
+def start_offsets(pb, store, row_ptr: np.ndarray) -> np.ndarray:
+    """Each problem's intercept of ``w = 0`` (:func:`start_offset`), from one read of the labels and
+    weights of the rows ``row_ptr`` delimits (not of the rows themselves)."""
+    regression = store.label_kind == L.REGRESSION
+    k = pb.n_sub
+    tot = np.zeros((k, 2))  # per problem: weights of labels +1 and -1, or sum c y and sum c
+    for b in range(len(row_ptr) - 1):
+        lo, hi = int(row_ptr[b]), int(row_ptr[b + 1])
+        y = pb.block_labels(store.read_labels(lo, hi))
+        c = pb.example_weights(y, store.read_weights(lo, hi))
+        for j in range(k):
+            yj = pb.sub_labels(y, j)
+            tot[j] += (float(np.dot(c, yj)), float(c.sum())) if regression else \
+                (float(c[yj > 0].sum()), float(c[yj < 0].sum()))
+    if regression:
+        return np.array([t[0] / t[1] if t[1] > 0 else 0.0 for t in tot])
+    return np.array([start_offset(pb.loss, np.array([1.0, -1.0]), t) for t in tot])
+
+
+def certify(extra: dict, c: int, p: float, d0: float, s: float) -> tuple[float, float]:
+    """Problem ``c``'s certificate of a state: its line ``(D_0 = d0, s = sum a / n)`` joins the kept
+    ones; returns the lower bound (:func:`lower_bound`) and the fixed-``b`` gap ``p - (d0 - b s)``
+    (``p``: the problem's primal at its intercept ``b``), which :func:`next_offset` gates on."""
+    lines = extra["icpt_lines"][c]
+    add_line(lines, d0, s)
+    return lower_bound(lines), p - (d0 - float(extra["icpt_b"][c]) * s)
+
+
+def move_offsets(extra: dict, g: np.ndarray, inner_gap: np.ndarray, weight_sum: float, n: float, loss) -> None:
+    """After an update pass or round: every problem's intercept for the next (:func:`next_offset`), from
+    the duals' sums ``n g`` after it; the curvature bound is the loss's smoothness (1 for the hinge)
+    times the mean example weight."""
+    smooth = float(loss.smoothness)
+    mean_c = weight_sum / n if weight_sum > 0 else 1.0
+    bound = (smooth if np.isfinite(smooth) else 1.0) * mean_c
+    b, last = extra["icpt_b"], extra["icpt_last"]
+    for c in range(len(b)):
+        b[c] = next_offset(float(b[c]), float(g[c]), float(inner_gap[c]), last[c], bound)
 
 
 def add_line(lines: np.ndarray, d0: float, s: float) -> None:
