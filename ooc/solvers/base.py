@@ -327,9 +327,8 @@ class BlockLoopSolver(StoreSolver):
                     block_accumulate_v(np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
                                        alpha[c], v[c], scale, float(self.pb.bias))
         w = np.stack([grad_conj(self.pb.penalty, v[c], self.pb.bias) for c in range(self.k)])
-        extra = icpt.fresh_arrays(self.k, self._loss_min_is_zero()) if self.fit_intercept else {}
-        if self.fit_intercept:
-            extra["icpt_b"][:] = icpt.start_offsets(self.pb, self.store, self.row_ptr)
+        extra = (icpt.fresh_arrays(icpt.start_offsets(self.pb, self.store, self.row_ptr), self._loss_min_is_zero())
+                 if self.fit_intercept else {})
         return {"w": w, "v": v, "w_prev": w.copy(), **extra}
 
     def init_duals(self) -> None:
@@ -399,9 +398,6 @@ class BlockLoopSolver(StoreSolver):
 
     def export_w(self, w: np.ndarray) -> np.ndarray:
         """``w`` as (problems, dim) for the model; with ``--fit-intercept`` the intercepts are a last column."""
-        return self._with_intercept(w)
-
-    def _with_intercept(self, w: np.ndarray) -> np.ndarray:
         if not self.fit_intercept:
             return w
         return np.hstack([w, self.extra["icpt_b"].reshape(-1, 1)])
@@ -637,11 +633,11 @@ class BlockLoopSolver(StoreSolver):
         p = d = 0.0
         radius = self.opt.get("l1_radius")
         for c in range(self.k):
-            p += psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
+            pc = psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
+            p += pc
             dc = dsum[c] / n - self.dual_penalty(c, w_state)
             if self.fit_intercept:
                 # dc is D_0 of the pass's starting duals: a line in b; the bound is the lines' envelope
-                pc = psum[c] / n + primal_value(pb.penalty, w_state[c], pb.bias)
                 dc, self._inner_gap[c] = icpt.certify(self.extra, c, pc, dc, float(self._asum[0, c]) / n)
             if radius:
                 # pure L1 solved with an added L2 (ooc.train._add_l2_for_pure_l1): certify the L1 problem

@@ -259,19 +259,17 @@ class CoCoASolver(StoreSolver):
         # --fit-intercept: the intercepts, their bracket and lines (ooc.solvers.intercept), checkpointed with v
         self.extra = {}
         if self.pb.fit_intercept:
-            self.extra = icpt.fresh_arrays(self.pb.n_sub, loss_min_is_zero(self.pb.loss, self.store.label_kind))
-            self.extra["icpt_b"][:] = icpt.start_offsets(self.pb, self.store, self.row_ptr)
+            self.extra = icpt.fresh_arrays(icpt.start_offsets(self.pb, self.store, self.row_ptr),
+                                           loss_min_is_zero(self.pb.loss, self.store.label_kind))
         self.fresh_counters()
 
     def restore(self, arrays: dict, meta: dict) -> None:
         self.fresh_counters()
         self.v = arrays["v"]
         self.extra = {k: a for k, a in arrays.items() if k.startswith("icpt_")}
-        self._b_cert = self.extra["icpt_b"].copy() if self.extra else None
 
     def fresh_counters(self) -> None:
         self._bytes, self._hit_rate, self._client = 0, 0.0, None
-        self._b_cert = self.extra["icpt_b"].copy() if getattr(self, "extra", None) else None
         # the workers' copies of v: this driver's session, the version of v they were sent last, and
         # the entries changed since the version before (None: send the whole v)
         self._session, self._version, self._changed = uuid.uuid4().hex, 0, None
@@ -292,8 +290,9 @@ class CoCoASolver(StoreSolver):
     def result(self) -> dict:
         if not self.extra:
             return {"w": self._w}
-        # --fit-intercept: the intercepts of the certified state as a last column (as the block loop's)
-        return {"w": np.hstack([np.atleast_2d(self._w), self._b_cert.reshape(-1, 1)])}
+        # --fit-intercept: the intercepts of the certified state as a last column (as the block loop's; a
+        # round that stops returns before moving them)
+        return {"w": np.hstack([np.atleast_2d(self._w), self.extra["icpt_b"].reshape(-1, 1)])}
 
     def close(self) -> None:
         if self._client is not None:
@@ -371,8 +370,6 @@ class CoCoASolver(StoreSolver):
         radius = self.opt.get("l1_radius")
         p = d = 0.0
         inner = np.zeros(kk)
-        if self.extra:
-            self._b_cert = self.extra["icpt_b"].copy()  # the intercepts this round certifies
         for c in range(kk):  # partition after partition: the same sums whatever order they finished in
             pc = math.fsum(g[2][c] for g in got) / self.n + primal_value(pb.penalty, W[c], pb.bias)
             dc = math.fsum(g[3][c] for g in got) / self.n - 0.5 * pb.penalty.l2 * float(np.dot(W[c], W[c]))

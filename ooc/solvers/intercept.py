@@ -55,16 +55,17 @@ _MAX_GROWTH = 10.0
 _PAST_ROOT = 1.3
 
 
-def fresh_arrays(k: int, loss_min_is_zero: bool) -> dict:
-    """The intercept's state for ``k`` problems (every entry finite: checkpoints refuse NaN):
-    ``icpt_b`` (k,) the intercepts (0), ``icpt_last`` (k, 4, 3) the bracket of
+def fresh_arrays(b0: np.ndarray, loss_min_is_zero: bool) -> dict:
+    """The intercept's state for ``k = len(b0)`` problems (every entry finite: checkpoints refuse NaN):
+    ``icpt_b`` (k,) the intercepts (``b0``, :func:`start_offsets`), ``icpt_last`` (k, 4, 3) the bracket of
     :func:`next_offset` (zeros: nothing measured), ``icpt_lines`` (k, LINES, 3) the lines
     ``(D_0, s / n, 1)`` (last entry 0: an empty slot; the zero duals' ``(0, 0)`` first when the
     loss's minimum is 0)."""
+    k = len(b0)
     lines = np.zeros((k, LINES, 3))
     if loss_min_is_zero:
         lines[:, 0, 2] = 1.0
-    return {"icpt_b": np.zeros(k), "icpt_last": np.zeros((k, 4, 3)), "icpt_lines": lines}
+    return {"icpt_b": np.array(b0, dtype=np.float64), "icpt_last": np.zeros((k, 4, 3)), "icpt_lines": lines}
 
 
 def start_offset(loss, labels: np.ndarray, weights: np.ndarray) -> float:
