@@ -105,8 +105,9 @@ class TrainConfig:
                                                "coordinates (>= 0).")
     dgpd_dual_step: str = _opt(_DGPD["dual_step"], "dgpd: dual step size, the largest safe one (Prox-SDCA's on the "
                                                    "submatrix) or the paper's Theorem 4.2 (shorter).", DUAL_STEPS)
-    dgpd_fallback: bool = _opt(_DGPD["fallback"], "dgpd: a new run whose dual active set is dense (over half the "
-                                                  "examples) in its first epochs trains with sdca instead, saying so.")
+    dgpd_fallback: bool = _opt(_DGPD["fallback"], "dgpd: a new run whose dual active set turns dense (over half "
+                                                  "the (example, class) pairs) goes on as sdca from its duals, "
+                                                  "saying so.")
     validation: str | None = _opt(None, "Held-out data (a file or a store) scored at every certified state, a pass "
                                         "over it in blocks: the metric goes into the history, the plot and --json.")
     validation_metric: str = _opt(AUTO, "Metric of --validation: auto (accuracy for classification, rmse for "

@@ -21,7 +21,7 @@ The objective is ooc's (docs/training.rst)::
 so scikit-learn's / LIBLINEAR's ``C`` is ``1 / (l2 n)`` and Ridge's ``alpha`` is
 ``l2 n``. The intercept ``b``, as on the command line (the same default: none):
 ``fit_intercept=True`` is scikit-learn's (unregularized, certified with the rest; the
-``sdca`` solver); ``bias=B > 0`` is LIBLINEAR's, ``b = B w_B`` with ``w_B`` the weight of a
+``sdca`` solver, ``rcd-primal`` for pure L1); ``bias=B > 0`` is LIBLINEAR's, ``b = B w_B`` with ``w_B`` the weight of a
 constant feature of value ``B``, regularized like the others (``l2/2 w_B^2`` in ``P``).
 
 Multiclass targets train one-vs-rest (``multiclass='ovr'``, every class on the same pass
