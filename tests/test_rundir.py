@@ -45,3 +45,53 @@ def test_background_checkpoint_error_is_raised_by_the_next_wait(tmp_path, monkey
     arrays, meta = rd.load_checkpoint()  # the last complete checkpoint is intact
     assert meta["seq"] == 1 and np.array_equal(arrays["w"], np.ones(3))
     assert not [e for e in os.listdir(rd.state) if ".tmp-" in e]
+
+
+@pytest.mark.parametrize("save", [np.savez, np.savez_compressed])
+@pytest.mark.parametrize("chunk", [8, 24, 1 << 20])
+def test_npz_checksums_streams_what_array_checksum_gives(tmp_path, chunk, save):
+    from ooc.fsutil import array_checksum, npz_checksums
+
+    rng = np.random.default_rng(0)
+    arrays = {"w": rng.standard_normal((3, 1001)), "a": rng.standard_normal(17).astype(np.float32),
+              "i": np.arange(10, dtype=np.int64), "e": np.zeros((0, 4)), "s": np.float64(2.5)}
+    p = str(tmp_path / "s.npz")
+    save(p, **arrays)
+    assert npz_checksums(p, chunk=chunk) == {k: array_checksum(np.asarray(a)) for k, a in arrays.items()}
+    # a NaN anywhere (here in the last piece) is found; a changed value changes the checksum
+    bad = dict(arrays, w=arrays["w"].copy())
+    bad["w"][2, -1] = np.nan
+    save(p, **bad)
+    with pytest.raises(ValueError, match="'w' holds NaN"):
+        npz_checksums(p, chunk=chunk)
+    bad["w"][2, -1] = 1.0
+    save(p, **bad)
+    assert npz_checksums(p, chunk=chunk)["w"] != array_checksum(arrays["w"])
+
+
+def test_npz_checksums_sees_a_flipped_byte_in_the_file(tmp_path):
+    from ooc.fsutil import array_checksum, npz_checksums
+
+    w = np.arange(1000.0)
+    p = tmp_path / "s.npz"
+    np.savez(p, w=w)
+    raw = bytearray(p.read_bytes())
+    at = raw.index(w[500:501].tobytes())  # a byte of the array's data, past the zip and npy headers
+    raw[at] ^= 0x10
+    p.write_bytes(bytes(raw))
+    assert npz_checksums(str(p))["w"] != array_checksum(w)
+
+
+def test_npz_checksums_refuses_a_truncated_member(tmp_path):
+    import zipfile
+
+    from ooc.fsutil import npz_checksums
+
+    p = str(tmp_path / "s.npz")
+    np.savez(p, w=np.arange(100.0))
+    with zipfile.ZipFile(p) as z:
+        raw = z.read("w.npy")
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("w.npy", raw[:-16])  # a well-formed zip whose array lacks its last two items
+    with pytest.raises(ValueError, match="truncated"):
+        npz_checksums(p)

@@ -40,8 +40,14 @@ class PagedDuals:
     def read(self, buf: int, b: int) -> np.ndarray:
         return self.rd.read_duals(buf, b)
 
+    def read_group(self, buf: int, blocks) -> np.ndarray:
+        """The duals of ``blocks`` side by side, ``(k, their rows)``."""
+        if len(blocks) == 1:
+            return self.read(buf, blocks[0])
+        return np.concatenate([self.read(buf, b) for b in blocks], axis=1)
+
     def write(self, buf: int, b: int, alpha: np.ndarray) -> None:
-        self.rd.write_duals(buf, b, alpha)
+        self.rd.write_duals(buf, b, np.ascontiguousarray(alpha))
         _start_writeback(self.rd.dual_path(buf, b))
 
     def checkpoint_arrays(self) -> dict:
@@ -72,8 +78,14 @@ class MemoryDuals:
         # a copy: the kernels need contiguous rows, and the copy is written back by ``write``
         return np.ascontiguousarray(self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]])
 
+    def read_group(self, buf: int, blocks) -> np.ndarray:
+        """The duals of ``blocks`` side by side, ``(k, their rows)``: one copy, not one per block and another."""
+        if len(blocks) == 1:
+            return self.read(buf, blocks[0])
+        return np.concatenate([self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]] for b in blocks], axis=1)
+
     def write(self, buf: int, b: int, alpha: np.ndarray) -> None:
-        self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]] = alpha
+        self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]] = alpha  # any layout: no contiguous copy first
 
     def checkpoint_arrays(self) -> dict:
         return {"alpha": self.alpha}

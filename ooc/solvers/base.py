@@ -309,9 +309,7 @@ class BlockLoopSolver(StoreSolver):
 
     def group_duals(self, group: tuple, buf: int) -> np.ndarray:
         """The duals of the blocks of ``group``, (k, rows) in the merged block's row order."""
-        if len(group) == 1:
-            return self.duals.read(buf, group[0])
-        return np.concatenate([self.duals.read(buf, b) for b in group], axis=1)
+        return self.duals.read_group(buf, group)
 
     # -- state ---------------------------------------------------------------------------------------
     def fresh_state(self) -> dict:
@@ -601,7 +599,7 @@ class BlockLoopSolver(StoreSolver):
                     off = 0
                     for gb in group:
                         m = int(self.row_ptr[gb + 1] - self.row_ptr[gb])
-                        self.duals.write(nxt, gb, np.ascontiguousarray(alpha[:, off:off + m]))
+                        self.duals.write(nxt, gb, alpha[:, off:off + m])
                         off += m
                 self._pos += len(group)
                 rows_done += gblk.stop - gblk.start
