@@ -315,7 +315,8 @@ class BlockLoopSolver(StoreSolver):
     def fresh_state(self) -> dict:
         """Starting ``w``, ``v`` (zeros, or rebuilt from warm-start duals) and the snapshot, (k, dim) each."""
         v = np.zeros((self.k, self.dim))
-        if self.opt.get("warm_start"):
+        warm = bool(self.opt.get("warm_start"))
+        if warm:
             # v = 1/(l2 n) sum_i a_i x_i for the copied duals: one pass over the data
             scale = 1.0 / (float(self.pb.penalty.l2) * self.n)
             for b in range(self.nb):
@@ -324,7 +325,9 @@ class BlockLoopSolver(StoreSolver):
                 for c in range(self.k):
                     block_accumulate_v(np.ascontiguousarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
                                        alpha[c], v[c], scale, float(self.pb.bias))
-        w = np.stack([grad_conj(self.pb.penalty, v[c], self.pb.bias) for c in range(self.k)])
+        # grad g*(0) = 0: a fresh start needs no k soft-thresholdings (0.7 s of start-up at 58 x 2^18)
+        w = (np.stack([grad_conj(self.pb.penalty, v[c], self.pb.bias) for c in range(self.k)]) if warm
+             else np.zeros_like(v))
         extra = (icpt.fresh_arrays(icpt.start_offsets(self.pb, self.store, self.row_ptr), self._loss_min_is_zero())
                  if self.fit_intercept else {})
         return {"w": w, "v": v, "w_prev": w.copy(), **extra}
