@@ -9,6 +9,12 @@ sparse, the paper's regime):
   ``grids * bins`` (~1M) features: very sparse, like Mnist-RB / Aloi-RB.
 * ``rf``: random-Fourier-style features ``sqrt(2/D) cos(omega . x + b)``: dense, like Mnist-RF.
 
+The classes are clusters around centres ``--separation`` times standard normal (unit noise): the
+paper's sets have few support vectors (Table 2: 1,208 nonzero duals of 580,000 for Mnist-RB), and
+DGPD's saving grows as the dual gets sparser. Measured on ``rb`` (20,000 rows, 10^6 features, time
+to 1e-3 of P*): separation 1.2, 9% of the (example, class) duals nonzero: 5.7x faster than sdca;
+3.0 (the default), 2.7%: 12.2x; 5.0: 13.5x; 3.0 with 20 classes: 14.0x.
+
 For each set and solver: time and passes (bytes read / one row-layout pass) to reach 1e-3
 relative objective ``(P - P*) / |P*|`` (``P*``: the best certified primal of a long DGPD run),
 nonzeros of the primal and dual solutions, bytes read. Both solvers run in-process on the same
@@ -42,16 +48,16 @@ from ooc.solvers.sdca import SDCASolver
 from ooc.train import _validate
 
 
-def latent(n, p, classes, seed):
+def latent(n, p, classes, seed, separation=1.2):
     rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((classes, p)) * 1.2
+    centers = rng.standard_normal((classes, p)) * separation
     y = rng.integers(0, classes, n)
     Z = centers[y] + rng.standard_normal((n, p))
     return Z, y.astype(np.float64)
 
 
-def random_binning(n, p, classes, grids, bins, seed):
-    Z, y = latent(n, p, classes, seed)
+def random_binning(n, p, classes, grids, bins, seed, separation=1.2):
+    Z, y = latent(n, p, classes, seed, separation)
     rng = np.random.default_rng([seed, 1])
     dirs = rng.standard_normal((grids, p)) / np.sqrt(p)
     width = rng.gamma(2.0, 0.25, grids)       # Laplacian kernel: widths ~ Gamma(2, sigma)
@@ -65,8 +71,8 @@ def random_binning(n, p, classes, grids, bins, seed):
     return X, y
 
 
-def random_fourier(n, p, classes, dim, seed):
-    Z, y = latent(n, p, classes, seed)
+def random_fourier(n, p, classes, dim, seed, separation=1.2):
+    Z, y = latent(n, p, classes, seed, separation)
     rng = np.random.default_rng([seed, 2])
     W = rng.standard_normal((p, dim)) / 2.0
     bb = rng.uniform(0, 2 * np.pi, dim)
@@ -105,7 +111,10 @@ def bench_set(name, X, y, l2, l1, work, args):
     pstar = ref["primal"]
     out["P_star"] = pstar
     out["P_star_gap"] = ref["gap"]
-    for sname, cls, kw in (("dgpd", DGPDSolver, {"tol": 1e-5}), ("sdca", SDCASolver, {"tol": 1e-5})):
+    # the target is 1e-3 of P* (relative objective) while --tol is a gap over max(1, |P|): on well separated
+    # classes P* is far below 1, and the runs must go on until the target is reached
+    tol = 1e-5 * min(1.0, abs(pstar))
+    for sname, cls, kw in (("dgpd", DGPDSolver, {"tol": tol}), ("sdca", SDCASolver, {"tol": tol})):
         res, hist = run(cls, st, os.path.join(work, f"{name}-{sname}"), dict(opts, **kw), args.max_epochs)
         hit = to_target(hist, pstar)
         last = hist[-1]
@@ -138,6 +147,8 @@ def main():
     ap.add_argument("--rf-dim", type=int, default=1000)
     ap.add_argument("--classes", type=int, default=5)
     ap.add_argument("--p", type=int, default=10)
+    ap.add_argument("--separation", type=float, default=3.0,
+                    help="scale of the class centres (unit noise around them): larger, fewer support vectors")
     ap.add_argument("--l2", type=float, default=1e-2, help="paper's mu (sum of losses); ours is mu / n")
     ap.add_argument("--l1-rb", type=float, default=1e-1, help="paper's lambda (sum of losses); ours is lambda / n")
     ap.add_argument("--l1-rf", type=float, default=1e-1)
@@ -156,10 +167,10 @@ def main():
             run(cls, stw, os.path.join(work, f"warm-{cls.name}"), dict(loss="smooth-hinge", l2=1e-2, l1=1e-3, tol=1e-3), 5)
         result = {"command": "python scripts/bench_dgpd.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None)}
         if args.only in (None, "rb"):
-            X, y = random_binning(args.rb_rows, args.p, args.classes, args.rb_grids, args.rb_bins, 0)
+            X, y = random_binning(args.rb_rows, args.p, args.classes, args.rb_grids, args.rb_bins, 0, args.separation)
             result["rb"] = bench_set("rb", X, y, args.l2, args.l1_rb, work, args)
         if args.only in (None, "rf"):
-            X, y = random_fourier(args.rf_rows, args.p, args.classes, args.rf_dim, 0)
+            X, y = random_fourier(args.rf_rows, args.p, args.classes, args.rf_dim, 0, args.separation)
             result["rf"] = bench_set("rf", X, y, args.l2, args.l1_rf, work, args)
         print(json.dumps(result, indent=1))
     finally:
