@@ -396,11 +396,12 @@ def array_checksum(a: np.ndarray, crc: int = 0) -> int:
     return zlib.crc32(memoryview(a.reshape(-1)).cast("B"), crc) if a.size else crc
 
 
-def npz_checksums(path: str, chunk: int = 1 << 24) -> dict[str, int]:
+def npz_checksums(path: str, chunk: int = 1 << 22) -> dict[str, int]:
     """:func:`array_checksum` of every array in the ``.npz`` file ``path``, read a piece at a time.
 
     Gives what ``{k: array_checksum(np.load(path)[k])}`` gives without making the arrays: each
-    member's bytes are streamed through one ``chunk``-byte buffer. A checkpoint read back right
+    member's bytes are streamed through one buffer of ``chunk`` bytes at most (no larger than the
+    largest member: a small state costs its own size, never a fixed 4 MB). A checkpoint read back right
     after its write otherwise allocated, faulted in and freed the whole state again (0.2-0.6 s a
     checkpoint of 144 MB, on the core the training threads share); streamed, the read-back is the
     checksum's own time. Floating arrays are also checked finite, piece by piece: ``ValueError``
@@ -415,10 +416,11 @@ def npz_checksums(path: str, chunk: int = 1 << 24) -> dict[str, int]:
 
     fmt = np.lib.format
     out: dict[str, int] = {}
-    buf = bytearray(chunk)
-    view = memoryview(buf)
     with open(path, "rb") as raw, zipfile.ZipFile(raw) as z:
-        for info in z.infolist():
+        members = z.infolist()
+        chunk = max(64, min(int(chunk), max((i.file_size for i in members), default=0)))
+        view = memoryview(bytearray(chunk))
+        for info in members:
             name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
             with z.open(info) as f:
                 version = fmt.read_magic(f)

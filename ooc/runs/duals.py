@@ -75,7 +75,9 @@ class MemoryDuals:
             self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]] = make(b)
 
     def read(self, buf: int, b: int) -> np.ndarray:
-        # a copy: the kernels need contiguous rows, and the copy is written back by ``write``
+        # contiguous rows for the kernels: a copy, written back by ``write`` (for k = 1 the slice is
+        # already contiguous and this is a view: the kernels then update ``alpha`` in place, and
+        # ``write`` copies it onto itself)
         return np.ascontiguousarray(self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]])
 
     def read_group(self, buf: int, blocks) -> np.ndarray:
