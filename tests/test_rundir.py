@@ -54,7 +54,8 @@ def test_npz_checksums_streams_what_array_checksum_gives(tmp_path, chunk, save):
 
     rng = np.random.default_rng(0)
     arrays = {"w": rng.standard_normal((3, 1001)), "a": rng.standard_normal(17).astype(np.float32),
-              "i": np.arange(10, dtype=np.int64), "e": np.zeros((0, 4)), "s": np.float64(2.5)}
+              "i": np.arange(10, dtype=np.int64), "e": np.zeros((0, 4)), "s": np.float64(2.5),
+              "f": np.asfortranarray(rng.standard_normal((4, 5)))}  # Fortran order: loaded whole, same checks
     p = str(tmp_path / "s.npz")
     save(p, **arrays)
     assert npz_checksums(p, chunk=chunk) == {k: array_checksum(np.asarray(a)) for k, a in arrays.items()}
@@ -63,6 +64,9 @@ def test_npz_checksums_streams_what_array_checksum_gives(tmp_path, chunk, save):
     bad["w"][2, -1] = np.nan
     save(p, **bad)
     with pytest.raises(ValueError, match="'w' holds NaN"):
+        npz_checksums(p, chunk=chunk)
+    save(p, **dict(arrays, f=np.asfortranarray(np.full((4, 5), np.inf))))
+    with pytest.raises(ValueError, match="'f' holds NaN"):
         npz_checksums(p, chunk=chunk)
     bad["w"][2, -1] = 1.0
     save(p, **bad)
