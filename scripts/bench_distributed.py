@@ -73,7 +73,8 @@ def main(argv=None):
     single = ooc.train(store, os.path.join(work, "single"), **opts)
     single_s = time.perf_counter() - t
     epoch_s = [h["pass_seconds"] for h in single.history if h.get("pass_seconds")]
-    out = {"store": store, "rows": single.result.get("rows") or args.rows, "cols": args.cols, "nnz_per_row": args.nnz,
+    st = ooc.open_store(store)  # the store's own shape (--store may be any store, not --rows x --cols)
+    out = {"store": store, "rows": st.n_rows, "cols": st.n_cols, "nnz_per_row": round(st.nnz / max(1, st.n_rows), 2),
            "l2": args.l2, "tol": args.tol,
            "single": {"seconds": round(single_s, 2), "train_seconds": round(single.result["seconds"], 2),
                       "epochs": single.result["epochs"], "primal": single.result["primal"],
