@@ -82,9 +82,9 @@ def main():
     ap.add_argument("--fepochs", type=int, default=300, help="at most this many epochs on the factorized pair")
     ap.add_argument("--ftol", type=float, default=1e-2,
                     help="relative gap both factorized runs are taken to (time to certified gap)")
-    ap.add_argument("--q", type=int, default=None, help="dspdc q on the factorized comparison (default: the solver's)")
     ap.add_argument("--fl2", type=float, default=1e-2, help="l2 of the factorized pair")
-    ap.add_argument("--qs", default="50,200,1000", help="dspdc q values for the factorized pair (comma list)")
+    ap.add_argument("--qs", default="50,200,1000",
+                    help="dspdc q values for the factorized pair (comma list; 'default': the solver's own)")
     ap.add_argument("--skip-general", action="store_true", help="only the factorized pair")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ooc-bench-dspdc-")
@@ -98,11 +98,8 @@ def main():
         smallf = convert_factorized(Xs, f"{tmp}/smallf.zarr", 3, y=ys, dtype="float64")
         run(DSPDCSolver, smallf, tmp, 2, loss="logistic", l2=1e-2, solver="dspdc")
 
-        if args.skip_general:
-            X = None
-        else:
+        if not args.skip_general:
             X, y = sparse_binary(args.rows, args.cols, args.nnz, 0)
-        if X is not None:
             st = ooc.convert(X, f"{tmp}/general.zarr", y=y)
             general = {"rows": args.rows, "cols": args.cols, "nnz": int(X.nnz), "l2": args.l2, "tol": args.tol}
             for cls, name in ((DSPDCSolver, "dspdc"), (SDCASolver, "sdca"), (RCDPrimalSolver, "rcd-primal")):
@@ -139,7 +136,7 @@ def main():
         import ooc.solvers.dspdc as dspdc_module
 
         dspdc_module.RATE_RATIO_LIMIT = float("inf")
-        qs = [int(x) for x in args.qs.split(",")] if args.qs else [args.q]
+        qs = [None if x.strip() == "default" else int(x) for x in args.qs.split(",")]
         for q_opt in qs:
             per_q = {}
             for name, store in (("factorized", fst), ("dense_uv", pst)):
