@@ -78,19 +78,22 @@ def _store(X, y, where, block_bytes, tmp_path=None, fmt="zarr"):
     return ooc.convert(X, path, y=y, dtype="float64", block_bytes=block_bytes, format=fmt)
 
 
-def test_cache_size_does_not_change_the_iterates(data, runs_dir, tmp_path):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cache_size_does_not_change_the_iterates(data, runs_dir, tmp_path, threads):
     X, y = data
     st = _store(X, y, "disk", 1500, tmp_path)
     nb = st.n_blocks("rows")
     assert nb >= 10
-    r_none, w_none, h_none = _train(st, runs_dir, memory="16")  # 16 bytes: no block fits
-    r_all, w_all, h_all = _train(st, runs_dir, memory="1GiB")
+    r_none, w_none, h_none = _train(st, runs_dir, memory="16", threads=threads)  # 16 bytes: no block fits
+    r_all, w_all, h_all = _train(st, runs_dir, memory="1GiB", threads=threads)
     total = r_all.result["bytes_read"]  # every block decoded once
     # half the blocks in the cache, LRU evicting: what the run holds besides its cache comes first
-    r_some, w_some, h_some = _train(st, runs_dir, memory=str(_held_besides_cache(st) + total // 2))
+    r_some, w_some, h_some = _train(st, runs_dir, memory=str(_held_besides_cache(st) + total // 2), threads=threads)
     assert r_all.result["converged"]
     assert np.array_equal(w_none, w_all) and np.array_equal(w_some, w_all)
     assert h_none == h_all == h_some
+    # every block cached: the later passes visit the rows held in place, with nothing to read or copy
+    assert r_all.history[-1]["read_seconds"] == 0.0 and r_some.history[-1]["read_seconds"] > 0.0
     # and the setting did what it says: nothing cached = every block of every pass read again
     assert r_none.result["cache_hit_rate"] == 0.0
     assert r_all.result["cache_hit_rate"] > 0.5

@@ -151,8 +151,8 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     one = ooc.train(binary, str(tmp_path / "one"), threads=1, **opts)
     two = ooc.train(binary, str(tmp_path / "two"), threads=3, **opts)
     again = ooc.train(binary, str(tmp_path / "again"), threads=3, **opts)
-    # below MIN_ROW_THREADS one problem runs on one thread: the one-thread iterates
-    assert np.array_equal(_coef(ooc.train(binary, str(tmp_path / "t2"), threads=2, **opts)), _coef(one))
+    # from MIN_ROW_THREADS (2) on the rows are split: another trajectory again
+    assert not np.array_equal(_coef(ooc.train(binary, str(tmp_path / "t2"), threads=2, **opts)), _coef(one))
     for r in (one, two):
         res = r.result
         assert res["converged"] and res["gap"] <= 1e-10 * max(1.0, abs(res["primal"]))
@@ -169,12 +169,15 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     assert np.array_equal(_coef(done), _coef(two)) and _history(done) == _history(two)
 
 
-def test_one_problem_threads_hold_a_change_of_v_each(binary):
+def test_one_problem_threads_hold_a_replica_each(binary):
     from ooc.solvers.sdca import SDCASolver
 
     dim = binary.n_cols
     base = SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=1)
-    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=3) == base + 3 * 8 * dim
+    # each thread's local point interleaved with a copy of the pass's snapshot (and its own v with l1 > 0)
+    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=3) == base + 3 * 16 * dim
+    base1 = SDCASolver.fixed_for(binary, 1, dim, 1, 1e-3, threads=1)
+    assert SDCASolver.fixed_for(binary, 1, dim, 1, 1e-3, threads=3) == base1 + 3 * 24 * dim
     # one-vs-rest: the classes go on the threads, nothing more is held
     assert SDCASolver.fixed_for(binary, 4, dim, 1, 0.0, threads=3) == SDCASolver.fixed_for(binary, 4, dim, 1, 0.0)
 
@@ -228,3 +231,92 @@ def test_epoch_checkpoint_writes_w_once(binary, tmp_path):
     done = ooc.resume(out, max_epochs=OPTS["max_epochs"])
     full = ooc.train(binary, str(tmp_path / "full"), threads=1, **OPTS)
     assert np.array_equal(_coef(done), _coef(full))
+
+
+def test_a_run_made_before_the_replicas_resumes_as_it_ran(binary, tmp_path):
+    """A run whose ``run.json`` has no ``row_threads`` was made when one problem ran on one thread
+    below 3 threads: with 2 it goes on with the one-thread iterates, bit for bit."""
+    from ooc.runs.rundir import RunDir
+
+    opts = dict(OPTS, tol=1e-10)
+    full = ooc.train(binary, str(tmp_path / "full"), threads=1, **opts)
+    out = str(tmp_path / "old")
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(binary, out, threads=2, **dict(opts, max_epochs=2))
+    # what that version wrote: the first two epochs on one thread, no row_threads key
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(binary, out, threads=1, overwrite=True, **dict(opts, max_epochs=2))
+    rd = RunDir.open(out)
+    cfg = rd.config
+    del cfg["row_threads"]
+    cfg["threads"] = 2
+    rd.write_config(cfg)
+    done = ooc.resume(out, max_epochs=opts["max_epochs"])
+    assert np.array_equal(_coef(done), _coef(full)) and _history(done) == _history(full)
+
+
+def test_hot_entries_and_both_sweeps_agree(monkeypatch):
+    """The entries synchronized after every mini-batch are the most frequent features (and the
+    bias entry); after a group the dense sweep and the sweep over the group's column ids give the
+    same bits (an entry no replica changed is never written), which are v plus the mean of the
+    replicas' changes, w its soft-threshold, and every replica reset to them."""
+    from ooc.kernels.args import Reg
+    from ooc.kernels.sdca_threads import sync_entries, sync_range
+    from ooc.solvers.row_threads import RowThreads, hot_entries
+
+    monkeypatch.setattr("ooc.solvers.row_threads.HOT_FEATURES", 2)
+    assert list(hot_entries(np.array([5, 0, 9, 5, 1]), 6, bias=True)) == [0, 2, 5]
+    assert list(hot_entries(np.array([0, 0, 3]), 3, bias=False)) == [2]
+    rng = np.random.default_rng(0)
+    dim, T, l2 = 40, 3, 0.1
+
+    def st(x, l1, bias):
+        out = np.maximum(x - l1 / l2, 0) + np.minimum(x + l1 / l2, 0)
+        if bias:
+            out[-1] = x[-1]
+        return out
+
+    for l1, bias in [(0.0, 0.0), (1e-2, 1.0)]:
+        reg = Reg(l2, l1, 10.0, bias)
+        v = rng.standard_normal(dim)
+        w = st(v, l1, bias)
+        cols = RowThreads.columns(l1)
+        vc = cols - 1 if cols == 3 else 0
+        u = np.zeros((T, dim, cols))
+        u[:, :, 0] = w
+        u[:, :, vc] = v
+        ids = rng.choice(dim - 1, 12, replace=False).astype(np.int32)
+        for t in range(T):  # each thread moved some of the group's entries (and the bias entry)
+            moved = list(rng.choice(ids, 5)) + ([dim - 1] if bias else [])
+            u[t, moved, vc] += rng.standard_normal(len(moved))
+            u[t, :, 0] = st(u[t, :, vc], l1, bias)
+        runs = []
+        for how in ("dense", "ids", "entries"):
+            vv, uu = v.copy(), u.copy()
+            ww = vv if l1 == 0 else w.copy()  # with l1 = 0 one array is both
+            if how == "entries":
+                sync_entries(np.concatenate([ids, ids[::-1], [dim - 1]]).astype(np.int64), vv, ww, uu, reg, float(T))
+            else:
+                for k in range(T):
+                    sync_range(dim * k // T, dim * (k + 1) // T, vv, ww, uu, reg, float(T),
+                               ids if how == "ids" else ids[:0])
+            runs.append((vv, ww, uu))
+        for vv, ww, uu in runs[1:]:
+            assert np.array_equal(vv, runs[0][0]) and np.array_equal(ww, runs[0][1]) and np.array_equal(uu, runs[0][2])
+        vv, ww, uu = runs[0]
+        assert np.allclose(vv, v + (u[:, :, vc] - v).sum(axis=0) / T, rtol=0, atol=1e-12)
+        assert np.array_equal(ww, st(vv, l1, bias))
+        assert (uu[:, :, 0] == ww).all() and (uu[:, :, vc] == vv).all()
+
+
+def test_few_hot_entries_keep_the_dual_rising_to_the_optimum(binary, tmp_path, monkeypatch):
+    """With fewer hot entries than features (the others synchronized once per group) adding is
+    still safe: the dual never falls, and the run certifies the one-thread optimum."""
+    monkeypatch.setattr("ooc.solvers.row_threads.HOT_FEATURES", 4)
+    opts = dict(OPTS, tol=1e-10)
+    one = ooc.train(binary, str(tmp_path / "one"), threads=1, **opts).result
+    run = ooc.train(binary, str(tmp_path / "two"), threads=2, **opts)
+    duals = [e["dual"] for e in run.history]
+    assert all(b >= a for a, b in zip(duals, duals[1:]))
+    res = run.result
+    assert res["converged"] and abs(res["primal"] - one["primal"]) <= 2e-10 * abs(one["primal"])

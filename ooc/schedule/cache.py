@@ -52,6 +52,24 @@ class BlockCache:
             self.hits += 1
             return hit[0]
 
+    def peek(self, key: Hashable) -> Any:
+        """The cached block for ``key`` or None, without counting a hit or moving it in the LRU order."""
+        with self._lock:
+            hit = self._items.get(key)
+            return None if hit is None else hit[0]
+
+    def pop(self, key: Hashable) -> None:
+        """Forget ``key``'s block (the caller keeps what it needs of it elsewhere)."""
+        with self._lock:
+            hit = self._items.pop(key, None)
+            if hit is not None:
+                self.resident -= hit[1]
+
+    def note_hits(self, count: int) -> None:
+        """Count ``count`` hits served from outside the cache (blocks it handed over, :meth:`pop`)."""
+        with self._lock:
+            self.hits += int(count)
+
     def fits(self, size: int) -> bool:
         """Whether a block of ``size`` bytes would be kept (callers skip making a copy that would not)."""
         return 0 < size <= self.budget

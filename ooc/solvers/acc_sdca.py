@@ -47,9 +47,7 @@ from ..kernels.sdca import sdca_pass
 from ..objectives.accel import accel_params
 from ..objectives.losses import SmoothHinge
 from ..objectives.penalties import conj_value
-from ..schedule.scheduler import row_order
 from .base import BlockLoopSolver, TrainBlock
-from .row_threads import threaded_sdca_pass
 
 
 class AccSDCASolver(BlockLoopSolver):
@@ -57,6 +55,7 @@ class AccSDCASolver(BlockLoopSolver):
 
     name = "acc-sdca"
     threads_one_problem = True
+    resident_ok = True
 
     def __init__(self, problem, rundir, options, progress=None):
         super().__init__(problem, rundir, options, progress)
@@ -138,13 +137,13 @@ class AccSDCASolver(BlockLoopSolver):
     # -- the inner Prox-SDCA step ------------------------------------------------------------------------
     def update_block(self, blk: TrainBlock, alpha, epoch, w, v) -> None:
         pb = self.pb
-        order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
+        order = self.visit_order(blk, epoch)
         rows = Rows(blk.indptr, blk.indices, blk.data)
         reg = Reg(self.l2_inner, float(pb.penalty.l1), float(self.n), float(pb.bias))
-        if self.row_threads(self.k, self.threads) > 1:
+        if self.one_problem_threads() > 1:
             # one problem: the rows of each mini-batch over the threads (CoCoA+ inside the node)
-            threaded_sdca_pass(self.update_loss, rows, Labels(pb.sub_labels(blk.y, 0), blk.c), alpha[0], order, v[0],
-                               w[0], reg, w[0, :0], self.thread_dv())
+            self.row_pass().pass_group(self.update_loss, rows, Labels(pb.sub_labels(blk.y, 0), blk.c), alpha[0], order,
+                                       v[0], w[0], reg, w[0, :0])
             return
         # one-vs-rest classes on --threads threads: each touches only its own duals, v and w
         map_threads(lambda c: sdca_pass(self.update_loss, rows, Labels(pb.sub_labels(blk.y, c), blk.c), alpha[c],

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import NamedTuple
@@ -34,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._cpu import gather_prefetch_pays, map_threads
-from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss
+from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss, rows_primal_loss
 from ..objectives.losses import loss_min_is_zero, with_offset
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.duals import make_duals
@@ -43,10 +44,10 @@ from ..schedule.buffers import BufferPool
 from ..schedule.cache import BlockCache
 from ..schedule.planner import ROW_GROUPS, budget_option, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
-from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order
+from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order, row_order
 from ..store import layout as L
 from . import intercept as icpt
-from .row_threads import MIN_ROW_THREADS
+from .row_threads import MIN_ROW_THREADS, ROW_THREADS_SCHEME, RowThreads, threaded_primal_loss
 
 
 class TrainBlock(NamedTuple):
@@ -64,10 +65,18 @@ class TrainBlock(NamedTuple):
     data: np.ndarray
     y: np.ndarray
     c: np.ndarray
+    #: None: the block's rows are its arrays' rows ``0..stop-start-1``; else a row group of the
+    #: store held in place (:meth:`BlockLoopSolver._resident_groups`): the arrays are every row's,
+    #: and these are the group's row ids, in the order a merged block would hold them
+    rows: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y, self.c))
+
+    def own(self, a: np.ndarray) -> np.ndarray:
+        """The block's entries of a per-row array (last axis): ``a`` itself, or its ``rows``."""
+        return a if self.rows is None else a[..., self.rows]
 
 
 def load_train_block(store, problem, b: int, alloc=None) -> TrainBlock:
@@ -192,12 +201,20 @@ class BlockLoopSolver(StoreSolver):
     name = "base"
     #: what the solver holds (ooc.schedule.planner): w, v, snapshot, result, the groups' duals; duals O(n k)
     footprint = ROW_GROUPS
+    #: whether the solver's passes take a row group held in place (:meth:`_resident_groups`): its
+    #: kernels visit ``visit_order``'s rows and sum the dual terms with :meth:`dual_loss`
+    resident_ok = False
 
     def __init__(self, problem, rundir: RunDir, options: dict, progress=None):
         super().__init__(problem, rundir, options, progress)
         self.k = problem.n_sub
         #: an unregularized intercept per problem, fixed during a pass (ooc.solvers.intercept)
         self.fit_intercept = bool(problem.fit_intercept)
+        if int(options.get("row_threads_scheme") or ROW_THREADS_SCHEME) < ROW_THREADS_SCHEME \
+                and self.row_threads(self.k, self.threads, 1) > 1:
+            warnings.warn(f"{rundir.path}: made by an older ooc, whose passes split one problem's rows over the "
+                          "threads in another way: it goes on with today's (the same certified optimum, not the "
+                          "bits of an uninterrupted run of that version)", stacklevel=2)
         #: blocks whose rows are visited in one permutation (see :meth:`_gather`)
         self.mix = min(max(1, int(options.get("mix_blocks") or 1)), max(self.nb, 1))
         #: the split of --memory (ooc.schedule.planner): duals in memory or paged, the group being worked
@@ -216,6 +233,8 @@ class BlockLoopSolver(StoreSolver):
         self._gate, self._positions = None, {}
         # the arrays of blocks and groups read from the store, reused once nothing refers to them
         self._buffers = BufferPool(2 + self.read_depth)
+        #: every row block as one block, once all are cached (:meth:`_hold_resident`)
+        self._resident: TrainBlock | None = None
 
     #: ``(k, dim)`` arrays of the state (checkpointed): ``w``, ``v``, the pass snapshot ``w_prev``
     state_vectors = 3
@@ -228,32 +247,43 @@ class BlockLoopSolver(StoreSolver):
         return cls.state_vectors + 1
 
     @classmethod
-    def row_threads(cls, k: int, threads: int) -> int:
+    def row_threads(cls, k: int, threads: int, scheme: int = ROW_THREADS_SCHEME) -> int:
         """Threads that share one problem's pass: ``threads`` for a single problem (binary,
         regression) when the solver can and ``threads >= MIN_ROW_THREADS``, else 1 (one-vs-rest
-        classes go on the threads instead)."""
-        return threads if cls.threads_one_problem and k == 1 and threads >= MIN_ROW_THREADS else 1
+        classes go on the threads instead). ``scheme`` 1: a run made before the replicas, which
+        kept one problem on one thread below 3 threads (its iterates must not change)."""
+        least = MIN_ROW_THREADS if scheme >= ROW_THREADS_SCHEME else 3
+        return threads if cls.threads_one_problem and k == 1 and threads >= least else 1
 
     @classmethod
     def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float, threads: int = 1) -> int:
         """What a solver of this class holds whatever the plan, on ``store`` as it reads it: the
         footprint's rows terms (:func:`ooc.schedule.planner.fixed_bytes`) with its own count of
         ``O(d)`` vectors (:meth:`held_vectors`: its state, the result) in place of the family's,
-        and each thread's change of ``v`` when one problem's pass runs on ``threads`` threads."""
+        and the threads' replicas when one problem's pass runs on ``threads`` threads."""
         fixed = fixed_bytes(cls.footprint, store, k, dim, mix)
         t = cls.row_threads(k, threads)
         return (fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * cls.held_vectors(float(l1))
-                + (8 * dim * t if t > 1 else 0))
+                + (RowThreads.held_bytes(t, dim, l1) if t > 1 else 0))
 
     def _fixed_bytes(self) -> int:
         return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), self.threads)
 
-    def thread_dv(self) -> np.ndarray:
-        """The threads' changes of ``v`` for :func:`ooc.solvers.row_threads.threaded_sdca_pass`
-        (zeros between mini-batches), made once."""
-        if getattr(self, "_dv", None) is None:
-            self._dv = np.zeros((self.row_threads(self.k, self.threads), self.dim))
-        return self._dv
+    def one_problem_threads(self) -> int:
+        """This run's :meth:`row_threads` (its ``run.json`` says which scheme made it)."""
+        return self.row_threads(self.k, self.threads, int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME))
+
+    def row_pass(self) -> RowThreads:
+        """One problem's pass on the threads (:class:`ooc.solvers.row_threads.RowThreads`), made once."""
+        if getattr(self, "_row_pass", None) is None:
+            self._row_pass = RowThreads(self.store.col_nnz, self.one_problem_threads(), self.dim, self.pb.bias > 0,
+                                        float(self.pb.penalty.l1))
+        return self._row_pass
+
+    def _replicas_stale(self) -> None:
+        # w or the snapshot changed outside a threaded pass: the replicas are refilled before the next group
+        if getattr(self, "_row_pass", None) is not None:
+            self._row_pass.invalidate()
 
     # -- blocks ------------------------------------------------------------------------------------
     def load_block(self, b: int) -> TrainBlock:
@@ -389,13 +419,34 @@ class BlockLoopSolver(StoreSolver):
         """Add the block's terms of P (at ``w_state``) and D (at ``alpha``, before its update)."""
         pb = self.pb
 
+        rt = self.one_problem_threads()
+        if rt > 1:  # one problem: its rows over the threads
+            y0 = pb.sub_labels(blk.y, 0)
+            psum[0] += threaded_primal_loss(self.loss_of(0), blk.indptr, blk.indices, blk.data, y0, blk.c, w_state[0],
+                                            pb.bias, rt, blk.rows)
+            dsum[0] += self.dual_loss(blk, y0, alpha[0])
+            return
+
         def one(c):  # problem c alone: its own entries of psum, dsum (the same sums whatever the threads)
             yc = pb.sub_labels(blk.y, c)
-            psum[c] += block_primal_loss(self.loss_of(c), blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c], pb.bias,
-                                          gather_prefetch_pays(w_state[c].nbytes))
-            dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+            prefetch = gather_prefetch_pays(w_state[c].nbytes)
+            psum[c] += (block_primal_loss(self.loss_of(c), blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c],
+                                          pb.bias, prefetch) if blk.rows is None else
+                        rows_primal_loss(self.loss_of(c), blk.indptr, blk.indices, blk.data, yc, blk.c, w_state[c],
+                                         pb.bias, prefetch, blk.rows))
+            dsum[c] += self.dual_loss(blk, yc, alpha[c])
 
         map_threads(one, range(self.k), self.threads)
+
+    def dual_loss(self, blk: TrainBlock, yc: np.ndarray, alpha_c: np.ndarray) -> float:
+        """``sum_i -c_i phi*(-a_i / c_i, y_i)`` over the block's rows, in the block's row order."""
+        return block_dual_loss(self.pb.loss, blk.own(yc), blk.own(blk.c), blk.own(alpha_c))
+
+    def visit_order(self, blk: TrainBlock, epoch: int) -> np.ndarray:
+        """The rows a pass visits in ``blk``, in order: the seeded permutation of its rows
+        (:func:`ooc.schedule.scheduler.row_order`), as ids into the block's arrays."""
+        order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
+        return order if blk.rows is None else blk.rows[order]
 
     def export_w(self, w: np.ndarray) -> np.ndarray:
         """``w`` as (problems, dim) for the model; with ``--fit-intercept`` the intercepts are a last column."""
@@ -471,6 +522,7 @@ class BlockLoopSolver(StoreSolver):
                 raise RuntimeError("inconsistent state: w != v although l1 = 0")
             self.v = self.w
         self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev", "alpha")}
+        self._replicas_stale()
         if not hasattr(self, "_pool"):
             # the read-ahead threads for the whole run (a pool per pass costs more than small blocks),
             # and one per read-ahead thread for paged duals: files read while the group's rows are
@@ -529,6 +581,7 @@ class BlockLoopSolver(StoreSolver):
         """Snapshot ``w`` as the state the pass certifies, and zero the gap sums."""
         np.copyto(self.w_prev, self.w)
         self.pass_start(self.w, self.v)
+        self._replicas_stale()
         self._psum[:] = 0.0
         self._dsum[:] = 0.0
         self._asum[:] = 0.0
@@ -587,20 +640,26 @@ class BlockLoopSolver(StoreSolver):
         # not change during the pass (updates go to ``nxt``), and paged ones are files to read. A group
         # of several cached blocks is not free: its blocks are copied into one (30 MB, 11 ms on the 1M x
         # 2^20 bench store, 8 groups a pass), so it is made there too, beside the pass, not before it
-        pf = Prefetcher(groups, lambda g, cur=cur: self._load(g, cur), None, depth=self.read_depth, pool=self._pool,
-                        cached=lambda g: g in self.cache or (len(g) == 1 and g[0] in self.cache), gate=gate)
+        self._hold_resident()
+        if self._resident is not None:  # every row in memory as one block: the groups are row ids, no copies
+            pf, source = None, self._resident_groups(groups)
+        else:
+            pf = Prefetcher(groups, lambda g, cur=cur: self._load(g, cur), None, depth=self.read_depth,
+                            pool=self._pool, cached=lambda g: g in self.cache or (len(g) == 1 and g[0] in self.cache),
+                            gate=gate)
+            source = iter(pf)
         # closed here, whatever stops the loop (a full disk writing the duals, Ctrl-C, SIGTERM, a
         # failed read): the prefetcher then aborts the gate before it waits for the reads in flight,
         # one of which may wait at the gate for the group this loop will not release
-        with contextlib.closing(iter(pf)) as groups_read:
+        with contextlib.closing(source) as groups_read:
             for group, (gblk, alpha) in groups_read:
                 if self.fit_intercept:
-                    self._asum[0] += alpha.sum(axis=1)
-                    self._csum += float(gblk.c.sum())
+                    self._asum[0] += gblk.own(alpha).sum(axis=1)
+                    self._csum += float(gblk.own(gblk.c).sum())
                 self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
                 if self.fit_intercept:
-                    self._asum[1] += alpha.sum(axis=1)
-                if update:
+                    self._asum[1] += gblk.own(alpha).sum(axis=1)
+                if update and gblk.rows is None:  # (a group held in place updated the duals in place)
                     off = 0
                     for gb in group:
                         m = int(self.row_ptr[gb + 1] - self.row_ptr[gb])
@@ -621,13 +680,61 @@ class BlockLoopSolver(StoreSolver):
             "mb_per_s": (self.cache.bytes_read - pass_bytes0) / 1e6 / pass_seconds if pass_seconds > 0 else None,
             # the reader's own figures: wall seconds it spent reading and decoding this pass, the
             # decoded bytes it loaded and the encoded bytes it read from files (None: not counted)
-            "read_seconds": pf.busy_seconds - gate.waited_seconds,
+            "read_seconds": pf.busy_seconds - gate.waited_seconds if pf is not None else 0.0,
             "read_bytes": self.cache.bytes_read - pass_bytes0,
             "read_file_bytes": _delta(self.store.backend.file_bytes_read(), file_bytes0),
             **self.history_extra(),
         })
         if ctx.retry:
             self._pos = 0
+
+    def _hold_resident(self) -> None:
+        """Once every row block is cached, hold them as one block (``self._resident``).
+
+        A group of several cached blocks is otherwise copied into one every pass (for the
+        permutation over its rows): 12 bytes a nonzero, 0.15-0.3 s a pass on the 1M x 2^20 bench
+        store, on a core the compute threads need. Held in place, a group is its rows' ids
+        (:meth:`_resident_groups`) and the kernels visit them where they are, with the same
+        numbers: the rows come in the same order with the same values, and the sums over a
+        group (:meth:`dual_loss`, ``rows_primal_loss``) add its rows in the same order. The
+        blocks move out of the cache one by one, so memory holds them once. For one problem
+        (``k = 1``) whose duals are in memory (updated in place), with groups of several blocks.
+        """
+        if (self._resident is not None or not self.resident_ok or self.k != 1 or self.duals.kind != "memory"
+                or not 1 < self.mix < self.nb):
+            return
+        blocks = [self.cache.peek(b) for b in range(self.nb)]
+        if any(t is None for t in blocks):
+            return
+        n = int(self.row_ptr[-1])
+        nnz = sum(int(t.indptr[-1]) for t in blocks)
+        first = blocks[0]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        indices = np.empty(nnz, dtype=first.indices.dtype)
+        data = np.empty(nnz, dtype=first.data.dtype)
+        y, c = np.empty(n, dtype=first.y.dtype), np.empty(n, dtype=first.c.dtype)
+        off = 0
+        for b in range(self.nb):
+            t, blocks[b] = blocks[b], None
+            lo, hi, z = int(self.row_ptr[b]), int(self.row_ptr[b + 1]), int(t.indptr[-1])
+            indptr[lo + 1:hi + 1] = t.indptr[1:] + off
+            indices[off:off + z] = t.indices
+            data[off:off + z] = t.data
+            y[lo:hi], c[lo:hi] = t.y, t.c
+            off += z
+            self.cache.pop(b)  # held once: the block's arrays go with the last reference
+            t = None
+        self._resident = TrainBlock(-1, 0, n, indptr, indices, data, y, c)
+
+    def _resident_groups(self, groups):
+        """``(group, (block, duals))`` for each group, over the rows held in place: the block is every
+        row's arrays with the group's row ids (its blocks' rows one after the other), the duals the
+        in-memory ``(k, n)`` array, which the kernels update in place."""
+        res, alpha = self._resident, self.duals.alpha
+        for g in groups:
+            rows = np.concatenate([np.arange(self.row_ptr[b], self.row_ptr[b + 1], dtype=np.int64) for b in g])
+            self.cache.note_hits(len(g))
+            yield g, (res._replace(index=g[0], stop=len(rows), rows=rows), alpha)
 
     def _gap(self, psum: np.ndarray, dsum: np.ndarray, w_state: np.ndarray) -> tuple[float, float]:
         """(P, D) summed over the problems of the state whose ``w`` is ``w_state``."""

@@ -1,61 +1,150 @@
 """One problem's Prox-SDCA pass on ``--threads`` threads (:mod:`ooc.kernels.sdca_threads`).
 
-The solvers that visit rows with Prox-SDCA steps (sdca, acc-sdca) call
-:func:`threaded_sdca_pass` instead of the one-thread kernel when a single problem is solved
-(binary, regression) and ``--threads`` is at least :data:`MIN_ROW_THREADS`; one-vs-rest
-problems put their classes on the threads instead, which changes nothing in the iterates.
+The solvers that visit rows with Prox-SDCA steps (sdca, acc-sdca) hand a single problem's
+row groups (binary, regression) to :class:`RowThreads` when ``--threads`` is at least
+:data:`MIN_ROW_THREADS`; one-vs-rest problems put their classes on the threads instead,
+which changes nothing in the iterates. The certifying pass of such a problem (no update)
+sums its primal loss over row ranges on the threads (:func:`threaded_primal_loss`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._cpu import compute_pool
-from ..kernels.sdca_threads import ROWS_PER_THREAD, local_steps, merge_steps
+from .._cpu import compute_pool, gather_prefetch_pays
+from ..kernels.sdca import block_primal_loss, rows_primal_loss
+from ..kernels.sdca_threads import HOT_FEATURES, ROWS_PER_THREAD, local_steps, sync_entries, sync_range
 
 #: Fewest threads that split one problem's rows. Measured on the 1M x 2^20 bench store (L2
-#: logistic): a pass costs 0.42 s of CPU on one thread, 0.75-0.85 s summed over 2 threads,
-#: 0.87-0.92 s over 3, 0.88 s over 4, 1.1-1.2 s over 8 (each thread's change of v read beside w,
-#: and the merge), with the same number of passes: about one thread's wall time on 2 cores,
-#: 0.7x on 3, 0.5x on 4, 0.35x on 8. Below this count the problem runs on one thread.
-MIN_ROW_THREADS = 3
+#: logistic, 2 cores): with replicas a pass on 2 threads costs about 1.1x one thread's
+#: processor time (the former scheme, a shared ``w`` beside each thread's change of ``v``,
+#: cost 2x and needed 3 threads to pay).
+MIN_ROW_THREADS = 2
+#: ``run.json``'s ``row_threads`` of runs made since the replicas (:mod:`ooc.kernels.sdca_threads`);
+#: a run without it split one problem's rows from 3 threads on, with the former scheme.
+ROW_THREADS_SCHEME = 2
 
 
-def threaded_sdca_pass(loss, rows, labels, alpha, order, v, w, reg, w_snap, dv: np.ndarray) -> tuple[float, float]:
-    """A Prox-SDCA pass over ``order`` by ``T = len(dv)`` threads, mini-batch after mini-batch.
+def hot_entries(col_nnz: np.ndarray, dim: int, bias: bool) -> np.ndarray:
+    """The entries synchronized after every mini-batch: the :data:`HOT_FEATURES` features with the
+    most nonzeros (ties: the lower index), and the bias entry ``dim - 1``, sorted (int64)."""
+    col_nnz = np.asarray(col_nnz)
+    h = min(HOT_FEATURES, col_nnz.shape[0])
+    top = np.argsort(-col_nnz.astype(np.int64), kind="stable")[:h]
+    top = top[col_nnz[top] > 0]
+    if bias:
+        top = np.append(top, dim - 1)
+    return np.sort(top).astype(np.int64)
 
-    Arguments as for :func:`ooc.kernels.sdca.sdca_pass_gap` (``w_snap`` of length 0: no
-    primal sum), plus ``dv``, ``(T, len(v))`` zeros (left zero). Returns ``(sum d^2, primal
-    sum)``, each summed thread after thread, mini-batch after mini-batch: the same numbers
-    for the same ``T`` on any machine.
+
+class RowThreads:
+    """One problem's pass on ``T`` threads: the replicas, the hot entries, and when to refill them.
+
+    Parameters
+    ----------
+    col_nnz : ndarray
+        The store's nonzeros per feature (chooses the hot entries, :func:`hot_entries`).
+    threads : int
+        ``T >= 2``.
+    dim : int
+        Length of ``w`` (with the bias entry).
+    bias : bool
+        Whether the last entry is the bias feature's.
+    l1 : float
+        The L1 weight (with ``l1 > 0`` a replica keeps its local ``v`` too).
+
+    Notes
+    -----
+    The replicas (``(T, dim, 2 or 3)``: each thread's local point and a copy of the pass's snapshot)
+    are derived state: after every group they equal ``w`` again, so a checkpoint needs none of
+    them. They are refilled from ``w`` and the snapshot at the first group after
+    :meth:`invalidate` (a new pass, a restored checkpoint, a ``w`` changed by the solver).
     """
-    T = dv.shape[0]
-    pool = compute_pool(T)
-    sigma = float(T)
-    m = order.shape[0]
-    sum_d2 = 0.0
-    primal = 0.0
-    # each thread lists the entries it changes: at most its slice's nonzeros
-    indptr = rows[0]
-    nnz = int(indptr[-1])
-    longest = int(np.max(np.diff(indptr))) if m else 0
-    touched = np.empty((T, max(1, min(nnz, ROWS_PER_THREAD * longest + longest))), dtype=np.int64)
-    for start in range(0, m, T * ROWS_PER_THREAD):
-        stop = min(m, start + T * ROWS_PER_THREAD)
-        cuts = [start + (stop - start) * k // T for k in range(T + 1)]
-        # thread 0's slice runs here while the pool runs the others; w is shared read-only
-        futures = [pool.submit(local_steps, loss, rows, labels, alpha, order[cuts[k]:cuts[k + 1]], w, dv[k], reg,
-                               sigma, w_snap, touched[k]) for k in range(1, T)]
-        results = [local_steps(loss, rows, labels, alpha, order[cuts[0]:cuts[1]], w, dv[0], reg, sigma, w_snap,
-                               touched[0])]
-        results += [f.result() for f in futures]
-        n_touched = np.array([r[2] for r in results], dtype=np.int64)
-        # the changes added on the threads at once, each on its own range of entries
-        futures = [pool.submit(merge_steps, touched, n_touched, v, w, dv, reg, part) for part in range(1, T)]
-        merge_steps(touched, n_touched, v, w, dv, reg, 0)
+
+    def __init__(self, col_nnz: np.ndarray, threads: int, dim: int, bias: bool, l1: float):
+        self.T = int(threads)
+        self.hot = hot_entries(col_nnz, dim, bias)
+        self.u = np.zeros((self.T, dim, self.columns(l1)))
+        self._fresh = False
+
+    @staticmethod
+    def columns(l1: float) -> int:
+        """A replica's columns: the local ``w``, the snapshot, and with ``l1 > 0`` the local ``v``."""
+        return 3 if float(l1) > 0.0 else 2
+
+    @classmethod
+    def held_bytes(cls, threads: int, dim: int, l1: float) -> int:
+        """Bytes the replicas of ``threads`` threads hold (the memory planner's count)."""
+        return 8 * cls.columns(l1) * threads * dim
+
+    def invalidate(self) -> None:
+        """``w`` or the snapshot changed outside a pass: refill the replicas before the next group."""
+        self._fresh = False
+
+    def pass_group(self, loss, rows, labels, alpha, order, v, w, reg, w_snap) -> tuple[float, float]:
+        """A Prox-SDCA pass over the rows ``order`` of one group, mini-batch after mini-batch.
+
+        Arguments as for :func:`ooc.kernels.sdca.sdca_pass_gap` (``w_snap`` of length 0: no
+        gap terms). Returns ``(sum d^2, primal sum, dual sum)``: the sums of
+        :func:`ooc.kernels.sdca_threads.local_steps`, added thread after thread, mini-batch after
+        mini-batch: the same numbers for the same ``T`` on any machine. On return ``v`` and
+        ``w`` hold every step (the group's entries synchronized).
+        """
+        T, u, hot = self.T, self.u, self.hot
+        snap = w_snap.shape[0] > 0
+        if not self._fresh:
+            u[:, :, 0] = w
+            if snap:
+                u[:, :, 1] = w_snap
+            if u.shape[2] > 2:
+                u[:, :, 2] = v
+            self._fresh = True
+        pool = compute_pool(T)
+        sigma = float(T)
+        m = order.shape[0]
+        sum_d2 = primal = dual = 0.0
+        for start in range(0, m, T * ROWS_PER_THREAD):
+            stop = min(m, start + T * ROWS_PER_THREAD)
+            cuts = [start + (stop - start) * k // T for k in range(T + 1)]
+            # thread 0's slice runs here while the pool runs the others
+            futures = [pool.submit(local_steps, loss, rows, labels, alpha, order[cuts[k]:cuts[k + 1]], u[k], reg,
+                                   sigma, snap) for k in range(1, T)]
+            results = [local_steps(loss, rows, labels, alpha, order[cuts[0]:cuts[1]], u[0], reg, sigma, snap)]
+            results += [f.result() for f in futures]
+            sync_entries(hot, v, w, u, reg, sigma)
+            for r in results:
+                sum_d2 += r[0]
+                primal += r[1]
+                dual += r[2]
+        # the rest of the group's entries, each thread over its own range of them: a dense sweep
+        # where v is no longer than the group's nonzeros, else the group's column ids
+        dim = v.shape[0]
+        ids = rows[1] if rows[1].shape[0] < dim else rows[1][:0]
+        futures = [pool.submit(sync_range, dim * k // T, dim * (k + 1) // T, v, w, u, reg, sigma, ids)
+                   for k in range(1, T)]
+        sync_range(0, dim // T, v, w, u, reg, sigma, ids)
         for f in futures:
             f.result()
-        for k in range(T):
-            sum_d2 += results[k][0]
-            primal += results[k][1]
-    return sum_d2, primal
+        return sum_d2, primal, dual
+
+
+def threaded_primal_loss(loss, indptr, indices, data, y, c, w, bias, threads: int, rows=None) -> float:
+    """:func:`ooc.kernels.sdca.block_primal_loss` with the rows (or the row ids ``rows``, see
+    ``rows_primal_loss``) cut into ``threads`` consecutive ranges summed at once, then added in
+    order: the same number for the same count."""
+    m = indptr.shape[0] - 1 if rows is None else rows.shape[0]
+    cuts = [m * k // threads for k in range(threads + 1)]
+    prefetch = gather_prefetch_pays(w.nbytes)
+
+    def part(k):
+        lo, hi = cuts[k], cuts[k + 1]
+        if rows is not None:
+            return rows_primal_loss(loss, indptr, indices, data, y, c, w, bias, prefetch, rows[lo:hi])
+        return block_primal_loss(loss, indptr[lo:hi + 1], indices, data, y[lo:hi], c[lo:hi], w, bias, prefetch)
+
+    pool = compute_pool(threads)
+    futures = [pool.submit(part, k) for k in range(1, threads)]
+    total = part(0)
+    for f in futures:
+        total += f.result()
+    return total

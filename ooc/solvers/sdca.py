@@ -18,10 +18,8 @@ from __future__ import annotations
 
 from .._cpu import map_threads
 from ..kernels.args import Labels, Reg, Rows
-from ..kernels.sdca import block_dual_loss, sdca_pass_gap
-from ..schedule.scheduler import row_order
+from ..kernels.sdca import sdca_pass_gap
 from .base import BlockLoopSolver, TrainBlock
-from .row_threads import threaded_sdca_pass
 
 
 class SDCASolver(BlockLoopSolver):
@@ -29,6 +27,7 @@ class SDCASolver(BlockLoopSolver):
 
     name = "sdca"
     threads_one_problem = True
+    resident_ok = True
 
     @classmethod
     def held_vectors(cls, l1: float) -> int:
@@ -43,23 +42,27 @@ class SDCASolver(BlockLoopSolver):
         if not update:
             return super().work_block(blk, alpha, epoch, w, v, w_state, psum, dsum, update)
         pb = self.pb
-        order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
+        order = self.visit_order(blk, epoch)
         rows = Rows(blk.indptr, blk.indices, blk.data)
         reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))
 
-        if self.row_threads(self.k, self.threads) > 1:
+        if self.one_problem_threads() > 1:
             # one problem: the rows of each mini-batch over the threads (CoCoA+ inside the node)
             y0 = pb.sub_labels(blk.y, 0)
-            dsum[0] += block_dual_loss(pb.loss, y0, blk.c, alpha[0])  # before the update
-            psum[0] += threaded_sdca_pass(self.loss_of(0), rows, Labels(y0, blk.c), alpha[0], order, v[0], w[0], reg,
-                                          w_state[0], self.thread_dv())[1]
+            # the dual terms of the pass's start are summed with the steps, by the loss the steps take;
+            # with --fit-intercept that is the shifted loss, and D_0 (ooc.solvers.intercept) is summed here
+            d0 = self.dual_loss(blk, y0, alpha[0]) if self.fit_intercept else None
+            _, p, d = self.row_pass().pass_group(self.loss_of(0), rows, Labels(y0, blk.c), alpha[0], order, v[0], w[0],
+                                                 reg, w_state[0])
+            psum[0] += p
+            dsum[0] += d if d0 is None else d0
             return
 
         def one(c):
             # one-vs-rest: every class on the block already in memory; classes touch only their own duals,
             # v, w and sums, so they run on --threads threads with the same results as one after the other
             yc = pb.sub_labels(blk.y, c)
-            dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])  # before the update
+            dsum[c] += self.dual_loss(blk, yc, alpha[c])  # before the update
             psum[c] += sdca_pass_gap(self.loss_of(c), rows, Labels(yc, blk.c), alpha[c], order, v[c], w[c], reg, w_state[c])[1]
 
         map_threads(one, range(self.k), self.threads)
