@@ -406,6 +406,52 @@ def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rn
     return idx, dv, end
 
 
+def local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, dual_sums):
+    """Partition ``k``'s terms of the certificate of the state that starts round ``rnd``, without an update
+    (a round that only certifies: the run's last, or one the driver predicts to be within ``tol``).
+
+    Returns :func:`local_step`'s ``(idx, dv, end)`` with no change of ``v``, or None when this worker cannot
+    rebuild ``v``. ``blocks`` are the partition's of the round before (the driver's choice): the rows this
+    worker has cached, and the duals it kept from that round, untouched (read from the run directory when
+    it did not run it). The blocks are summed one by one (the sums depend on the partition only).
+    """
+    v = _round_v(run_dir, v_msg)
+    if v is None:
+        return None
+    st, pb, cache = _context(store_path, fingerprint, opts, memory, n_workers)
+    rd = RunDir(run_dir)
+    rd.note_dual_checksums(dual_sums)
+    kk = pb.n_sub
+    W = _w_of(pb, v, kk).reshape(kk, -1)
+    kept = _PARTS.get((run_dir, k))
+    if kept is None or kept.session != v_msg[1] or kept.rnd != rnd or kept.attempt is not None:
+        kept = None
+    offsets = opts.get("offsets")
+    losses = [with_offset(pb.loss, offsets[c]) if offsets else pb.loss for c in range(kk)]
+    prefetch = gather_prefetch_pays(W[0].nbytes)
+    psum, dsum, a0, csum = np.zeros(kk), np.zeros(kk), np.zeros(kk), 0.0
+    bytes0 = cache.bytes_read
+    for b in sorted(int(b) for b in blocks):
+        blk = cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes)
+        alpha = kept.alphas[b] if kept is not None and b in kept.alphas else rd.read_duals(rnd % 2, b)
+        a0 += alpha.sum(axis=1)
+        csum += float(blk.c.sum())
+        for c in range(kk):
+            yc = pb.sub_labels(blk.y, c)
+            psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c, W[c], pb.bias,
+                                         prefetch)
+            dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+    idx = np.zeros(0, dtype=np.int32 if v.size < 2**31 else np.int64)
+    return idx, np.zeros(0), (psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks),
+                              (a0, a0, csum))
+
+
+def _warm(store_path, fingerprint, opts, memory, n_workers) -> int:
+    """Open the store and the problem on this worker (imports included) before the first round."""
+    _context(store_path, fingerprint, opts, memory, n_workers)
+    return os.getpid()
+
+
 def _client(distributed: str):
     """``(client, cluster)`` for ``--distributed local:N`` or a scheduler address."""
     return dask_client(*parse_distributed(distributed), needed_by="--distributed")
@@ -415,6 +461,9 @@ class CoCoASolver(StoreSolver):
     """Driver of distributed training; same run directory, history and result as the block loop."""
 
     name = "sdca-cocoa"
+    #: a round predicted to be within ``tol`` only certifies (:func:`local_certificate`): no update, no block
+    #: moves, the duals the workers kept
+    predicts_certified = True
 
     def fresh(self) -> None:
         for b in range(self.nb):
@@ -427,11 +476,13 @@ class CoCoASolver(StoreSolver):
             self.extra = icpt.fresh_arrays(icpt.start_offsets(self.pb, self.store, self.row_ptr),
                                            loss_min_is_zero(self.pb.loss, self.store.label_kind))
         self.fresh_counters()
+        self._connect()
 
     def restore(self, arrays: dict, meta: dict) -> None:
         self.fresh_counters()
         self.v = arrays["v"]
         self.extra = {k: a for k, a in arrays.items() if k.startswith("icpt_")}
+        self._connect()
 
     def fresh_counters(self) -> None:
         self._bytes, self._hit_rate, self._client = 0, 0.0, None
@@ -480,20 +531,33 @@ class CoCoASolver(StoreSolver):
             raise RuntimeError(f"no Dask workers at {opt['distributed']}")
         K = len(workers)
         self._parts0 = [list(range(k, self.nb, K)) for k in range(K)]
-        self._parts_at = (0, self._parts0)
+        self._parts_at = (0, self._parts0, self._parts0)
+        # the workers start like the driver's process: imports, the store and the problem opened, before
+        # training (and its clock) starts
+        client = self._client[0]
+        client.gather([client.submit(_warm, self.store.path, self.store.fingerprint, self._task_options(),
+                                     budget_option(opt), K, pure=False, workers=[w]) for w in workers])
+
+    def _task_options(self) -> dict:
+        """The options every task of this run gets (a worker's context is made once for them)."""
+        opt = self.opt
+        return dict(opt["train_options"], loss_object=self.pb.loss, mix_blocks=opt.get("mix_blocks", 1),
+                    exchange=float(opt.get("exchange") or 0.0))
 
     def partitions(self, rnd: int) -> list:
         """The row blocks of each partition in round ``rnd``: block ``b`` in partition ``b mod K`` at round
         0, then some of each handed to the next partition every round (``--exchange``, :func:`exchange`),
         replayed from round 0 (a resumed run's are those of an uninterrupted one)."""
-        at, parts = self._parts_at
+        at, parts, before = self._parts_at
+        if rnd == at - 1:
+            return before
         if rnd < at:
-            at, parts = 0, self._parts0
+            at, parts, before = 0, self._parts0, self._parts0
         fraction, seed = float(self.opt.get("exchange") or 0.0), int(self.opt["seed"])
         while at < rnd:
             at += 1
-            parts = exchange(parts, seed, at, fraction)
-        self._parts_at = (at, parts)
+            parts, before = exchange(parts, seed, at, fraction), parts
+        self._parts_at = (at, parts, before)
         return parts
 
     def _v_message(self, v: np.ndarray, full: bool) -> tuple:
@@ -502,6 +566,11 @@ class CoCoASolver(StoreSolver):
         if full or self._changed is None or 12 * self._changed.size >= 8 * v.size:
             return ("full", self._session, self._version, v.reshape(-1))
         return ("sparse", self._session, self._version, self._changed, v.reshape(-1)[self._changed])
+
+    def _protocol(self) -> int:
+        """0 for a run of the protocol before ``--exchange`` and ``--sync-rows`` (fixed partitions, one step a
+        round, the certificate summed by groups in a sweep of its own), else 1."""
+        return int(bool(self.opt.get("exchange")) or bool(self.opt.get("sync_rows")))
 
     def segments(self) -> int:
         """Steps each pass of a round is cut into (``--sync-rows``; 0: one step a round, the protocol of
@@ -516,7 +585,11 @@ class CoCoASolver(StoreSolver):
               topts: dict, counts: dict) -> list | None:
         """Every partition's :func:`local_step` result for ``step`` (in partition order), or None when a
         partition's worker lost the round's state (the round starts again)."""
-        client, parts, opt = self._client[0], self.partitions(rnd), self.opt
+        client, opt = self._client[0], self.opt
+        # a round that only certifies keeps the blocks of the round before (the protocol before --exchange
+        # and --sync-rows: the round's own, summed by groups)
+        certify = not update and self._protocol() > 0
+        parts = self.partitions(max(rnd - 1, 0) if certify else rnd)
         K = len(parts)
         # partition k prefers worker k (its block cache, and the round's state from step 1 on); any other may
         # run it (a lost worker's: step 0 anywhere, a later step means the round again)
@@ -530,11 +603,17 @@ class CoCoASolver(StoreSolver):
         while todo:
             msg = self._v_message(v, full)
             counts["sent"] += sum(a.nbytes for a in msg if isinstance(a, np.ndarray)) * len(todo)
-            futures = [client.submit(local_step, self.store.path, self.store.fingerprint, topts, budget_option(opt),
-                                     self.rd.path, parts[k], msg, rnd, k, K, update, passes,
-                                     self.rd.dual_checksums(parts[k]) if step == 0 else {}, step, segments, attempt,
-                                     pure=False, **where(k))
-                       for k in todo]
+            if certify:
+                futures = [client.submit(local_certificate, self.store.path, self.store.fingerprint, topts,
+                                         budget_option(opt), self.rd.path, parts[k], msg, rnd, k, K,
+                                         self.rd.dual_checksums(parts[k]), pure=False, **where(k))
+                           for k in todo]
+            else:
+                futures = [client.submit(local_step, self.store.path, self.store.fingerprint, topts,
+                                         budget_option(opt), self.rd.path, parts[k], msg, rnd, k, K, update, passes,
+                                         self.rd.dual_checksums(parts[k]) if step == 0 else {}, step, segments,
+                                         attempt, pure=False, **where(k))
+                           for k in todo]
             for k, g in zip(todo, client.gather(futures)):
                 got[k] = g
             todo = [k for k in todo if got[k] is None]
@@ -555,8 +634,7 @@ class CoCoASolver(StoreSolver):
         numbers as before.
         """
         opt = self.opt
-        topts = dict(opt["train_options"], loss_object=self.pb.loss, mix_blocks=opt.get("mix_blocks", 1),
-                     exchange=float(opt.get("exchange") or 0.0))
+        topts = self._task_options()
         if self.extra:
             topts["offsets"] = [float(b) for b in self.extra["icpt_b"]]
         segments = self.segments() if update else 0
