@@ -84,6 +84,12 @@ class TrainConfig:
     local_passes: int = _opt(1, "--distributed: Prox-SDCA passes over its rows each worker makes per round (the "
                                 "CoCoA+ local subproblem solved further: fewer rounds when the workers' rows share "
                                 "few features).")
+    exchange: float = _opt(0.5, "--distributed: share of its row blocks each worker hands to the next between "
+                                "rounds (partitions mixed: fewer rounds on data with popular features; each worker "
+                                "caches what it is handed). 0: fixed partitions, as runs made before it had.")
+    sync_rows: int = _opt(0, "--distributed: rows of its pass each worker visits between two synchronizations of "
+                             "v within a round (its pass cut into equal steps of at most this many rows); 0: once "
+                             "a round. Fewer rows: fewer rounds on small well-conditioned problems, more messages.")
     inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
     block_bytes: str = _opt(DEFAULT_TRAIN_BLOCK, "Decoded bytes per training block: the store's blocks cut to at most "
                                                  "this ('store': as converted). With --seed and --mix-blocks it fixes "
@@ -145,11 +151,15 @@ class TrainConfig:
         """The configuration a ``run.json`` was written with; options added since take their defaults.
 
         But ``block_bytes``: a run made before it existed visited the store's own blocks, and
-        goes on doing so (its iterates must not change on resume); and ``threads``, 1 for such a run.
+        goes on doing so (its iterates must not change on resume); ``threads``, 1 for such a run; and
+        ``exchange`` and ``sync_rows``, 0 for a distributed run made before them (fixed partitions,
+        one synchronization a round).
         """
         old = {"block_bytes": STORE_BLOCKS} if "block_bytes" not in config else {}
         if "threads" not in config:  # made before --threads: one thread
             old["threads"] = 1
+        if config.get("distributed"):  # made before --exchange, --sync-rows: fixed partitions, once a round
+            old.update({k: 0 for k in ("exchange", "sync_rows") if k not in config})
         return cls.from_options({**old, **{k: config[k] for k in option_names() if k in config}, **override})
 
     def options(self) -> dict:
@@ -212,6 +222,13 @@ def _check_values(cfg: TrainConfig, loss) -> None:
         if int(getattr(cfg, key)) < 1:
             raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
         _set(cfg, key, int(getattr(cfg, key)))
+    x = cfg.sync_rows
+    if not isinstance(x, (int, np.integer)) or isinstance(x, bool) or x < 0:
+        raise ValueError(f"--sync-rows must be an integer >= 0 (0: once a round; got {x!r})")
+    _set(cfg, "sync_rows", int(x))
+    if isinstance(cfg.exchange, bool) or not 0.0 <= float(cfg.exchange) <= 1.0:
+        raise ValueError(f"--exchange must be a number from 0 to 1 (got {cfg.exchange!r})")
+    _set(cfg, "exchange", float(cfg.exchange))
     if "gamma" in loss.params and cfg.gamma <= 0:
         raise ValueError("--gamma must be > 0 for the smooth hinge")
     if int(cfg.max_epochs) < 0:

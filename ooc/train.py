@@ -586,7 +586,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     solver = driver_class(o["solver_used"], o["distributed"], o["multiclass"])(
         pb, rd, {"tol": o["tol"], **memory, "seed": o["seed"],
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
-                 "inner_passes": o["inner_passes"], "local_passes": o["local_passes"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
+                 "inner_passes": o["inner_passes"], "local_passes": o["local_passes"], "exchange": o["exchange"],
+                 "sync_rows": o["sync_rows"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
                  "threads": o["threads"], "resumed": resume, "row_threads_scheme": rd.config.get("row_threads", 1),
                  "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
                  "l1_radius": o.get("l1_radius"),

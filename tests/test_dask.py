@@ -189,6 +189,34 @@ def test_distributed_run_resumes_bit_for_bit(data, tmp_path):
         f.write(seal_json(cfg))
     with pytest.raises(RunError, match="older ooc"):
         ooc.resume(part.path, max_epochs=7)
+    # one made before --exchange and --sync-rows goes on with fixed partitions, one synchronization a
+    # round: its protocol (bit for bit the code before them, compared when they were added)
+    from ooc.config import TrainConfig, defaults
+
+    old = {k: v for k, v in cfg.items() if k not in ("exchange", "sync_rows")}
+    assert (TrainConfig.from_run_config(old).exchange, TrainConfig.from_run_config(old).sync_rows) == (0, 0)
+    assert TrainConfig.from_run_config(dict(old, distributed=None)).exchange == defaults()["exchange"]
+
+
+def test_partitions_exchange_blocks_and_steps_cover_the_round():
+    from ooc.solvers.cocoa import exchange, step_range
+
+    parts = [list(range(k, 11, 3)) for k in range(3)]
+    seen = set()
+    for r in range(1, 30):
+        nxt = exchange(parts, 0, r, 0.5)
+        assert sorted(b for p in nxt for b in p) == list(range(11))  # every block in one partition
+        assert [len(p) for p in nxt] == [len(p) for p in parts]  # sizes kept
+        assert all(len(set(p) - set(q)) == 2 for p, q in zip(nxt, parts))  # half of the smallest in, as many out
+        assert nxt == exchange(parts, 0, r, 0.5)  # a function of (seed, round) only
+        seen |= {tuple(p) for p in nxt}
+        parts = nxt
+    assert len(seen) > 40  # the partitions mix
+    assert exchange(parts, 0, 5, 0.0) is parts and exchange(parts[:1], 0, 5, 0.5) == parts[:1]
+    # steps: every pass cut into equal stretches, one after the other, the whole round
+    cuts = [step_range(j, 3, 2, 10) for j in range(6)]
+    assert cuts[0][0] == 0 and cuts[-1][1] == 20 and all(a[1] == b[0] for a, b in zip(cuts, cuts[1:]))
+    assert step_range(0, 0, 2, 10) == (0, 20)
 
 
 def test_regularization_path_warm_starts_reach_the_cold_optimum(data, tmp_path):
@@ -235,8 +263,9 @@ def test_distributed_sample_weights_reach_scikit_learns_weighted_optimum(tmp_pat
     c = rng.uniform(0.2, 3.0, n)
     store = ooc.convert(X, str(tmp_path / "w.zarr"), y=y, sample_weight=c, dtype="float64", block_bytes=3000)
     assert store.n_blocks("rows") >= 4
+    # three synchronizations a round (--sync-rows)
     dist = ooc.train(str(tmp_path / "w.zarr"), str(tmp_path / "dist"), loss="logistic", l2=l2, tol=1e-10,
-                     max_epochs=300, distributed="local:2")
+                     max_epochs=300, distributed="local:2", sync_rows=100)
     assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
     # ooc: 1/n sum c_i phi + l2/2 ||w||^2  <=>  scikit-learn's C sum c_i phi + 1/2 ||w||^2 with C = 1/(l2 n)
     ref = LogisticRegression(C=1 / (l2 * n), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(X, y, sample_weight=c)
@@ -287,19 +316,25 @@ def test_distributed_fit_intercept_reaches_scikit_learns_optimum_and_resumes(tmp
     assert resumed.model.intercept_ == dist.model.intercept_
 
 
-def test_a_worker_killed_mid_round_costs_that_round_only(data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("when", ["2", "2.1"])
+def test_a_worker_killed_mid_round_costs_that_round_only(data, tmp_path, monkeypatch, when):
     root, store = data
     opts = dict(loss="logistic", l2=1e-2, tol=1e-10, bias=1.0, max_epochs=200, distributed="local:2")
+    if when == "2.1":  # three steps a round: the worker dies in the second, its updated duals lost with it
+        opts["sync_rows"] = 500
     full = ooc.train(store, str(tmp_path / "full"), **opts)
     marker = tmp_path / "killed"
-    # the worker running partition 1 ends its process (os._exit) in round 2, after writing some duals;
-    # Dask's nanny starts a replacement and the scheduler runs the task again
-    monkeypatch.setenv("OOC_TEST_KILL_WORKER", f"2:1:{marker}")
+    # the worker running partition 1 ends its process (os._exit) in round 2, after writing some duals
+    # (or in the middle of the round's step 1); Dask's nanny starts a replacement and the scheduler runs
+    # the task again (or, past step 0, every partition runs the round again)
+    monkeypatch.setenv("OOC_TEST_KILL_WORKER", f"{when}:1:{marker}")
     killed = ooc.train(store, str(tmp_path / "killed-run"), **opts)
     assert marker.exists()
     assert killed.result["converged"] and killed.result["epochs"] == full.result["epochs"]
     assert np.array_equal(full.model.coef_, killed.model.coef_)
     assert killed.result["primal"] == full.result["primal"]
+    if when == "2.1":
+        assert [h["rounds_redone"] for h in killed.history if h["epoch"] == 2] == [1]
 
 
 def test_distributed_one_vs_rest_reaches_the_single_process_optimum(tmp_path):

@@ -39,7 +39,7 @@ import numpy as np
 from .._cpu import gather_prefetch_pays
 from ..dask_client import dask_client, parse_distributed
 from ..kernels.args import Labels, Reg, Rows
-from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass
+from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass, sdca_pass_gap
 from ..objectives.losses import loss_min_is_zero, with_offset
 from ..objectives.penalties import grad_conj, primal_value
 from ..runs.rundir import RunDir
@@ -47,6 +47,7 @@ from ..schedule.cache import BlockCache
 from ..schedule.planner import COCOA_WORKER, budget_option, fixed_bytes
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import row_order
+from ..store import layout as L
 from . import intercept as icpt
 from .base import StoreSolver, TrainBlock, load_train_group
 
@@ -59,7 +60,8 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_worke
     from ..store import open_store
     from .problem import make_problem
 
-    key = (store_path, fingerprint, tuple(sorted((k, str(v)) for k, v in opts.items())))
+    # not the intercepts (--fit-intercept), which change every round: the problem and the cache stay
+    key = (store_path, fingerprint, tuple(sorted((k, str(v)) for k, v in opts.items() if k != "offsets")))
     ctx = _CONTEXTS.get(key)
     if ctx is None:
         st = open_store(store_path)
@@ -75,14 +77,17 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_worke
     return ctx
 
 
-def _test_kill_hook(rnd: int, k: int) -> None:
+def _test_kill_hook(rnd: int, k: int, step: int | None = None) -> None:
     """Tests only: ``OOC_TEST_KILL_WORKER=ROUND:K:MARKER`` ends this worker process (``os._exit``) in
-    the middle of partition ``K``'s part of round ``ROUND``, once: the first to create ``MARKER``."""
+    the middle of partition ``K``'s dual writes at the end of round ``ROUND``; ``ROUND.STEP:K:MARKER``
+    in the middle of that round's step ``STEP`` (after its first group) instead. Once: the first to
+    create ``MARKER``."""
     spec = os.environ.get("OOC_TEST_KILL_WORKER")
     if not spec:
         return
     r, kk, marker = spec.split(":", 2)
-    if int(r) != rnd or int(kk) != k:
+    r, _, s = r.partition(".")
+    if int(r) != rnd or int(kk) != k or (int(s) if s else None) != step:
         return
     try:
         os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -91,15 +96,16 @@ def _test_kill_hook(rnd: int, k: int) -> None:
     os._exit(1)
 
 
-#: Per worker process: run directory -> (driver session, version, v): the driver's ``v`` as this worker last
-#: saw it, so a round needs only the entries that changed since (:func:`_round_v`).
+#: Per worker process: run directory -> (driver session, version, v, changed): the driver's ``v`` as this
+#: worker last saw it, so a step needs only the entries that changed since (:func:`_round_v`), and those
+#: entries (None: all of them, a whole ``v`` was sent).
 _V: dict = {}
 #: Runs whose ``v`` a worker keeps (runs trained at once on one cluster; the others are sent all of ``v``).
 _V_RUNS = 4
 
 
 def _round_v(run_dir: str, msg: tuple):
-    """The round's ``v`` from the driver's message, or None when this worker cannot rebuild it.
+    """The step's ``v`` from the driver's message, or None when this worker cannot rebuild it.
 
     ``msg`` is ``("full", session, version, v)`` or ``("sparse", session, version, idx, vals)``: the
     ``v`` of ``version`` is that of ``version - 1`` with ``v[idx] = vals`` (the exact values, not
@@ -110,7 +116,7 @@ def _round_v(run_dir: str, msg: tuple):
         _V.pop(run_dir, None)
         while len(_V) >= _V_RUNS:  # a long-lived worker serves run after run: keep the latest ones' v only
             _V.pop(next(iter(_V)))
-        _V[run_dir] = (session, version, np.array(msg[3], dtype=np.float64))
+        _V[run_dir] = (session, version, np.array(msg[3], dtype=np.float64), None)
         return _V[run_dir][2]
     have = _V.get(run_dir)
     if have is None or have[0] != session:
@@ -121,7 +127,7 @@ def _round_v(run_dir: str, msg: tuple):
         return None
     v = have[2]
     v[msg[3]] = msg[4]
-    _V[run_dir] = (session, version, v)
+    _V[run_dir] = (session, version, v, msg[3])
     return v
 
 
@@ -150,26 +156,264 @@ def _merge(blocks: list) -> TrainBlock:
                       np.concatenate([t.c for t in blocks]))
 
 
-def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, update,
-                local_passes, dual_sums):
-    """One worker's part of a round on partition ``k`` (the row blocks ``blocks``).
+def exchange(parts: list, seed: int, rnd: int, fraction: float) -> list:
+    """The partitions of round ``rnd`` from those of round ``rnd - 1`` (lists of row blocks, sorted).
 
-    Returns None when ``v_msg`` is a sparse change this worker cannot apply (a new worker: the driver
-    sends the whole ``v`` again), else ``(idx, dv, primal_sum_k, dual_sum_k, bytes_read, cache_hit_rate,
-    sums, alpha_sums)``: ``dv`` is ``1/(l2 n) sum_{i in P_k} delta_i x_i`` at the entries ``idx`` (the
-    others are 0), the sums are the partition's terms of ``P`` and ``D`` at the round's start, ``sums``
-    the checksums of the dual files this round wrote, for the driver's next checkpoint, and
-    ``alpha_sums`` ``(before, after, weights)``: the partition's duals summed per problem at the round's
-    start and end, and its example weights (``--fit-intercept``: ``opts["offsets"]`` are the problems'
-    intercepts, fixed for the round, :mod:`ooc.solvers.intercept`).
+    Every partition hands ``m = round(fraction x the smallest partition's blocks)`` (at least 1 when
+    ``fraction > 0``) of its blocks, drawn by ``(seed, rnd)``, to the next partition (mod ``K``) and gets
+    as many from the one before, so the sizes stay. Partitions fixed for good converge several times
+    slower on data with very popular features (CoCoA+'s safe adding is slowest along the directions in
+    which the partitions' duals disagree, and nothing mixes them); handing on half of them every round
+    brings the rounds near one process's epochs (measured: :doc:`/solvers/cocoa`) while a worker keeps
+    the other half, their cached rows and their duals, from one round to the next.
+    """
+    K = len(parts)
+    if K < 2 or fraction <= 0 or not all(parts):
+        return parts
+    m = max(1, int(round(fraction * min(len(p) for p in parts))))
+    rng = np.random.default_rng([seed, rnd, 3])
+    given = [{p[int(i)] for i in rng.choice(len(p), size=m, replace=False)} for p in parts]
+    return [sorted((set(p) - given[k]) | given[k - 1]) for k, p in enumerate(parts)]
 
-    The local subproblem is solved by ``local_passes`` Prox-SDCA passes over the partition's rows
-    (``sigma' = K``: the single-machine kernel with ``n_total = n / K``), the rows of each group of
-    ``mix_blocks`` blocks in one seeded permutation, the groups in a seeded order; everything depends
-    on ``(seed, round, k, pass)`` only, so a round redone on another worker gives the same numbers.
+
+def step_range(step: int, segments: int, passes: int, rows: int) -> tuple[int, int]:
+    """Positions ``[lo, hi)`` of step ``step`` in a round's visiting sequence (``passes`` passes of ``rows``
+    rows each, one after the other).
+
+    ``segments = 0``: one step, the whole round (one synchronization per round). Else every pass is cut
+    into ``segments`` steps of ``rows / segments`` rows (rounded down at the cuts), ``passes x segments``
+    steps in all.
+    """
+    if segments <= 0:
+        return 0, passes * rows
+    h, s = divmod(step, segments)
+    return h * rows + s * rows // segments, h * rows + (s + 1) * rows // segments
+
+
+def _w_of(pb, v: np.ndarray, kk: int) -> np.ndarray:
+    """``w = grad g*(v)`` of every problem, flat like ``v`` (``kk`` problems of ``v.size / kk`` entries)."""
+    V = v.reshape(kk, -1)
+    return np.concatenate([grad_conj(pb.penalty, V[c], pb.bias) for c in range(kk)])
+
+
+def _w_at(pb, v: np.ndarray, idx: np.ndarray, dim: int) -> np.ndarray:
+    """``grad g*(v)`` at the flat entries ``idx`` only: the same numbers as :func:`_w_of` there (the map is
+    elementwise; an intercept entry, the last of each problem's ``dim`` with a bias, is ``v`` itself)."""
+    w = grad_conj(pb.penalty, v[idx])
+    if pb.bias > 0:
+        tail = idx % dim == dim - 1
+        w[tail] = v[idx[tail]]
+    return w
+
+
+class _Part:
+    """Partition ``k``'s state on the worker that runs it, from a round's first step to its last.
+
+    The duals of the partition's blocks stay here between the steps of a round (written to the run
+    directory once, at its end) and, once it ended, for the next round's first step (the files hold the
+    same numbers: a worker that lost them reads those). ``v_loc``, ``w_loc`` are the local point (flat,
+    ``kk x dim``), made equal to the driver's ``v`` at the start of every step; ``w0`` is ``w`` at the
+    round's start, the certificate's point.
+    """
+
+    def __init__(self, session: str, rnd: int, attempt: int):
+        self.session, self.rnd, self.attempt = session, rnd, attempt
+        self.step = 0  # the next step this state can run
+        self.alphas: dict = {}  # block -> its duals (kk, rows)
+        self.v_loc = self.w_loc = self.w0 = None
+        self.version = -1  # the version of the driver's v that v_loc was last made equal to
+        self.cur = None  # ((pass, group), block, rows): the group a step left unfinished
+        self.psum = self.dsum = self.a0 = None
+        self.csum = 0.0
+        self.bytes0 = 0
+
+
+#: Per worker process: (run directory, partition) -> its :class:`_Part`.
+_PARTS: dict = {}
+
+
+def _part_for(run_dir: str, k: int, session: str, rnd: int, attempt: int, step: int, blocks) -> _Part | None:
+    """Partition ``k``'s state for ``step`` of this round: a new one at step 0 (taking the duals this
+    worker kept from the round before, if it ran it), else the one the step before left, or None when
+    this worker does not have it (it did not run the round's steps so far: a replacement, or another
+    worker's partition). A long-lived worker keeps the states of the last ``_V_RUNS`` runs."""
+    key = (run_dir, k)
+    if step > 0:
+        part = _PARTS.get(key)
+        if part is None or (part.session, part.rnd, part.attempt, part.step) != (session, rnd, attempt, step):
+            return None
+        return part
+    kept = _PARTS.pop(key, None)
+    part = _Part(session, rnd, attempt)
+    if kept is not None and kept.session == session and kept.rnd == rnd and kept.attempt is None:
+        # the blocks the partition keeps (--exchange hands some to another between rounds)
+        part.alphas = {b: a for b, a in kept.alphas.items() if b in set(blocks)}
+        part.v_loc, part.w_loc, part.version = kept.v_loc, kept.w_loc, kept.version
+    runs = list(dict.fromkeys(r for r, _ in _PARTS if r != run_dir))
+    for old in runs[:max(0, len(runs) - _V_RUNS + 1)]:
+        for kk in [x for x in _PARTS if x[0] == old]:
+            del _PARTS[kk]
+    _PARTS[key] = part
+    return part
+
+
+def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, update,
+               local_passes, dual_sums, step=0, segments=0, attempt=0):
+    """Step ``step`` of round ``rnd`` on partition ``k`` (the row blocks ``blocks``), on a worker.
+
+    A round is ``local_passes`` Prox-SDCA passes over the partition's rows against the CoCoA+ local
+    subproblem (``sigma' = K``: the single-machine kernel with ``n_total = n / K``), the rows of each
+    group of ``mix_blocks`` blocks in one seeded permutation, the groups in a seeded order. It is cut into
+    steps (:func:`step_range`; ``segments = 0``: one step); every step starts from the driver's ``v``
+    (``v_msg``), runs the next stretch of that sequence and returns its change of ``v``, which the
+    driver adds up over the partitions before the next step (a synchronization: CoCoA+'s adding is safe
+    for each). Everything depends on ``(seed, round, k, pass, segments)`` only, so a round redone on other
+    workers gives the same numbers.
+
+    Returns None when this worker cannot run the step: ``v_msg`` is a sparse change it cannot apply (a
+    new worker: the driver sends the whole ``v`` again), or, past step 0, it lacks the round's state
+    (the driver then starts the round again on every partition). Else ``(idx, dv, end)``: ``dv`` is
+    ``1/(l2 n) sum_{i in P_k} delta_i x_i`` of this step at the entries ``idx`` (the others are 0), and
+    ``end`` None but at the round's last step: ``(primal_sum_k, dual_sum_k, bytes_read, cache_hit_rate,
+    sums, alpha_sums)``, the partition's terms of ``P`` and ``D`` at the round's start, the checksums of
+    the dual files the round wrote (for the driver's next checkpoint), and ``(before, after, weights)``:
+    the partition's duals summed per problem at the round's start and end, and its example weights
+    (``--fit-intercept``: ``opts["offsets"]`` are the problems' intercepts, fixed for the round,
+    :mod:`ooc.solvers.intercept`).
 
     ``dual_sums`` are the checksums of the dual files of ``blocks`` the driver knows (verified as they are
-    read). ``memory`` is the whole budget: this worker's block cache gets ``floor(memory / n_workers)``.
+    read at step 0). ``memory`` is the whole budget: this worker's block cache gets ``floor(memory / n_workers)``.
+    """
+    v = _round_v(run_dir, v_msg)
+    if v is None:
+        return None
+    session, version = v_msg[1], v_msg[2]
+    part = _part_for(run_dir, k, session, rnd, attempt, step, blocks)
+    if part is None:
+        return None
+    st, pb, cache = _context(store_path, fingerprint, opts, memory, n_workers)
+    rd = RunDir(run_dir)
+    seed = int(opts["seed"])
+    n = st.n_rows
+    kk = pb.n_sub  # one-vs-rest: one problem per class, each with its own duals, v and w
+    dim = v.size // kk
+    # the local point starts the step at the driver's v: only the entries the message changed when this
+    # state saw the version before (they include this partition's own changes), else all of them
+    changed = _V[run_dir][3]
+    same = float(pb.penalty.l1) == 0.0  # w = v exactly: one array serves both (a random write less per nonzero)
+    if part.v_loc is None or changed is None or part.version != version - 1:
+        part.v_loc = v.copy()
+        part.w_loc = part.v_loc if same else _w_of(pb, v, kk)
+    elif part.version != version:
+        part.v_loc[changed] = v[changed]
+        if not same:
+            part.w_loc[changed] = _w_at(pb, v, changed, dim)
+    part.version = version
+    v_loc, w_loc = part.v_loc.reshape(kk, dim), part.w_loc.reshape(kk, dim)
+    if step == 0:
+        rd.note_dual_checksums(dual_sums)
+        part.w0 = w_loc.copy()  # w at the round's start: the certificate's point
+        part.psum, part.dsum, part.a0 = np.zeros(kk), np.zeros(kk), np.zeros(kk)
+        part.bytes0 = cache.bytes_read
+    W = part.w0
+    mix = max(1, int(opts.get("mix_blocks") or 1))
+    reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias))
+    offsets = opts.get("offsets")
+    losses = [with_offset(pb.loss, offsets[c]) if offsets else pb.loss for c in range(kk)]
+    prefetch = gather_prefetch_pays(W[0].nbytes)
+    passes = local_passes if update else 1
+    ptr = st.block_ptr(L.ROWS)
+    rows_k = int(sum(int(ptr[b + 1] - ptr[b]) for b in blocks))
+    lo, hi = step_range(step, segments, passes, rows_k) if update else (0, rows_k)
+    last = hi >= passes * rows_k
+    # the certificate's primal terms summed in the first pass's sweep (sdca_pass_gap), as one process does;
+    # runs of the protocol before --exchange and --sync-rows sum them in a sweep of their own (their numbers)
+    fused = update and (bool(opts.get("exchange")) or segments > 0)
+    first_group = True
+    for h in range(lo // max(rows_k, 1), min(passes, -(-hi // max(rows_k, 1)))):
+        pos = h * rows_k
+        for g in _pass_groups(blocks, mix, seed, rnd, k, h):
+            m = int(sum(int(ptr[b + 1] - ptr[b]) for b in g))
+            a, b_ = max(lo, pos) - pos, min(hi, pos + m) - pos
+            pos += m
+            if a >= b_:
+                continue
+            if part.cur is not None and part.cur[0] == (h, g):
+                blk, rows = part.cur[1], part.cur[2]
+            else:
+                if len(g) == len(blocks) and len(g) > 1 and not opts.get("exchange"):
+                    # every block in one group, the same every round: the merged block is cached
+                    blk = cache.get(g, lambda g=g: load_train_group(st, pb, g), lambda t: t.nbytes)
+                else:
+                    blk = _merge([cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes)
+                                  for b in g])
+                rows = row_order(m, seed, rnd * passes + h, g[0]) if update else None
+            part.cur = ((h, g), blk, rows) if b_ < m else None
+            if h == 0 and a == 0:
+                for b in g:
+                    if b not in part.alphas:  # kept from the round before by this worker, else its file
+                        part.alphas[b] = rd.read_duals(rnd % 2, b)
+            alpha = np.concatenate([part.alphas[b] for b in g], axis=1)
+            if h == 0 and a == 0:
+                part.a0 += alpha.sum(axis=1)
+                part.csum += float(blk.c.sum())
+            for c in range(kk):
+                yc = pb.sub_labels(blk.y, c)
+                if h == 0 and a == 0:  # the certificate of the round's start, before any update of these rows
+                    if not fused:
+                        part.psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c,
+                                                          W[c], pb.bias, prefetch)
+                    part.dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+                order = rows[a:b_] if segments > 0 else rows
+                if fused and h == 0:
+                    part.psum[c] += sdca_pass_gap(losses[c], Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c),
+                                                  alpha[c], order, v_loc[c], w_loc[c], reg, W[c])[1]
+                elif update:
+                    sdca_pass(losses[c], Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], order,
+                              v_loc[c], w_loc[c], reg)
+            if update:
+                off = 0
+                for b in g:
+                    nb = part.alphas[b].shape[1]
+                    part.alphas[b] = alpha[:, off:off + nb]
+                    off += nb
+            if first_group and segments > 0:
+                _test_kill_hook(rnd, k, step)  # the step half done
+            first_group = False
+    part.step = step + 1
+    end = None
+    if last:
+        alphas = part.alphas
+        if update:
+            for i, b in enumerate(sorted(alphas)):
+                rd.write_duals((rnd + 1) % 2, b, np.ascontiguousarray(alphas[b]))
+                if i == len(alphas) // 2:
+                    _test_kill_hook(rnd, k)  # some of the round's dual files written, not all
+            rd.sync_duals()
+        a1 = np.sum([alphas[b].sum(axis=1) for b in sorted(alphas)], axis=0) if alphas else np.zeros(kk)
+        end = (part.psum, part.dsum, cache.bytes_read - part.bytes0, cache.hit_rate, rd.dual_checksums(blocks),
+               (part.a0, a1, part.csum))
+    flat = part.v_loc
+    # only the entries this worker changed travel back (its rows' features, the bias; flat over the classes)
+    idx = np.flatnonzero(flat != v)
+    idx = idx.astype(np.int32) if v.size < 2**31 else idx
+    dv = (flat[idx] - v[idx]) / n_workers
+    if last:
+        if update:  # kept for the next round's first step: its duals, and the local point at this version
+            part.rnd, part.attempt, part.step, part.cur, part.w0 = rnd + 1, None, 0, None, None
+        else:
+            _PARTS.pop((run_dir, k), None)
+    return idx, dv, end
+
+
+def local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, dual_sums):
+    """Partition ``k``'s terms of the certificate of the state that starts round ``rnd``, without an update
+    (a round that only certifies: the run's last, or one the driver predicts to be within ``tol``).
+
+    Returns :func:`local_step`'s ``(idx, dv, end)`` with no change of ``v``, or None when this worker cannot
+    rebuild ``v``. ``blocks`` are the partition's of the round before (the driver's choice): the rows this
+    worker has cached, and the duals it kept from that round, untouched (read from the run directory when
+    it did not run it). The blocks are summed one by one (the sums depend on the partition only).
     """
     v = _round_v(run_dir, v_msg)
     if v is None:
@@ -177,68 +421,35 @@ def local_round(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
     st, pb, cache = _context(store_path, fingerprint, opts, memory, n_workers)
     rd = RunDir(run_dir)
     rd.note_dual_checksums(dual_sums)
-    seed = int(opts["seed"])
-    n = st.n_rows
-    kk = pb.n_sub  # one-vs-rest: one problem per class, each with its own duals, v and w
-    V = v.reshape(kk, -1)
-    W = np.stack([grad_conj(pb.penalty, V[c], pb.bias) for c in range(kk)])
-    v_loc = V.copy()
-    w_loc = W.copy()
-    psum = np.zeros(kk)
-    dsum = np.zeros(kk)
-    bytes0 = cache.bytes_read
-    mix = max(1, int(opts.get("mix_blocks") or 1))
-    alphas: dict = {}  # block -> its duals (kk, rows), read once, updated in place by every pass
-    reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias))
+    kk = pb.n_sub
+    W = _w_of(pb, v, kk).reshape(kk, -1)
+    kept = _PARTS.get((run_dir, k))
+    if kept is None or kept.session != v_msg[1] or kept.rnd != rnd or kept.attempt is not None:
+        kept = None
     offsets = opts.get("offsets")
     losses = [with_offset(pb.loss, offsets[c]) if offsets else pb.loss for c in range(kk)]
-    a0, csum = np.zeros(kk), 0.0
     prefetch = gather_prefetch_pays(W[0].nbytes)
-    passes = local_passes if update else 1
-    for h in range(passes):
-        for g in _pass_groups(blocks, mix, seed, rnd, k, h):
-            if len(g) == len(blocks) and len(g) > 1:  # every block in one group: the merged block is cached
-                blk = cache.get(g, lambda g=g: load_train_group(st, pb, g), lambda t: t.nbytes)
-            else:
-                blk = _merge([cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes)
-                              for b in g])
-            if h == 0:
-                for b in g:
-                    alphas[b] = rd.read_duals(rnd % 2, b)
-            alpha = np.concatenate([alphas[b] for b in g], axis=1)
-            if h == 0:
-                a0 += alpha.sum(axis=1)
-                csum += float(blk.c.sum())
-            rows = row_order(blk.stop - blk.start, seed, rnd * passes + h, g[0]) if update else None
-            for c in range(kk):
-                yc = pb.sub_labels(blk.y, c)
-                if h == 0:  # the certificate of the round's starting state, before any update of these rows
-                    psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c, W[c],
-                                                 pb.bias, prefetch)
-                    dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
-                if update:
-                    sdca_pass(losses[c], Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], rows,
-                              v_loc[c], w_loc[c], reg)
-            if update:
-                off = 0
-                for b in g:
-                    m = alphas[b].shape[1]
-                    alphas[b] = alpha[:, off:off + m]
-                    off += m
-    if update:
-        for i, b in enumerate(sorted(alphas)):
-            rd.write_duals((rnd + 1) % 2, b, np.ascontiguousarray(alphas[b]))
-            if i == len(alphas) // 2:
-                _test_kill_hook(rnd, k)  # some of the round's dual files written, not all
-        rd.sync_duals()
-    v_loc = v_loc.reshape(-1)
-    # only the entries this worker changed travel back (its rows' features, the bias; flat over the classes)
-    idx = np.flatnonzero(v_loc != v)
-    idx = idx.astype(np.int32) if v.size < 2**31 else idx
-    dv = (v_loc[idx] - v[idx]) / n_workers
-    a1 = np.sum([alphas[b].sum(axis=1) for b in sorted(alphas)], axis=0) if alphas else np.zeros(kk)
-    return (idx, dv, psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks),
-            (a0, a1, csum))
+    psum, dsum, a0, csum = np.zeros(kk), np.zeros(kk), np.zeros(kk), 0.0
+    bytes0 = cache.bytes_read
+    for b in sorted(int(b) for b in blocks):
+        blk = cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes)
+        alpha = kept.alphas[b] if kept is not None and b in kept.alphas else rd.read_duals(rnd % 2, b)
+        a0 += alpha.sum(axis=1)
+        csum += float(blk.c.sum())
+        for c in range(kk):
+            yc = pb.sub_labels(blk.y, c)
+            psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c, W[c], pb.bias,
+                                         prefetch)
+            dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+    idx = np.zeros(0, dtype=np.int32 if v.size < 2**31 else np.int64)
+    return idx, np.zeros(0), (psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks),
+                              (a0, a0, csum))
+
+
+def _warm(store_path, fingerprint, opts, memory, n_workers) -> int:
+    """Open the store and the problem on this worker (imports included) before the first round."""
+    _context(store_path, fingerprint, opts, memory, n_workers)
+    return os.getpid()
 
 
 def _client(distributed: str):
@@ -250,6 +461,9 @@ class CoCoASolver(StoreSolver):
     """Driver of distributed training; same run directory, history and result as the block loop."""
 
     name = "sdca-cocoa"
+    #: a round predicted to be within ``tol`` only certifies (:func:`local_certificate`): no update, no block
+    #: moves, the duals the workers kept
+    predicts_certified = True
 
     def fresh(self) -> None:
         for b in range(self.nb):
@@ -262,11 +476,13 @@ class CoCoASolver(StoreSolver):
             self.extra = icpt.fresh_arrays(icpt.start_offsets(self.pb, self.store, self.row_ptr),
                                            loss_min_is_zero(self.pb.loss, self.store.label_kind))
         self.fresh_counters()
+        self._connect()
 
     def restore(self, arrays: dict, meta: dict) -> None:
         self.fresh_counters()
         self.v = arrays["v"]
         self.extra = {k: a for k, a in arrays.items() if k.startswith("icpt_")}
+        self._connect()
 
     def fresh_counters(self) -> None:
         self._bytes, self._hit_rate, self._client = 0, 0.0, None
@@ -306,7 +522,7 @@ class CoCoASolver(StoreSolver):
         """The Dask client and the ``K`` partitions of the row blocks (block ``b`` in partition ``b mod K``).
 
         ``K`` is the number of workers when the run starts and stays so: a worker lost later has its
-        partition's tasks run by another (the same numbers, see :func:`local_round`).
+        partition's tasks run by another (the same numbers, see :func:`local_step`).
         """
         opt = self.opt
         self._client = _client(opt["distributed"])
@@ -314,55 +530,155 @@ class CoCoASolver(StoreSolver):
         if not workers:
             raise RuntimeError(f"no Dask workers at {opt['distributed']}")
         K = len(workers)
-        self._parts = [list(range(k, self.nb, K)) for k in range(K)]
+        self._parts0 = [list(range(k, self.nb, K)) for k in range(K)]
+        self._parts_at = (0, self._parts0, self._parts0)
+        # the workers start like the driver's process: imports, the store and the problem opened, before
+        # training (and its clock) starts
+        client = self._client[0]
+        client.gather([client.submit(_warm, self.store.path, self.store.fingerprint, self._task_options(),
+                                     budget_option(opt), K, pure=False, workers=[w]) for w in workers])
 
-    def _v_message(self, full: bool) -> tuple:
+    def _task_options(self) -> dict:
+        """The options every task of this run gets (a worker's context is made once for them)."""
+        opt = self.opt
+        return dict(opt["train_options"], loss_object=self.pb.loss, mix_blocks=opt.get("mix_blocks", 1),
+                    exchange=float(opt.get("exchange") or 0.0))
+
+    def partitions(self, rnd: int) -> list:
+        """The row blocks of each partition in round ``rnd``: block ``b`` in partition ``b mod K`` at round
+        0, then some of each handed to the next partition every round (``--exchange``, :func:`exchange`),
+        replayed from round 0 (a resumed run's are those of an uninterrupted one)."""
+        at, parts, before = self._parts_at
+        if rnd == at - 1:
+            return before
+        if rnd < at:
+            at, parts, before = 0, self._parts0, self._parts0
+        fraction, seed = float(self.opt.get("exchange") or 0.0), int(self.opt["seed"])
+        while at < rnd:
+            at += 1
+            parts, before = exchange(parts, seed, at, fraction), parts
+        self._parts_at = (at, parts, before)
+        return parts
+
+    def _v_message(self, v: np.ndarray, full: bool) -> tuple:
         """What the workers need to rebuild ``v`` (see :func:`_round_v`)."""
         # the changed entries as (int32 index, value) pairs cost 12 bytes each, the whole v 8 per entry
-        if full or self._changed is None or 12 * self._changed.size >= 8 * self.v.size:
-            return ("full", self._session, self._version, self.v.reshape(-1))
-        return ("sparse", self._session, self._version, self._changed, self.v.reshape(-1)[self._changed])
+        if full or self._changed is None or 12 * self._changed.size >= 8 * v.size:
+            return ("full", self._session, self._version, v.reshape(-1))
+        return ("sparse", self._session, self._version, self._changed, v.reshape(-1)[self._changed])
 
-    def _run_round(self, rnd: int, update: bool) -> tuple[list, int]:
-        """Every partition's :func:`local_round` results (in partition order) and the bytes sent."""
-        client, parts, opt = self._client[0], self._parts, self.opt
+    def _protocol(self) -> int:
+        """0 for a run of the protocol before ``--exchange`` and ``--sync-rows`` (fixed partitions, one step a
+        round, the certificate summed by groups in a sweep of its own), else 1."""
+        return int(bool(self.opt.get("exchange")) or bool(self.opt.get("sync_rows")))
+
+    def segments(self) -> int:
+        """Steps each pass of a round is cut into (``--sync-rows``; 0: one step a round, the protocol of
+        runs made before it): the largest partition's rows over ``sync_rows``, rounded up."""
+        sync = int(self.opt.get("sync_rows") or 0)
+        if sync <= 0:
+            return 0
+        rows = max(int(sum(int(self.row_ptr[b + 1] - self.row_ptr[b]) for b in p)) for p in self._parts0)
+        return max(1, -(-rows // sync))
+
+    def _step(self, rnd: int, step: int, segments: int, attempt: int, v: np.ndarray, update: bool,
+              topts: dict, counts: dict) -> list | None:
+        """Every partition's :func:`local_step` result for ``step`` (in partition order), or None when a
+        partition's worker lost the round's state (the round starts again)."""
+        client, opt = self._client[0], self.opt
+        # a round that only certifies keeps the blocks of the round before (the protocol before --exchange
+        # and --sync-rows: the round's own, summed by groups)
+        certify = not update and self._protocol() > 0
+        parts = self.partitions(max(rnd - 1, 0) if certify else rnd)
         K = len(parts)
-        workers = sorted(client.scheduler_info()["workers"])  # a lost worker's partition goes to another
-        topts = dict(opt["train_options"], loss_object=self.pb.loss, mix_blocks=opt.get("mix_blocks", 1))
-        if self.extra:
-            topts["offsets"] = [float(b) for b in self.extra["icpt_b"]]
+        # partition k prefers worker k (its block cache, and the round's state from step 1 on); any other may
+        # run it (a lost worker's: step 0 anywhere, a later step means the round again)
+        workers = sorted(client.scheduler_info()["workers"])
+        where = (lambda k: {"workers": [workers[k % len(workers)]], "allow_other_workers": True}) if workers \
+            else (lambda k: {})
         passes = int(opt.get("local_passes") or 1)
         got: list = [None] * K
-        sent = 0
         todo = [k for k in range(K) if parts[k]]
         full = False
         while todo:
-            msg = self._v_message(full)
-            sent += sum(a.nbytes for a in msg if isinstance(a, np.ndarray)) * len(todo)
-            # partition k prefers worker k (its block cache); any other may run it (a lost worker's)
-            where = (lambda k: {"workers": [workers[k % len(workers)]], "allow_other_workers": True}) if workers \
-                else (lambda k: {})
-            futures = [client.submit(local_round, self.store.path, self.store.fingerprint, topts, budget_option(opt),
-                                     self.rd.path, parts[k], msg, rnd, k, K, update, passes,
-                                     self.rd.dual_checksums(parts[k]), pure=False, **where(k))
-                       for k in todo]
+            msg = self._v_message(v, full)
+            counts["sent"] += sum(a.nbytes for a in msg if isinstance(a, np.ndarray)) * len(todo)
+            if certify:
+                futures = [client.submit(local_certificate, self.store.path, self.store.fingerprint, topts,
+                                         budget_option(opt), self.rd.path, parts[k], msg, rnd, k, K,
+                                         self.rd.dual_checksums(parts[k]), pure=False, **where(k))
+                           for k in todo]
+            else:
+                futures = [client.submit(local_step, self.store.path, self.store.fingerprint, topts,
+                                         budget_option(opt), self.rd.path, parts[k], msg, rnd, k, K, update, passes,
+                                         self.rd.dual_checksums(parts[k]) if step == 0 else {}, step, segments,
+                                         attempt, pure=False, **where(k))
+                           for k in todo]
             for k, g in zip(todo, client.gather(futures)):
                 got[k] = g
-            # a worker that never saw this session's v (a replacement) gets the whole v
-            todo, full = [k for k in todo if got[k] is None], True
-        return [g for g in got if g is not None], sent
+            todo = [k for k in todo if got[k] is None]
+            if todo and step > 0:
+                return None
+            # at step 0, a worker that never saw this session's v (a replacement) gets the whole v
+            full = True
+        return [g for g in got if g is not None]
+
+    def _run_round(self, rnd: int, update: bool) -> tuple[list, np.ndarray, dict]:
+        """Run round ``rnd``'s steps: every partition's last result (in partition order), the ``v`` the
+        round ends with, and what it cost (``sent``, ``received`` bytes, ``steps``, ``redone`` rounds).
+
+        After every step the driver adds the partitions' changes, partition after partition (the same
+        ``v`` whatever order they finished in), and sends the entries that changed with the next step.
+        A partition whose worker was lost after step 0 has lost the duals it had updated: every partition
+        starts the round again from its starting duals (the other buffer's files) and ``v``, with the same
+        numbers as before.
+        """
+        opt = self.opt
+        topts = self._task_options()
+        if self.extra:
+            topts["offsets"] = [float(b) for b in self.extra["icpt_b"]]
+        segments = self.segments() if update else 0
+        steps = int(opt.get("local_passes") or 1) * segments if segments else 1
+        counts = {"sent": 0, "received": 0, "steps": steps, "redone": 0}
+        attempt = 0
+        while True:
+            v = self.v
+            for step in range(steps):
+                got = self._step(rnd, step, segments, attempt, v, update, topts, counts)
+                if got is None:
+                    break
+                counts["received"] += sum(g[0].nbytes + g[1].nbytes for g in got)
+                if step == steps - 1 and not update:
+                    return got, v, counts
+                # fixed summation order (partition order): the same v whatever order the workers finished in
+                v = v.copy()
+                flat = v.reshape(-1)
+                for g in got:
+                    flat[g[0]] += g[1]
+                mark = np.zeros(flat.size, dtype=bool)
+                for g in got:
+                    mark[g[0]] = True
+                changed = np.flatnonzero(mark)
+                self._version, self._changed = self._version + 1, changed.astype(got[0][0].dtype, copy=False)
+            else:
+                return got, v, counts
+            # a worker lost the round's state: the round again, from its start, the whole v to everyone
+            attempt += 1
+            counts["redone"] += 1
+            self._version, self._changed = self._version + 1, None
 
     def epoch(self, ctx) -> None:
-        """One round: every partition certifies and updates its blocks; then ``v += sum_k dv_k``."""
+        """One round: every partition certifies and updates its blocks, synchronizing ``v`` after every step."""
         if self._client is None:
             self._connect()
         pb, v, rnd = self.pb, self.v, ctx.epoch
         t_round = time.perf_counter()
-        got, sent = self._run_round(rnd, ctx.update)
-        for g in got:
-            self.rd.note_dual_checksums(g[6])
-        self._bytes += sum(int(g[4]) for g in got)
-        self._hit_rate = float(np.mean([g[5] for g in got]))
+        got, v_next, counts = self._run_round(rnd, ctx.update)
+        ends = [g[2] for g in got]
+        for e in ends:
+            self.rd.note_dual_checksums(e[4])
+        self._bytes += sum(int(e[2]) for e in ends)
+        self._hit_rate = float(np.mean([e[3] for e in ends]))
         kk = pb.n_sub
         V = v.reshape(kk, -1)
         W = np.stack([grad_conj(pb.penalty, V[c], pb.bias) for c in range(kk)])
@@ -371,10 +687,10 @@ class CoCoASolver(StoreSolver):
         p = d = 0.0
         inner = np.zeros(kk)
         for c in range(kk):  # partition after partition: the same sums whatever order they finished in
-            pc = math.fsum(g[2][c] for g in got) / self.n + primal_value(pb.penalty, W[c], pb.bias)
-            dc = math.fsum(g[3][c] for g in got) / self.n - 0.5 * pb.penalty.l2 * float(np.dot(W[c], W[c]))
+            pc = math.fsum(e[0][c] for e in ends) / self.n + primal_value(pb.penalty, W[c], pb.bias)
+            dc = math.fsum(e[1][c] for e in ends) / self.n - 0.5 * pb.penalty.l2 * float(np.dot(W[c], W[c]))
             if self.extra:  # dc is D_0 of the round's starting duals (ooc.solvers.intercept)
-                dc, inner[c] = icpt.certify(self.extra, c, pc, dc, math.fsum(g[7][0][c] for g in got) / self.n)
+                dc, inner[c] = icpt.certify(self.extra, c, pc, dc, math.fsum(e[5][0][c] for e in ends) / self.n)
             p += pc
             d += dc
             if radius:
@@ -384,17 +700,11 @@ class CoCoASolver(StoreSolver):
                 d -= half * radius[c] ** 2
         round_s = time.perf_counter() - t_round
         if ctx.record(p, d, {"pass_seconds": round_s, "rows_per_s": self.n / round_s if round_s > 0 else None,
-                             "workers": len(self._parts), "local_passes": int(self.opt.get("local_passes") or 1),
-                             "bytes_sent": int(sent),
-                             "bytes_received": int(sum(g[0].nbytes + g[1].nbytes for g in got))}):
+                             "workers": len(self._parts0), "local_passes": int(self.opt.get("local_passes") or 1),
+                             "sync_steps": counts["steps"], "rounds_redone": counts["redone"],
+                             "bytes_sent": int(counts["sent"]), "bytes_received": int(counts["received"])}):
             return
-        # fixed summation order (partition order): the same v whatever order the workers finished in
-        v = v.copy()
-        flat = v.reshape(-1)
-        for g in got:
-            flat[g[0]] += g[1]
-        changed = np.unique(np.concatenate([g[0] for g in got])) if got else np.zeros(0, np.int32)
-        self.v, self._version, self._changed = v, self._version + 1, changed
+        self.v = v_next
         if self.extra:
-            after = np.array([math.fsum(g[7][1][c] for g in got) for c in range(kk)]) / self.n
-            icpt.move_offsets(self.extra, after, inner, math.fsum(g[7][2] for g in got), float(self.n), pb.loss)
+            after = np.array([math.fsum(e[5][1][c] for e in ends) for c in range(kk)]) / self.n
+            icpt.move_offsets(self.extra, after, inner, math.fsum(e[5][2] for e in ends), float(self.n), pb.loss)
