@@ -233,8 +233,9 @@ class BlockLoopSolver(StoreSolver):
         self._gate, self._positions = None, {}
         # the arrays of blocks and groups read from the store, reused once nothing refers to them
         self._buffers = BufferPool(2 + self.read_depth)
-        #: every row block as one block, once all are cached (:meth:`_hold_resident`)
+        #: every row in one block (:meth:`_resident_block`), when the cache can hold them all: None until made
         self._resident: TrainBlock | None = None
+        self._resident_mode = self._holds_every_row()
 
     #: ``(k, dim)`` arrays of the state (checkpointed): ``w``, ``v``, the pass snapshot ``w_prev``
     state_vectors = 3
@@ -640,13 +641,13 @@ class BlockLoopSolver(StoreSolver):
         # not change during the pass (updates go to ``nxt``), and paged ones are files to read. A group
         # of several cached blocks is not free: its blocks are copied into one (30 MB, 11 ms on the 1M x
         # 2^20 bench store, 8 groups a pass), so it is made there too, beside the pass, not before it
-        self._hold_resident()
-        if self._resident is not None:  # every row in memory as one block: the groups are row ids, no copies
-            pf, source = None, self._resident_groups(groups)
+        if self._resident_mode and self._resident_block() is not None and self._loaded.all():
+            # every row in memory as one block: a group is its rows' ids, nothing to read or copy
+            pf, source = None, ((g, self._resident_group(g)) for g in groups)
         else:
-            pf = Prefetcher(groups, lambda g, cur=cur: self._load(g, cur), None, depth=self.read_depth,
-                            pool=self._pool, cached=lambda g: g in self.cache or (len(g) == 1 and g[0] in self.cache),
-                            gate=gate)
+            pf = Prefetcher(groups, (lambda g: self._resident_group(g)) if self._resident_mode else
+                            (lambda g, cur=cur: self._load(g, cur)), None, depth=self.read_depth, pool=self._pool,
+                            cached=lambda g: g in self.cache or (len(g) == 1 and g[0] in self.cache), gate=gate)
             source = iter(pf)
         # closed here, whatever stops the loop (a full disk writing the duals, Ctrl-C, SIGTERM, a
         # failed read): the prefetcher then aborts the gate before it waits for the reads in flight,
@@ -688,53 +689,62 @@ class BlockLoopSolver(StoreSolver):
         if ctx.retry:
             self._pos = 0
 
-    def _hold_resident(self) -> None:
-        """Once every row block is cached, hold them as one block (``self._resident``).
+    def _holds_every_row(self) -> bool:
+        """Whether this run holds every row in one block (:meth:`_resident_block`), decided once.
 
-        A group of several cached blocks is otherwise copied into one every pass (for the
-        permutation over its rows): 12 bytes a nonzero, 0.15-0.3 s a pass on the 1M x 2^20 bench
-        store, on a core the compute threads need. Held in place, a group is its rows' ids
-        (:meth:`_resident_groups`) and the kernels visit them where they are, with the same
-        numbers: the rows come in the same order with the same values, and the sums over a
-        group (:meth:`dual_loss`, ``rows_primal_loss``) add its rows in the same order. The
-        blocks move out of the cache one by one, so memory holds them once. For one problem
-        (``k = 1``) whose duals are in memory (updated in place), with groups of several blocks.
+        A group of several blocks is otherwise copied into one every pass (for the permutation
+        over its rows): 12 bytes a nonzero, 0.15-0.3 s a pass on the 1M x 2^20 bench store, on a
+        core the compute threads need. Held in place, a group is its rows' ids and the kernels
+        visit them where they are, with the same numbers: the rows come in the same order with
+        the same values, and the sums over a group (:meth:`dual_loss`, ``rows_primal_loss``) add
+        its rows in the same order. For one problem (``k = 1``) whose duals are in memory (updated
+        in place), groups of several blocks, and a cache that could hold every block.
         """
-        if (self._resident is not None or not self.resident_ok or self.k != 1 or self.duals.kind != "memory"
-                or not 1 < self.mix < self.nb):
-            return
-        blocks = [self.cache.peek(b) for b in range(self.nb)]
-        if any(t is None for t in blocks):
-            return
-        n = int(self.row_ptr[-1])
-        nnz = sum(int(t.indptr[-1]) for t in blocks)
-        first = blocks[0]
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        indices = np.empty(nnz, dtype=first.indices.dtype)
-        data = np.empty(nnz, dtype=first.data.dtype)
-        y, c = np.empty(n, dtype=first.y.dtype), np.empty(n, dtype=first.c.dtype)
-        off = 0
-        for b in range(self.nb):
-            t, blocks[b] = blocks[b], None
-            lo, hi, z = int(self.row_ptr[b]), int(self.row_ptr[b + 1]), int(t.indptr[-1])
-            indptr[lo + 1:hi + 1] = t.indptr[1:] + off
-            indices[off:off + z] = t.indices
-            data[off:off + z] = t.data
-            y[lo:hi], c[lo:hi] = t.y, t.c
-            off += z
-            self.cache.pop(b)  # held once: the block's arrays go with the last reference
-            t = None
-        self._resident = TrainBlock(-1, 0, n, indptr, indices, data, y, c)
+        if not (self.resident_ok and self.k == 1 and self.duals.kind == "memory" and 1 < self.mix < self.nb):
+            return False
+        nnz = int(np.sum(self.store.row_nnz, dtype=np.int64))
+        idx, val = self._row_dtypes()
+        held = nnz * (idx.itemsize + val.itemsize) + 8 * (self.n + 1) + 16 * self.n
+        return held <= self.cache.budget
 
-    def _resident_groups(self, groups):
-        """``(group, (block, duals))`` for each group, over the rows held in place: the block is every
-        row's arrays with the group's row ids (its blocks' rows one after the other), the duals the
-        in-memory ``(k, n)`` array, which the kernels update in place."""
-        res, alpha = self._resident, self.duals.alpha
-        for g in groups:
-            rows = np.concatenate([np.arange(self.row_ptr[b], self.row_ptr[b + 1], dtype=np.int64) for b in g])
-            self.cache.note_hits(len(g))
-            yield g, (res._replace(index=g[0], stop=len(rows), rows=rows), alpha)
+    def _row_dtypes(self) -> tuple[np.dtype, np.dtype]:
+        """The stored dtypes of the rows' column ids and values."""
+        dtype = self.store.backend.dtype
+        return np.dtype(dtype(L.array_name(L.ROWS, L.INDICES))), np.dtype(dtype(L.array_name(L.ROWS, L.DATA)))
+
+    def _resident_block(self) -> TrainBlock:
+        """The block of every row (arrays allocated at the first pass, filled block by block as
+        :meth:`_resident_group` first meets each)."""
+        if self._resident is None:
+            st, n = self.store, self.n
+            cum = np.concatenate([[0], np.cumsum(st.row_nnz, dtype=np.int64)])
+            self._nnz_ptr = cum[self.row_ptr]  # where each block's nonzeros go
+            idx, val = self._row_dtypes()
+            self._resident = TrainBlock(-1, 0, n, np.zeros(n + 1, dtype=np.int64), np.empty(int(cum[-1]), dtype=idx),
+                                        np.empty(int(cum[-1]), dtype=val), np.empty(n), np.empty(n))
+            self._loaded = np.zeros(self.nb, dtype=bool)
+        return self._resident
+
+    def _resident_group(self, group: tuple):
+        """``(block, duals)`` of ``group`` held in place: every row's arrays with the group's row ids (its
+        blocks' rows one after the other), and the in-memory ``(k, n)`` duals, which the kernels update
+        in place. A block not met before is read and copied to its place (the prefetch threads do
+        this in the first pass; groups of a pass are disjoint, so they never write the same place)."""
+        res = self._resident_block()
+        for b in group:
+            if self._loaded[b]:
+                self.cache.note_hits(1)
+                continue
+            t = self.load_block(b)
+            lo, hi, off, z = int(self.row_ptr[b]), int(self.row_ptr[b + 1]), int(self._nnz_ptr[b]), int(t.indptr[-1])
+            res.indptr[lo:hi + 1] = t.indptr + off  # its first entry too: the block before may not be here yet
+            res.indices[off:off + z] = t.indices
+            res.data[off:off + z] = t.data
+            res.y[lo:hi], res.c[lo:hi] = t.y, t.c
+            self.cache.add(b, None, t.nbytes)  # the read counted; the rows are kept in place, not in the cache
+            self._loaded[b] = True
+        rows = np.concatenate([np.arange(self.row_ptr[b], self.row_ptr[b + 1], dtype=np.int64) for b in group])
+        return res._replace(index=group[0], stop=len(rows), rows=rows), self.duals.alpha
 
     def _gap(self, psum: np.ndarray, dsum: np.ndarray, w_state: np.ndarray) -> tuple[float, float]:
         """(P, D) summed over the problems of the state whose ``w`` is ``w_state``."""
