@@ -271,7 +271,8 @@ class ZarrBackend(Backend):
         return dict(self._g.attrs)
 
     def set_attrs(self, attrs):
-        self._g.attrs.update(attrs)
+        # one write of zarr.json (attrs.update writes it once per key: 20 writes for a new store)
+        self._g.update_attributes(dict(attrs))
 
 
 def _stored_keys(a: "zarr.Array") -> set:
