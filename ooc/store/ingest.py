@@ -9,10 +9,10 @@ then builds the column layout without ever loading the matrix:
 2. each row block is read back, its entries are bucketed by column block (a
    counting sort, :func:`ooc.kernels.transpose.bucket_entries`) and appended to one
    temporary file per column block;
-3. each bucket is loaded alone and counting-sorted by column into place
-   (:func:`ooc.kernels.transpose.assemble_block`; row order within a column is
-   preserved because buckets are filled in row order), then appended to
-   ``cols/indices`` and ``cols/data``.
+3. each bucket is loaded alone and counting-sorted by column into place, in two
+   passes (:func:`ooc.kernels.transpose.group_entries`, then ``order_groups``; row
+   order within a column is preserved because buckets are filled in row order), then
+   appended to ``cols/indices`` and ``cols/data``.
 
 Peak memory is about ``memory``: text chunks, row blocks and buckets are all
 sized from it.
@@ -1048,13 +1048,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                         out_dat.append(r["val"])
             else:
                 r = np.fromfile(paths[k], dtype=rec)
-                rows_out = np.empty(expected, dtype=row_id_dtype)
-                vals_out = np.empty(expected, dtype=dtype)
-                if len(r) != expected or not _assemble(r, c0, indptr[c0:c1 + 1] - indptr[c0], rows_out, vals_out,
-                                                       threads):
+                done = _assemble(r, c0, indptr[c0:c1 + 1] - indptr[c0], row_id_dtype, dtype, threads)
+                if len(r) != expected or done is None:
                     raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
                                        "column counts")
-                del r
+                rows_out, vals_out = done
+                del r, done
                 out_ind.append(rows_out)
                 out_dat.append(vals_out)
                 del rows_out, vals_out
@@ -1071,18 +1070,36 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
         shutil.rmtree(bdir, ignore_errors=True)
 
 
-def _assemble(recs, c0, col_indptr, rows_out, vals_out, threads: int) -> bool:
-    """:func:`ooc.kernels.transpose.assemble_block` with the block's columns split over threads
-    (ranges of about equal nonzeros; each thread reads every record, writes its own columns)."""
+def _assemble(recs, c0, col_indptr, row_dtype, val_dtype, threads: int):
+    """A column block's row ids and values in CSC order, or None when ``recs`` does not match ``col_indptr``.
+
+    :func:`ooc.kernels.transpose.group_entries` into temporaries (row ids, values and the
+    column's low bits: 10 bytes an entry for float32 values and int32 row ids), then
+    :func:`ooc.kernels.transpose.order_groups` with the groups split over threads (about equal
+    entries each) into the memory of ``recs`` (which holds at least a row id and a value an
+    entry, and is not read again): the block holds ``recs`` and the temporaries at once.
+    """
+    m, bits = len(recs), _kt.GROUP_BITS
+    rows = np.empty(m, row_dtype)
+    vals = np.empty(m, val_dtype)
+    low = np.empty(m, np.uint16)
+    if not _kt.group_entries(recs, c0, col_indptr, bits, rows, vals, low):
+        return None
+    row_dtype, val_dtype = np.dtype(row_dtype), np.dtype(val_dtype)
+    room = np.ascontiguousarray(recs).view(np.uint8)
+    # the row ids 8-byte aligned after the values: a record's column id (>= 4 bytes) pays for the padding
+    at = -(-m * val_dtype.itemsize // 8) * 8
+    vals_out = room[:m * val_dtype.itemsize].view(val_dtype)
+    rows_out = room[at:at + m * row_dtype.itemsize].view(row_dtype)
     ncols = len(col_indptr) - 1
-    parts = min(threads, ncols)
-    if parts <= 1:
-        return bool(_kt.assemble_block(recs, c0, col_indptr, rows_out, vals_out))
-    targets = col_indptr[-1] * np.arange(1, parts) // parts
-    cuts = np.unique(np.concatenate(([0], np.searchsorted(col_indptr, targets), [ncols])))
-    ok = map_threads(lambda k: _kt.assemble_columns(recs, c0, col_indptr, rows_out, vals_out, int(cuts[k]),
-                                                    int(cuts[k + 1])), range(len(cuts) - 1), threads)
-    return all(ok)
+    n_groups = (ncols + (1 << bits) - 1) >> bits
+    parts = min(threads, n_groups)
+    starts = col_indptr[np.minimum(np.arange(n_groups + 1) << bits, ncols)]
+    cuts = np.unique(np.concatenate(([0], np.searchsorted(starts, starts[-1] * np.arange(1, parts) // parts),
+                                     [n_groups]))) if parts > 1 else np.array([0, n_groups])
+    ok = map_threads(lambda k: _kt.order_groups(col_indptr, bits, rows, vals, low, rows_out, vals_out, int(cuts[k]),
+                                                int(cuts[k + 1])), range(len(cuts) - 1), threads)
+    return (rows_out, vals_out) if all(ok) else None
 
 
 def _bucket(indptr, row0, cols, vals, col_ptr, rec, threads: int) -> list:
