@@ -154,3 +154,34 @@ def test_vw_on_threads_gives_the_same_chunks_and_errors(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="bad value") as ei:
         list(iter_vw(bad, hash_bits=12, threads=3))
     assert (ei.value.line, ei.value.column) == (text.count("\n") + 1, 8)
+
+
+def test_column_layout_does_not_depend_on_the_transposes_memory(svm_file, tmp_path):
+    """The transpose buckets and assembles column ranges cut from --memory (the store's column blocks
+    from --block-bytes): the column arrays are the same whatever the memory."""
+    stores = [convert(str(svm_file), str(tmp_path / f"m{k}.zarr"), memory=mem, block_bytes=1 << 14)
+              for k, mem in enumerate(("64MiB", 1 << 18, 1 << 16))]
+    files = [{k: v for k, v in _files(st.path).items() if k.startswith("cols")} for st in stores]
+    assert files[0] == files[1] == files[2]
+
+
+def test_numba_is_loaded_before_the_memory_is_planned(svm_file, tmp_path):
+    """A whole-process --memory counts what loading Numba adds (~60 MiB): the budget is read after it."""
+    import json
+    import subprocess
+    import sys
+
+    code = f"""
+import json
+from ooc.kernels import entries
+from ooc.store import ingest
+seen = []
+plan = ingest.memory_budget
+ingest.memory_budget = lambda *a, **k: seen.append(len(entries.cast_entries.signatures)) or plan(*a, **k)
+ingest.convert({str(svm_file)!r}, {str(tmp_path / "n.zarr")!r})
+print(json.dumps(seen))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    assert seen and seen[0] > 0

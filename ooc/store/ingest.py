@@ -829,6 +829,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
         raise ValueError(f"unknown layout {layout!r}; expected both, rows or cols")
     if np.dtype(dtype) not in L.DATA_DTYPES:
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
+    _load_numba(dtype)
     mem = memory_budget(memory)
     threads = resolve_threads(threads)
     bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
@@ -855,6 +856,14 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
                  n_features, bb, cl, mem, threads)
+
+
+def _load_numba(dtype) -> None:
+    """Load Numba's machinery for compiled code (on its first kernel call in a process: ~60 MiB and
+    ~0.4 s, LLVM and the libraries it imports) before the memory is planned, so that the budget of a
+    whole-process ``--memory`` counts it: measured, ``--memory 300MiB`` peaked at 359 MiB when the
+    first chunk's kernels loaded it after the plan. The kernel called is one every conversion calls."""
+    _ke.cast_entries(np.empty(0, np.int64), np.empty(0), 0, np.empty(0, np.int32), np.empty(0, np.dtype(dtype)))
 
 
 def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
@@ -962,7 +971,11 @@ def _line_of(chunk: RowChunk, k: int) -> int:
 
 def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, scratch=None,
                   progress=None, threads=1):
-    """Build ``cols/*`` from ``rows/*`` out of core (bucket by column block, then assemble).
+    """Build ``cols/*`` from ``rows/*`` out of core (bucket by column range, then assemble).
+
+    The column ranges are cut so that assembling one (its records, :func:`_assemble`'s
+    temporaries, and the range before while the writes run behind) holds at most a quarter of
+    ``memory``; the store's column blocks (``cols/block_ptr``, ``block_bytes``) are cut apart.
 
     Parameters
     ----------
@@ -988,7 +1001,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     row_id_dtype = L.index_dtype_for(n_rows)
     entry = L.entry_bytes(dtype, row_id_dtype)
     col_ptr = L.block_boundaries(col_nnz, entry, block_bytes)
-    n_cb = len(col_ptr) - 1
+    rec = np.dtype([("col", index_dtype), ("row", row_id_dtype), ("val", dtype)])
+    # bytes an entry of the range being assembled holds (see the docstring); measured at --memory 300MiB
+    # on the 226 MB bench file, assembling a store block at a time (~2M entries) peaked 30 MiB over it
+    held = 2 * rec.itemsize + row_id_dtype.itemsize + dtype.itemsize + 2
+    bucket_ptr = L.block_boundaries(col_nnz, held, max(memory // 4, 1 << 16))
+    n_cb = len(bucket_ptr) - 1
     backend.create_array(L.array_name(L.COLS, L.BLOCK_PTR), np.int64, max(len(col_ptr), 1), len(col_ptr))
     backend.write(L.array_name(L.COLS, L.BLOCK_PTR), 0, col_ptr)
     indptr = np.zeros(n_cols + 1, dtype=np.int64)
@@ -996,7 +1014,6 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     ip = Appender(backend, L.array_name(L.COLS, L.INDPTR), np.int64, chunk_len)
     ip.append(indptr)
     ip.close()
-    rec = np.dtype([("col", index_dtype), ("row", row_id_dtype), ("val", dtype)])
     out_ind = Appender(backend, L.array_name(L.COLS, L.INDICES), row_id_dtype, chunk_len, behind=threads > 1)
     out_dat = Appender(backend, L.array_name(L.COLS, L.DATA), dtype, chunk_len, behind=threads > 1)
     row_ptr = backend.read(L.array_name(L.ROWS, L.BLOCK_PTR))
@@ -1023,7 +1040,7 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 lo, hi = int(rip[s - r0]), int(rip[e - r0])
                 cols = backend.read(L.array_name(L.ROWS, L.INDICES), lo, hi)
                 vals = backend.read(L.array_name(L.ROWS, L.DATA), lo, hi)
-                parts = _bucket(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, col_ptr, rec, threads)
+                parts = _bucket(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, bucket_ptr, rec, threads)
                 del cols, vals
                 behind.run(_append_buckets, paths, parts)
                 del parts
@@ -1032,7 +1049,7 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
         behind.wait()  # every bucket is whole before one is read
         for k in range(n_cb):
-            c0, c1 = int(col_ptr[k]), int(col_ptr[k + 1])
+            c0, c1 = int(bucket_ptr[k]), int(bucket_ptr[k + 1])
             expected = int(indptr[c1] - indptr[c0])
             _check_bucket(paths[k], expected, rec.itemsize)
             if not expected:
