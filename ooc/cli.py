@@ -15,6 +15,7 @@ import os
 import shlex
 import sys
 import tempfile
+from typing import Callable, NamedTuple
 
 import click
 
@@ -177,6 +178,43 @@ def main():
     tune_malloc()  # block-sized buffers must go back to the system when freed (see ooc._malloc)
 
 
+class _Later(NamedTuple):
+    """Where the options ``make()`` returns go among a command's options (see :class:`_ConfigOptions`)."""
+
+    make: Callable[[], list]
+
+
+def _later(make: Callable[[], list]):
+    """A decorator: the click options ``make()`` returns, in ``--help``'s order, at this place among
+    the command's options; made when click first reads them (the command must be a :class:`_ConfigOptions`)."""
+
+    def deco(fn):
+        fn.__dict__.setdefault("__click_params__", []).append(_Later(make))  # as click.option does
+        return fn
+
+    return deco
+
+
+class _ConfigOptions(click.Command):
+    """A command with options made from :class:`ooc.config.TrainConfig`, whose fields hold their defaults,
+    types, choices and help (:func:`_later`, :func:`train_options`).
+
+    They are made the first time click reads the command's parameters (to parse its arguments, to show
+    its help), not when the command line loads: ``ooc.config`` imports the solvers' registry, the
+    losses and the memory planner, which ``ooc --help`` and ``ooc convert`` do without.
+    """
+
+    @property
+    def params(self) -> list:
+        if any(isinstance(p, _Later) for p in self._params):
+            self._params = [q for p in self._params for q in (p.make() if isinstance(p, _Later) else (p,))]
+        return self._params
+
+    @params.setter
+    def params(self, value: list) -> None:
+        self._params = value
+
+
 # -- convert ---------------------------------------------------------------------------------
 @main.command()
 @click.argument("input", type=click.Path(dir_okay=False))
@@ -247,7 +285,8 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns
                         text_columns=text_columns, threads=threads)
     finally:
         bar.close()
-    info = _store_info(st)
+    # the memory figures only for --json: they import the solvers' registry, which the line does not need
+    info = _store_info(st) if as_json else st.info()
     if as_json:
         _emit_json(info)
     else:
@@ -266,21 +305,23 @@ def _store_info(st) -> dict:
     return info
 
 
-def _info_defaults():
-    from .config import TrainConfig
+def _info_options() -> list:
+    """``ooc info``'s training options, with their defaults from :mod:`ooc.config`."""
+    from .config import defaults
 
-    return TrainConfig()
+    d = defaults()
+    return [click.Option(["--block-bytes"], default=d["block_bytes"], show_default=True,
+                         help="The training option of that name."),
+            click.Option(["--mix-blocks"], type=int, default=d["mix_blocks"], show_default=True,
+                         help="The training option of that name.")]
 
 
-@main.command()
+@main.command(cls=_ConfigOptions)
 @click.argument("store", metavar="STORE|RUN", type=click.Path())
 @click.option("--memory", default="auto", show_default=True,
               help="Say whether and how a run fits this much memory (the whole process; 'auto': what this "
                    "process may use).")
-@click.option("--block-bytes", default=_info_defaults().block_bytes, show_default=True,
-              help="The training option of that name.")
-@click.option("--mix-blocks", type=int, default=_info_defaults().mix_blocks, show_default=True,
-              help="The training option of that name.")
+@_later(_info_options)
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
               help="RUN: how many of the largest weights to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -426,7 +467,13 @@ TRAIN_OPTION_ORDER = (
 
 
 def train_options(fn):
-    """Add one click option per :class:`ooc.config.TrainConfig` field to the command ``fn``.
+    """Add one click option per :class:`ooc.config.TrainConfig` field to the command ``fn`` (a
+    :class:`_ConfigOptions`: they are made when click first reads them, :func:`_train_options`)."""
+    return _later(_train_options)(fn)
+
+
+def _train_options() -> list:
+    """One click option per :class:`ooc.config.TrainConfig` field, in :data:`TRAIN_OPTION_ORDER`.
 
     An option's type is its field's (float, int, or text), or a choice when the field lists
     choices; a default of None is not shown (it means "not set").
@@ -439,7 +486,8 @@ def train_options(fn):
     if set(fields) != set(TRAIN_OPTION_ORDER):  # a new field must be placed in the help's order
         raise RuntimeError("TRAIN_OPTION_ORDER differs from TrainConfig's fields: "
                            f"{sorted(set(fields) ^ set(TRAIN_OPTION_ORDER))}")
-    for name in reversed(TRAIN_OPTION_ORDER):  # click lists options in decorator order, outermost first
+    options = []
+    for name in TRAIN_OPTION_ORDER:
         f = fields[name]
         kind = str(f.type).split("|")[0].strip()
         choices = f.metadata.get("choices")
@@ -452,11 +500,11 @@ def train_options(fn):
             extra["is_flag"] = True
             if f.default:
                 flag = f"{flag}/--no-{flag[2:]}"
-        fn = click.option(flag, name, default=f.default, show_default=f.default is not None, **extra)(fn)
-    return fn
+        options.append(click.Option([flag, name], default=f.default, show_default=f.default is not None, **extra))
+    return options
 
 
-@main.command()
+@main.command(cls=_ConfigOptions)
 @click.argument("store", type=click.Path())
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Run directory to create.")
 @train_options

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .objectives.losses import LOSS_NAMES, Logistic, loss_spec
-from .solvers.dgpd import DEFAULTS as _DGPD
-from .solvers.dgpd import DUAL_STEPS
 from .solvers.problem import normalize_class_weight
 from .solvers.registry import AUTO, CRAMMER_SINGER, OVR, SOLVER_NAMES, solver_spec
+from .solvers.registry import DGPD_DEFAULTS as _DGPD
+from .solvers.registry import DGPD_DUAL_STEPS as DUAL_STEPS
 from .store.ingest import AUTO_MEMORY, parse_bytes, parse_memory
 
 #: Options whose ``None`` is a value (not "use the default").
@@ -103,7 +103,7 @@ class TrainConfig:
                        PAGINGS)
     smoothing: float | None = _opt(None, "acc-sdca with --loss hinge: gamma of the paper's Sec. 3.3 smoothing "
                                          "(default: --tol); the gap reported is the hinge problem's.")
-    # dgpd's own options: their defaults are the solver's (ooc.solvers.dgpd.DEFAULTS)
+    # dgpd's own options: their defaults are the solver's (ooc.solvers.registry.DGPD_DEFAULTS)
     dgpd_rounds: int = _opt(_DGPD["rounds"], "dgpd: rounds of updates on the active submatrix between two "
                                              "searches (>= 1).")
     dgpd_batch: int = _opt(_DGPD["batch"], "dgpd: coordinates a search adds at least, per side (>= 1).")

@@ -2,6 +2,8 @@
 
 * :mod:`ooc.store.chunk_files` returns exactly what Zarr returns, for any range (inside a
   chunk, across chunks, whole chunks, chunks that have no file), buffered or ``O_DIRECT``;
+* :mod:`ooc.store.chunk_writer` writes the files Zarr writes, byte for byte, and only for
+  writes of whole shards;
 * ``Store.read_group`` is the concatenation of the blocks, in every backend;
 * ``BlockLoopSolver.load_group`` gives the same merged block whichever of its blocks are
   cached, and the history's reader fields add up.
@@ -160,6 +162,67 @@ def test_writes_after_reads_are_seen(tmp_path):
     new = np.random.default_rng(1).standard_normal(2 * cl)  # compresses to other sizes: other offsets
     be.write("x", 0, new)
     assert np.array_equal(be.read("x", 0, 2 * cl), new)
+
+
+def _files(root) -> dict:
+    """Every file under ``root``: relative path -> bytes."""
+    out = {}
+    for d, _, names in os.walk(root):
+        for f in names:
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = fh.read()
+    return out
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["compressed", "stored"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "int64"])
+@pytest.mark.parametrize("n", [0, 5, 4096, 3 * 4096 + 1, 2 * 4096 + 3 * 128 + 7])
+def test_shard_writer_writes_the_files_zarr_writes(tmp_path, dtype, n, stored, monkeypatch):
+    """Arrays appended in whole shards (as the writer of convert does) are the files Zarr writes for the
+    same values, byte for byte (shards, partial last inner chunk padded, inner chunks past the end absent)."""
+    from ooc.store import chunk_writer
+
+    rng = np.random.default_rng(7)
+    values = (rng.standard_normal(n) * 1000).astype(dtype) if dtype.startswith("float") else \
+        np.cumsum(rng.integers(0, 9, n)).astype(dtype)
+    cl = 4096  # 32 inner chunks of 128
+    sample = _NOISE if stored else None
+    direct = []
+    monkeypatch.setattr(chunk_writer.ShardWriter, "write",
+                        lambda self, start, v, _w=chunk_writer.ShardWriter.write: direct.append(len(v)) or _w(self, start, v))
+    be = ZarrBackend.create(str(tmp_path / "direct.zarr"))
+    be.create_array("x", dtype, cl, sample=sample)
+    for s in range(0, n, 2 * cl):  # whole shards, the last one cut at the array's end: the writer's appends
+        be.resize("x", min(n, s + 2 * cl))
+        be.write("x", s, values[s:s + 2 * cl])
+    assert sum(direct) == n  # every element went through the shard writer
+    ref = ZarrBackend.create(str(tmp_path / "zarr.zarr"))
+    ref.create_array("x", dtype, cl, n, sample=sample)
+    if n:
+        ref._array("x")[:] = values  # Zarr's own path, with every chunk written as the backend sets
+    assert _files(tmp_path / "direct.zarr") == _files(tmp_path / "zarr.zarr")
+    assert np.array_equal(ZarrBackend.open(str(tmp_path / "direct.zarr")).read("x", 0, n), values)
+
+
+def test_writes_of_part_of_a_shard_go_through_zarr(tmp_path, monkeypatch):
+    """A write that does not start at a shard boundary, or ends inside a shard before the array's end,
+    keeps what the shard held: Zarr does it."""
+    from ooc.store import chunk_writer
+
+    calls = []
+    monkeypatch.setattr(chunk_writer.ShardWriter, "write", lambda self, start, v: calls.append(start))
+    cl = 256
+    be = ZarrBackend.create(str(tmp_path / "p.zarr"))
+    be.create_array("x", "float64", cl, 3 * cl)
+    be._array("x")[:] = np.arange(3.0 * cl)
+    be.write("x", 10, np.zeros(5))
+    be.write("x", cl, np.ones(cl // 2))
+    assert not calls
+    expect = np.arange(3.0 * cl)
+    expect[10:15] = 0
+    expect[cl:cl + cl // 2] = 1
+    assert np.array_equal(be.read("x", 0, 3 * cl), expect)
 
 
 def test_older_codecs_go_through_zarr(tmp_path):

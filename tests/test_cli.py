@@ -295,3 +295,46 @@ def test_memory_below_one_group_warns_once_and_changes_nothing(data, tmp_path):
     a, b = last_json(small.stdout), last_json(big.stdout)
     assert (a["primal"], a["dual"], a["epochs"]) == (b["primal"], b["dual"], b["epochs"])
     assert np.array_equal(ooc.load_model(tmp_path / "small").coef_, ooc.load_model(tmp_path / "big").coef_)
+
+
+#: What a command that does not train must not load (issue 20: every command pays its imports at start-up).
+TRAINING_MODULES = ("ooc.config", "ooc.solvers.registry", "ooc.solvers.base", "ooc.engine", "ooc.train", "dask",
+                    "distributed", "matplotlib", "sklearn")
+
+
+def _modules_loaded_by(args) -> set:
+    """The modules a fresh interpreter has loaded after ``ooc ARGS`` (run through ``ooc.cli.main``)."""
+    code = ("import json, sys\nfrom ooc.cli import main\n"
+            f"try:\n    main({[str(a) for a in args]!r})\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return set(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def test_help_and_convert_start_without_the_training_code(tmp_path):
+    """``ooc --help`` loads neither NumPy nor the configuration; ``ooc convert`` (but with ``--json``, whose
+    memory figures come from the solvers' registry) none of the training side."""
+    loaded = _modules_loaded_by(["--help"])
+    assert not loaded & {"numpy", "numba", "zarr", *TRAINING_MODULES}
+    src = tmp_path / "a.svm"
+    src.write_text("1 1:0.5 3:1\n-1 2:1\n")
+    loaded = _modules_loaded_by(["convert", src, tmp_path / "a.zarr"])
+    assert "ooc.store.ingest" in loaded
+    assert not loaded & set(TRAINING_MODULES)
+
+
+def test_train_help_lists_the_config_options_once():
+    """The options made from ooc.config when click first reads them are there once, in TRAIN_OPTION_ORDER."""
+    from ooc.cli import TRAIN_OPTION_ORDER
+
+    cmd = main.commands["train"]
+    names = [p.name for p in cmd.params]
+    assert names == [p.name for p in cmd.params]  # made once: reading again changes nothing
+    opts = [n for n in names if n in TRAIN_OPTION_ORDER]
+    assert opts == list(TRAIN_OPTION_ORDER)
+    assert names[:2] == ["store", "out"] and names[-4:] == ["warm_start", "overwrite", "as_json", "verbose"]
+    help_text = cli("train", "--help").stdout
+    assert help_text.count("--dgpd-rounds") == 1 and "--max-epochs" in help_text
+    info_names = [p.name for p in main.commands["info"].params]
+    assert info_names == ["store", "memory", "block_bytes", "mix_blocks", "top", "as_json"]

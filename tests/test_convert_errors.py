@@ -351,18 +351,23 @@ def test_csv_columns_come_from_the_header(tmp_path, text, n_cols):
     assert st.n_cols == n_cols and st.to_scipy("cols").shape == (2, n_cols)
 
 
-def test_assemble_block_refuses_a_short_bucket():
-    from ooc.kernels.transpose import assemble_block
+def test_grouping_refuses_a_short_bucket():
+    from ooc.kernels.transpose import group_entries, order_groups
 
     rec = np.dtype([("col", np.int32), ("row", np.int32), ("val", np.float64)])
     recs = np.zeros(3, rec)
     recs["col"] = [0, 1, 1]
     col_indptr = np.array([0, 1, 3], np.int64)
+    rows, vals, low = np.empty(3, np.int32), np.empty(3), np.empty(3, np.uint16)
     out_r, out_v = np.empty(3, np.int32), np.empty(3)
-    assert assemble_block(recs, 0, col_indptr, out_r, out_v)
+    assert group_entries(recs, 0, col_indptr, 1, rows, vals, low)
+    assert order_groups(col_indptr, 1, rows, vals, low, out_r, out_v, 0, 1)
     # one record lost (a short write): refused before anything is written out of bounds
-    assert not assemble_block(recs[:2], 0, col_indptr, out_r[:2], out_v[:2])
-    assert not assemble_block(recs, 0, col_indptr, out_r[:2], out_v)
+    assert not group_entries(recs[:2], 0, col_indptr, 1, rows[:2], vals[:2], low[:2])
+    assert not group_entries(recs, 0, col_indptr, 1, rows[:2], vals, low)
+    assert not order_groups(col_indptr, 1, rows, vals, low, out_r[:2], out_v, 0, 1)
+    low[1] = 5  # a column outside its group
+    assert not order_groups(col_indptr, 1, rows, vals, low, out_r, out_v, 0, 1)
 
 
 def test_truncated_bucket_file_is_an_error(tmp_path, monkeypatch):

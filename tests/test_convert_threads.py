@@ -87,8 +87,9 @@ def test_cast_entries_is_numpys_astype(index_dtype, value_dtype):
     assert cast_entries(ind[:0], vals[:0], 1, oi[:0], od[:0]) == (0, -1, -1)
 
 
-def test_assemble_columns_in_parts_is_a_stable_sort():
-    from ooc.kernels.transpose import assemble_columns
+@pytest.mark.parametrize("shift", [0, 2, 4, 12])
+def test_grouping_then_ordering_in_parts_is_a_stable_sort(shift):
+    from ooc.kernels.transpose import group_entries, order_groups
 
     rng = np.random.default_rng(5)
     rec = np.dtype([("col", np.int32), ("row", np.int32), ("val", np.float32)])
@@ -99,14 +100,18 @@ def test_assemble_columns_in_parts_is_a_stable_sort():
     recs["val"] = rng.standard_normal(n)
     ptr = np.concatenate(([0], np.cumsum(np.bincount(recs["col"] - col0, minlength=ncols))))
     order = np.argsort(recs["col"], kind="stable")  # the reference: a stable sort by column
-    for cuts in ([0, ncols], [0, 13, ncols], [0, 1, 2, 30, ncols]):
-        rows, vals = np.full(n, -1, np.int32), np.full(n, np.nan, np.float32)
-        assert all(assemble_columns(recs, col0, ptr, rows, vals, a, b) for a, b in zip(cuts[:-1], cuts[1:]))
-        np.testing.assert_array_equal(rows, recs["row"][order])
-        np.testing.assert_array_equal(vals, recs["val"][order])
+    rows, vals, low = np.empty(n, np.int32), np.empty(n, np.float32), np.empty(n, np.uint16)
+    assert group_entries(recs, col0, ptr, shift, rows, vals, low)
+    n_groups = -(-ncols // (1 << shift))
+    for cuts in ([0, n_groups], [0, n_groups // 2, n_groups], sorted({0, 1, min(2, n_groups), n_groups})):
+        out_r, out_v = np.full(n, -1, np.int32), np.full(n, np.nan, np.float32)
+        assert all(order_groups(ptr, shift, rows, vals, low, out_r, out_v, a, b) for a, b in zip(cuts[:-1], cuts[1:]))
+        np.testing.assert_array_equal(out_r, recs["row"][order])
+        np.testing.assert_array_equal(out_v, recs["val"][order])
     bad = recs.copy()
     bad["col"][-1] = col0 + (bad["col"][-1] - col0 + 1) % ncols  # one entry in the wrong column
-    assert not all(assemble_columns(bad, col0, ptr, rows, vals, a, b) for a, b in ((0, 13), (13, ncols)))
+    ok = group_entries(bad, col0, ptr, shift, rows, vals, low)
+    assert not (ok and order_groups(ptr, shift, rows, vals, low, out_r, out_v, 0, n_groups))
 
 
 def test_hdf5_store_does_not_depend_on_threads(svm_file, tmp_path, monkeypatch):
@@ -149,3 +154,34 @@ def test_vw_on_threads_gives_the_same_chunks_and_errors(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="bad value") as ei:
         list(iter_vw(bad, hash_bits=12, threads=3))
     assert (ei.value.line, ei.value.column) == (text.count("\n") + 1, 8)
+
+
+def test_column_layout_does_not_depend_on_the_transposes_memory(svm_file, tmp_path):
+    """The transpose buckets and assembles column ranges cut from --memory (the store's column blocks
+    from --block-bytes): the column arrays are the same whatever the memory."""
+    stores = [convert(str(svm_file), str(tmp_path / f"m{k}.zarr"), memory=mem, block_bytes=1 << 14)
+              for k, mem in enumerate(("64MiB", 1 << 18, 1 << 16))]
+    files = [{k: v for k, v in _files(st.path).items() if k.startswith("cols")} for st in stores]
+    assert files[0] == files[1] == files[2]
+
+
+def test_numba_is_loaded_before_the_memory_is_planned(svm_file, tmp_path):
+    """A whole-process --memory counts what loading Numba adds (~60 MiB): the budget is read after it."""
+    import json
+    import subprocess
+    import sys
+
+    code = f"""
+import json
+from ooc.kernels import entries
+from ooc.store import ingest
+seen = []
+plan = ingest.memory_budget
+ingest.memory_budget = lambda *a, **k: seen.append(len(entries.cast_entries.signatures)) or plan(*a, **k)
+ingest.convert({str(svm_file)!r}, {str(tmp_path / "n.zarr")!r})
+print(json.dumps(seen))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    assert seen and seen[0] > 0

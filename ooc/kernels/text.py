@@ -78,6 +78,12 @@ def _parse_float(buf, i, n):
     Returns ``(value, end, status)`` where ``end`` is the index just past the number and
     ``status`` is ``_F_OK``, ``_F_BAD`` (not a decimal float) or ``_F_NONFINITE`` (nan,
     inf or overflow to inf). The caller checks what follows ``end``.
+
+    The mantissa's digit loops stop at the first byte that is not a digit, without comparing
+    with ``n`` at every byte (measured: 15 % of the svmlight kernel's time; a check of ``i``
+    against ``n`` on entry cost 10 % more, so there is none): ``i`` is inside ``buf``, every
+    buffer ends with a newline, and callers end the span ``buf[i:n]`` where a token ends (a
+    separator, never a digit), so the loops stop at ``n`` at the latest.
     """
     start = i
     neg = False
@@ -88,7 +94,7 @@ def _parse_float(buf, i, n):
     # included, which is rare) mant may have wrapped and is not used: strtod decides.
     mant = np.int64(0)
     digits_start = i
-    while i < n and _is_digit(buf[i]):
+    while _is_digit(buf[i]):
         mant = mant * 10 + np.int64(buf[i] - 48)
         i += 1
     nd = i - digits_start
@@ -96,7 +102,7 @@ def _parse_float(buf, i, n):
     if i < n and buf[i] == 46:  # '.'
         i += 1
         frac_start = i
-        while i < n and _is_digit(buf[i]):
+        while _is_digit(buf[i]):
             mant = mant * 10 + np.int64(buf[i] - 48)
             i += 1
         exp10 = frac_start - i
@@ -290,7 +296,7 @@ def _parse_features(buf, i, n, max_abs, out_indices, out_data, nnz):
             return i, nnz, ERR_BAD_INDEX, tok
         idx = np.int64(0)
         digits_start = i
-        while i < n and _is_digit(buf[i]):
+        while _is_digit(buf[i]):  # stops at the newline ending the buffer at the latest
             idx = idx * 10 + np.int64(buf[i] - 48)
             i += 1
         too_large = i - digits_start > 18 and _int_too_large(buf, digits_start, i)

@@ -1,9 +1,11 @@
 """Numba kernels of the out-of-core transpose (rows/* -> cols/*).
 
-Both steps are counting sorts: linear time, stable (so row ids stay increasing
+Every step is a counting sort: linear time, stable (so row ids stay increasing
 within a column without sorting them), and free of the int64 permutation arrays
 an ``argsort`` would allocate, which matters because the transpose runs under the
-same ``--memory`` bound as the rest of ingest.
+same ``--memory`` bound as the rest of ingest. A column block is ordered in two
+passes (by groups of columns, then by column within a group), so that the writes of
+each pass stay in cache.
 """
 
 from __future__ import annotations
@@ -68,15 +70,22 @@ def bucket_entries(indptr, row0, cols, vals, col_ptr, out):
     return cuts
 
 
-@njit(cache=True, nogil=True)
-def assemble_block(recs, col0, col_indptr, out_rows, out_vals):
-    """:func:`assemble_columns` of every column of the block (see there)."""
-    return assemble_columns(recs, col0, col_indptr, out_rows, out_vals, 0, len(col_indptr) - 1)
+#: Columns per group of :func:`group_entries` is ``2**GROUP_BITS``. Measured on 6.4M entries of
+#: the 226 MB bench file over 1M columns (one thread): 4096-column groups take 0.07 s to group
+#: and 0.034 s to order, against 0.54 s for one counting sort over all the columns (each of
+#: its writes lands in one of ~1M places: a cache miss); 64 columns 0.16 + 0.03 s, 65536
+#: columns 0.06 + 0.08 s. The low bits must fit the uint16 of ``low``.
+GROUP_BITS = 12
 
 
 @njit(cache=True, nogil=True)
-def assemble_columns(recs, col0, col_indptr, out_rows, out_vals, c_lo, c_hi):
-    """Order one column block's entries by column, keeping row order within a column.
+def group_entries(recs, col0, col_indptr, shift, rows, vals, low):
+    """First pass of ordering a column block's entries by column: group them by ``c >> shift``.
+
+    A stable counting sort on the high bits of the local column ``c = col - col0``: group
+    ``g`` holds the columns ``g 2^s <= c < (g + 1) 2^s`` (``s = shift``), so it starts at
+    ``col_indptr[g 2^s]``, known in advance. Each write goes to one of ``ncols / 2^s`` places,
+    which stay in cache; :func:`order_groups` then sorts each group on the low bits.
 
     Parameters
     ----------
@@ -84,43 +93,98 @@ def assemble_columns(recs, col0, col_indptr, out_rows, out_vals, c_lo, c_hi):
         All entries of the column block, in row order (as bucketed).
     col0 : int
         First column of the block.
-    col_indptr : int64 array (n_cols_in_block + 1,)
+    col_indptr : int64 array (ncols + 1,)
         Column pointer of the block, local (``col_indptr[0] == 0``); known in advance
         from the column nonzero counts.
-    out_rows, out_vals : arrays (len(recs),)
-        Row ids and values in CSC order.
-    c_lo, c_hi : int
-        The local columns ``c_lo <= c < c_hi`` of the block to place; the other entries are
-        only checked. Disjoint ranges write disjoint parts of the outputs (``col_indptr[c_lo]``
-        to ``col_indptr[c_hi]``), so threads can share a block, each reading all of ``recs``.
+    shift : int
+        ``s`` above, at most 16.
+    rows, vals, low : arrays (len(recs),)
+        Outputs, grouped: each entry's row id, value and ``c mod 2^s`` (uint16).
 
     Returns
     -------
     bool
-        False when the entries do not match ``col_indptr`` (a column outside the
-        block, counts that disagree, or outputs shorter than ``col_indptr[-1]``): nothing was written out of bounds, but the
-        output is not valid. Numba does not check bounds, so the kernel does.
+        False when the entries do not match ``col_indptr`` (a column outside the block,
+        counts that disagree, or outputs shorter than ``col_indptr[-1]``): nothing was written
+        out of bounds, but the output is not valid. Numba does not check bounds, so the kernel does.
     """
     ncols = len(col_indptr) - 1
     total = col_indptr[ncols]
-    if len(recs) != total or len(out_rows) < total or len(out_vals) < total:
+    if len(recs) != total or len(rows) < total or len(vals) < total or len(low) < total:
         return False  # e.g. a short bucket file: the writes below would overrun
-    if c_lo < 0 or c_hi > ncols or c_lo > c_hi:
-        return False
-    pos = col_indptr[:-1].copy()
+    n_groups = (ncols + (1 << shift) - 1) >> shift
+    pos = np.empty(n_groups, np.int64)
+    end = np.empty(n_groups, np.int64)
+    for g in range(n_groups):
+        pos[g] = col_indptr[g << shift]
+        end[g] = col_indptr[min((g + 1) << shift, ncols)]
+    mask = (1 << shift) - 1
     for i in range(len(recs)):
         c = recs[i]["col"] - col0
         if c < 0 or c >= ncols:
             return False
-        if c < c_lo or c >= c_hi:
-            continue
-        p = pos[c]
-        if p >= col_indptr[c + 1]:
+        g = c >> shift
+        p = pos[g]
+        if p >= end[g]:
             return False
-        out_rows[p] = recs[i]["row"]
-        out_vals[p] = recs[i]["val"]
-        pos[c] = p + 1
-    for c in range(c_lo, c_hi):
-        if pos[c] != col_indptr[c + 1]:
+        rows[p] = recs[i]["row"]
+        vals[p] = recs[i]["val"]
+        low[p] = c & mask
+        pos[g] = p + 1
+    for g in range(n_groups):
+        if pos[g] != end[g]:
             return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def order_groups(col_indptr, shift, rows, vals, low, out_rows, out_vals, g_lo, g_hi):
+    """Second pass: order the groups ``g_lo <= g < g_hi`` of :func:`group_entries` by column.
+
+    A stable counting sort of each group on its entries' low bits (``low``): the block's
+    entries end in CSC order, row order kept within a column. Disjoint group ranges write
+    disjoint parts of the outputs (``col_indptr[g_lo 2^s]`` to ``col_indptr[g_hi 2^s]``), so
+    threads can share a block.
+
+    Parameters
+    ----------
+    col_indptr, shift :
+        As for :func:`group_entries`.
+    rows, vals, low : arrays
+        :func:`group_entries`' outputs.
+    out_rows, out_vals : arrays (col_indptr[-1],)
+        Row ids and values in CSC order.
+    g_lo, g_hi : int
+        The groups to order.
+
+    Returns
+    -------
+    bool
+        False when the low bits do not match ``col_indptr`` (nothing written out of bounds).
+    """
+    ncols = len(col_indptr) - 1
+    total = col_indptr[ncols]
+    if (len(out_rows) < total or len(out_vals) < total or len(rows) < total or len(vals) < total
+            or len(low) < total):
+        return False
+    width = 1 << shift
+    n_groups = (ncols + width - 1) >> shift
+    if g_lo < 0 or g_hi > n_groups or g_lo > g_hi:
+        return False
+    pos = np.empty(width, np.int64)
+    for g in range(g_lo, g_hi):
+        c_lo = g << shift
+        n = min(c_lo + width, ncols) - c_lo
+        for j in range(n):
+            pos[j] = col_indptr[c_lo + j]
+        for p in range(col_indptr[c_lo], col_indptr[c_lo + n]):
+            j = np.int64(low[p])
+            if j >= n:
+                return False
+            q = pos[j]
+            if q >= col_indptr[c_lo + j + 1]:
+                return False
+            out_rows[q] = rows[p]
+            out_vals[q] = vals[p]
+            pos[j] = q + 1
     return True

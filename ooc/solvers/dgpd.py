@@ -95,9 +95,9 @@ from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import ProblemRefused, StoreSolver
+from .registry import DGPD_DEFAULTS as DEFAULTS
+from .registry import DGPD_DUAL_STEPS as DUAL_STEPS
 
-DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe", "fallback": True}
-DUAL_STEPS = ("safe", "theorem")
 VECTORS = ("memory", "streamed")
 
 

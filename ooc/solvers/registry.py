@@ -89,6 +89,11 @@ class SolverSpec(NamedTuple):
     intercept: bool = False
 
 
+#: dgpd's own options' defaults (``ooc.config`` and the solver read them here: ``ooc.config`` must not
+#: import the solver's module, whose kernels a command that does not train never needs)
+DGPD_DEFAULTS = {"rounds": 5, "batch": 64, "growth": 1.0, "dual_step": "safe", "fallback": True}
+#: ``--dgpd-dual-step``'s values
+DGPD_DUAL_STEPS = ("safe", "theorem")
 _DGPD_OPTIONS = ("dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "dgpd_fallback")
 _BOTH = (ROWS, COLS)
 

@@ -9,10 +9,10 @@ then builds the column layout without ever loading the matrix:
 2. each row block is read back, its entries are bucketed by column block (a
    counting sort, :func:`ooc.kernels.transpose.bucket_entries`) and appended to one
    temporary file per column block;
-3. each bucket is loaded alone and counting-sorted by column into place
-   (:func:`ooc.kernels.transpose.assemble_block`; row order within a column is
-   preserved because buckets are filled in row order), then appended to
-   ``cols/indices`` and ``cols/data``.
+3. each bucket is loaded alone and counting-sorted by column into place, in two
+   passes (:func:`ooc.kernels.transpose.group_entries`, then ``order_groups``; row
+   order within a column is preserved because buckets are filled in row order), then
+   appended to ``cols/indices`` and ``cols/data``.
 
 Peak memory is about ``memory``: text chunks, row blocks and buckets are all
 sized from it.
@@ -829,6 +829,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
         raise ValueError(f"unknown layout {layout!r}; expected both, rows or cols")
     if np.dtype(dtype) not in L.DATA_DTYPES:
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
+    _load_numba(dtype)
     mem = memory_budget(memory)
     threads = resolve_threads(threads)
     bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
@@ -855,6 +856,14 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
                  n_features, bb, cl, mem, threads)
+
+
+def _load_numba(dtype) -> None:
+    """Load Numba's machinery for compiled code (on its first kernel call in a process: ~60 MiB and
+    ~0.4 s, LLVM and the libraries it imports) before the memory is planned, so that the budget of a
+    whole-process ``--memory`` counts it: measured, ``--memory 300MiB`` peaked at 359 MiB when the
+    first chunk's kernels loaded it after the plan. The kernel called is one every conversion calls."""
+    _ke.cast_entries(np.empty(0, np.int64), np.empty(0), 0, np.empty(0, np.int32), np.empty(0, np.dtype(dtype)))
 
 
 def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
@@ -962,7 +971,11 @@ def _line_of(chunk: RowChunk, k: int) -> int:
 
 def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memory, scratch=None,
                   progress=None, threads=1):
-    """Build ``cols/*`` from ``rows/*`` out of core (bucket by column block, then assemble).
+    """Build ``cols/*`` from ``rows/*`` out of core (bucket by column range, then assemble).
+
+    The column ranges are cut so that assembling one (its records, :func:`_assemble`'s
+    temporaries, and the range before while the writes run behind) holds at most a quarter of
+    ``memory``; the store's column blocks (``cols/block_ptr``, ``block_bytes``) are cut apart.
 
     Parameters
     ----------
@@ -988,7 +1001,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     row_id_dtype = L.index_dtype_for(n_rows)
     entry = L.entry_bytes(dtype, row_id_dtype)
     col_ptr = L.block_boundaries(col_nnz, entry, block_bytes)
-    n_cb = len(col_ptr) - 1
+    rec = np.dtype([("col", index_dtype), ("row", row_id_dtype), ("val", dtype)])
+    # bytes an entry of the range being assembled holds (see the docstring); measured at --memory 300MiB
+    # on the 226 MB bench file, assembling a store block at a time (~2M entries) peaked 30 MiB over it
+    held = 2 * rec.itemsize + row_id_dtype.itemsize + dtype.itemsize + 2
+    bucket_ptr = L.block_boundaries(col_nnz, held, max(memory // 4, 1 << 16))
+    n_cb = len(bucket_ptr) - 1
     backend.create_array(L.array_name(L.COLS, L.BLOCK_PTR), np.int64, max(len(col_ptr), 1), len(col_ptr))
     backend.write(L.array_name(L.COLS, L.BLOCK_PTR), 0, col_ptr)
     indptr = np.zeros(n_cols + 1, dtype=np.int64)
@@ -996,7 +1014,6 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
     ip = Appender(backend, L.array_name(L.COLS, L.INDPTR), np.int64, chunk_len)
     ip.append(indptr)
     ip.close()
-    rec = np.dtype([("col", index_dtype), ("row", row_id_dtype), ("val", dtype)])
     out_ind = Appender(backend, L.array_name(L.COLS, L.INDICES), row_id_dtype, chunk_len, behind=threads > 1)
     out_dat = Appender(backend, L.array_name(L.COLS, L.DATA), dtype, chunk_len, behind=threads > 1)
     row_ptr = backend.read(L.array_name(L.ROWS, L.BLOCK_PTR))
@@ -1023,7 +1040,7 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 lo, hi = int(rip[s - r0]), int(rip[e - r0])
                 cols = backend.read(L.array_name(L.ROWS, L.INDICES), lo, hi)
                 vals = backend.read(L.array_name(L.ROWS, L.DATA), lo, hi)
-                parts = _bucket(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, col_ptr, rec, threads)
+                parts = _bucket(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, bucket_ptr, rec, threads)
                 del cols, vals
                 behind.run(_append_buckets, paths, parts)
                 del parts
@@ -1032,7 +1049,7 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                 progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
         behind.wait()  # every bucket is whole before one is read
         for k in range(n_cb):
-            c0, c1 = int(col_ptr[k]), int(col_ptr[k + 1])
+            c0, c1 = int(bucket_ptr[k]), int(bucket_ptr[k + 1])
             expected = int(indptr[c1] - indptr[c0])
             _check_bucket(paths[k], expected, rec.itemsize)
             if not expected:
@@ -1048,13 +1065,12 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
                         out_dat.append(r["val"])
             else:
                 r = np.fromfile(paths[k], dtype=rec)
-                rows_out = np.empty(expected, dtype=row_id_dtype)
-                vals_out = np.empty(expected, dtype=dtype)
-                if len(r) != expected or not _assemble(r, c0, indptr[c0:c1 + 1] - indptr[c0], rows_out, vals_out,
-                                                       threads):
+                done = _assemble(r, c0, indptr[c0:c1 + 1] - indptr[c0], row_id_dtype, dtype, threads)
+                if len(r) != expected or done is None:
                     raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
                                        "column counts")
-                del r
+                rows_out, vals_out = done
+                del r, done
                 out_ind.append(rows_out)
                 out_dat.append(vals_out)
                 del rows_out, vals_out
@@ -1071,18 +1087,36 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
         shutil.rmtree(bdir, ignore_errors=True)
 
 
-def _assemble(recs, c0, col_indptr, rows_out, vals_out, threads: int) -> bool:
-    """:func:`ooc.kernels.transpose.assemble_block` with the block's columns split over threads
-    (ranges of about equal nonzeros; each thread reads every record, writes its own columns)."""
+def _assemble(recs, c0, col_indptr, row_dtype, val_dtype, threads: int):
+    """A column block's row ids and values in CSC order, or None when ``recs`` does not match ``col_indptr``.
+
+    :func:`ooc.kernels.transpose.group_entries` into temporaries (row ids, values and the
+    column's low bits: 10 bytes an entry for float32 values and int32 row ids), then
+    :func:`ooc.kernels.transpose.order_groups` with the groups split over threads (about equal
+    entries each) into the memory of ``recs`` (which holds at least a row id and a value an
+    entry, and is not read again): the block holds ``recs`` and the temporaries at once.
+    """
+    m, bits = len(recs), _kt.GROUP_BITS
+    rows = np.empty(m, row_dtype)
+    vals = np.empty(m, val_dtype)
+    low = np.empty(m, np.uint16)
+    if not _kt.group_entries(recs, c0, col_indptr, bits, rows, vals, low):
+        return None
+    row_dtype, val_dtype = np.dtype(row_dtype), np.dtype(val_dtype)
+    room = np.ascontiguousarray(recs).view(np.uint8)
+    # the row ids 8-byte aligned after the values: a record's column id (>= 4 bytes) pays for the padding
+    at = -(-m * val_dtype.itemsize // 8) * 8
+    vals_out = room[:m * val_dtype.itemsize].view(val_dtype)
+    rows_out = room[at:at + m * row_dtype.itemsize].view(row_dtype)
     ncols = len(col_indptr) - 1
-    parts = min(threads, ncols)
-    if parts <= 1:
-        return bool(_kt.assemble_block(recs, c0, col_indptr, rows_out, vals_out))
-    targets = col_indptr[-1] * np.arange(1, parts) // parts
-    cuts = np.unique(np.concatenate(([0], np.searchsorted(col_indptr, targets), [ncols])))
-    ok = map_threads(lambda k: _kt.assemble_columns(recs, c0, col_indptr, rows_out, vals_out, int(cuts[k]),
-                                                    int(cuts[k + 1])), range(len(cuts) - 1), threads)
-    return all(ok)
+    n_groups = (ncols + (1 << bits) - 1) >> bits
+    parts = min(threads, n_groups)
+    starts = col_indptr[np.minimum(np.arange(n_groups + 1) << bits, ncols)]
+    cuts = np.unique(np.concatenate(([0], np.searchsorted(starts, starts[-1] * np.arange(1, parts) // parts),
+                                     [n_groups]))) if parts > 1 else np.array([0, n_groups])
+    ok = map_threads(lambda k: _kt.order_groups(col_indptr, bits, rows, vals, low, rows_out, vals_out, int(cuts[k]),
+                                                int(cuts[k + 1])), range(len(cuts) - 1), threads)
+    return (rows_out, vals_out) if all(ok) else None
 
 
 def _bucket(indptr, row0, cols, vals, col_ptr, rec, threads: int) -> list:

@@ -13,7 +13,8 @@ frame and checksum around the raw bytes, decoded by a copy.
 A chunk of ``chunk_len`` elements is a shard (one file) of up to
 :data:`ooc.store.layout.INNER_CHUNKS` inner chunks, each compressed and checked on
 its own, so a read that needs part of a chunk reads and decodes only its inner
-chunks (:mod:`ooc.store.chunk_files` reads local stores that way, bypassing Zarr).
+chunks (:mod:`ooc.store.chunk_files` reads local stores that way, bypassing Zarr, and
+:mod:`ooc.store.chunk_writer` writes a local store's whole shards, the files Zarr would write).
 Stores written with other codecs or without shards (earlier versions) stay
 readable: Zarr records the codecs of each array.
 
@@ -43,6 +44,7 @@ from zarr.storage import LocalStore
 
 from .backend import Backend, StoreCorruptError, StoreError, one_line
 from .chunk_files import READ_BUFFERS, ChunkReader, direct_io_default, direct_reader
+from .chunk_writer import direct_writer
 from .layout import inner_chunk_len, worth_compressing
 
 _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
@@ -78,6 +80,8 @@ class ZarrBackend(Backend):
         self._direct_lock = threading.Lock()
         self._direct_io: bool | None = None  # decided on first read, from the store's size
         self._chunks = ChunkReader()
+        # chunk-file writers of the arrays whose layout allows (see ooc.store.chunk_writer); None: through Zarr
+        self._writers: dict[str, object] = {}
 
     @classmethod
     def create(cls, path: str) -> "ZarrBackend":
@@ -134,6 +138,7 @@ class ZarrBackend(Backend):
         )
         self._arrays[name] = a
         self._direct.pop(name, None)
+        self._writers.pop(name, None)
 
     def resize(self, name, length):
         a = self._array(name)
@@ -148,10 +153,22 @@ class ZarrBackend(Backend):
 
     def write(self, name, start, values):
         values = np.asarray(values)
-        self._array(name)[start:start + len(values)] = values
+        a = self._array(name)
+        w = self._writer(name)
+        if w is not None and values.dtype == w.dtype and w.covers(start, len(values), int(a.shape[0])):
+            w.write(start, values)  # whole shards (every append of the writer): straight to the files
+        else:
+            a[start:start + len(values)] = values
         fast = self._direct.get(name)
         if fast is not None:  # the shards written may have new indexes
             fast.forget_indexes()
+
+    def _writer(self, name):
+        """The :class:`~ooc.store.chunk_writer.ShardWriter` of array ``name`` (None: write through Zarr)."""
+        w = self._writers.get(name, False)
+        if w is False:
+            w = self._writers[name] = direct_writer(self._array(name))
+        return w
 
     def _direct_reader(self, name):
         fast = self._direct.get(name, False)
@@ -254,7 +271,8 @@ class ZarrBackend(Backend):
         return dict(self._g.attrs)
 
     def set_attrs(self, attrs):
-        self._g.attrs.update(attrs)
+        # one write of zarr.json (attrs.update writes it once per key: 20 writes for a new store)
+        self._g.update_attributes(dict(attrs))
 
 
 def _stored_keys(a: "zarr.Array") -> set:
