@@ -168,7 +168,7 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
         m = mix if fp.policy == "row-groups" else 1
         cls = driver_class(name)
         # the row-block solvers differ in their O(d) vectors (BlockLoopSolver.fixed_for), with --l1 0 and
-        # the default --threads (every core: from 3 on, one problem's threads hold a change of v each)
+        # the default --threads (every core: from 2 on, one problem's threads hold a replica of the model each)
         fixed = (cls.fixed_for(view, k, view.n_cols, m, 0.0, available_cpus()) if hasattr(cls, "fixed_for")
                  else fixed_bytes(fp, view, k, view.n_cols, m))
         p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
