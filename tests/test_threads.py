@@ -147,7 +147,8 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     """One problem's rows over the threads (CoCoA+ mini-batches, ooc.kernels.sdca_threads): another
     trajectory than one thread's, to the same certified optimum; the same bits on every run with
     the same count, and after an interrupted run is resumed."""
-    opts = dict(OPTS, solver=solver, l1=l1, tol=1e-10)
+    # l2 1e-2: well conditioned enough that the threads pay (rows_split_pays), as on the bench stores
+    opts = dict(OPTS, solver=solver, l1=l1, l2=1e-2, tol=1e-10)
     one = ooc.train(binary, str(tmp_path / "one"), threads=1, **opts)
     two = ooc.train(binary, str(tmp_path / "two"), threads=3, **opts)
     again = ooc.train(binary, str(tmp_path / "again"), threads=3, **opts)
@@ -159,7 +160,7 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     assert not np.array_equal(_coef(one), _coef(two))  # the threads did split the rows
     assert abs(one.result["primal"] - two.result["primal"]) <= 2e-10 * abs(one.result["primal"])
     # strong convexity: both within sqrt(2 gap / l2) of the optimum
-    bound = 2 * np.sqrt(2 * max(one.result["gap"], two.result["gap"]) / OPTS["l2"])
+    bound = 2 * np.sqrt(2 * max(one.result["gap"], two.result["gap"]) / opts["l2"])
     assert np.linalg.norm(_coef(one) - _coef(two)) <= bound
     assert np.array_equal(_coef(two), _coef(again)) and _history(two) == _history(again)
     out = str(tmp_path / "part")
@@ -320,3 +321,19 @@ def test_few_hot_entries_keep_the_dual_rising_to_the_optimum(binary, tmp_path, m
     assert all(b >= a for a, b in zip(duals, duals[1:]))
     res = run.result
     assert res["converged"] and abs(res["primal"] - one["primal"]) <= 2e-10 * abs(one["primal"])
+
+
+def test_threads_split_one_problem_only_where_they_pay(binary, tmp_path):
+    """Passes grow like (T R^2 + lambda n gamma) / (R^2 + lambda n gamma) on T threads: where that outweighs
+    the threads (an ill-conditioned problem, the hinge), one problem keeps one thread's iterates."""
+    from ooc.solvers.row_threads import rows_split_pays
+
+    assert rows_split_pays(2, 1.0, 4.0) and rows_split_pays(2, 1.0, 12.0)  # the bench stores' c
+    assert not rows_split_pays(2, 1.0, 0.12) and not rows_split_pays(2, 1.0, 0.0)  # ill-conditioned, hinge
+    assert rows_split_pays(8, 1.0, 0.12) is False and rows_split_pays(2, 0.0, 0.0)
+    for kw in (dict(l2=1e-4), dict(loss="hinge", l2=1e-2)):
+        opts = dict(OPTS, tol=1e-12, max_epochs=20, solver="sdca", **kw)  # 20 passes, the same on both
+        with pytest.warns(ooc.ConvergenceWarning):
+            one = ooc.train(binary, str(tmp_path / "one"), threads=1, overwrite=True, **opts)
+            two = ooc.train(binary, str(tmp_path / "two"), threads=2, overwrite=True, **opts)
+        assert np.array_equal(_coef(one), _coef(two)) and _history(one) == _history(two)

@@ -126,6 +126,9 @@ class AccSDCASolver(BlockLoopSolver):
         l2 = float(self.pb.penalty.l2)
         return (self.l2_inner * self.extra["v_snap"][c] - self.params.kappa * self.extra["center"][c]) / l2
 
+    def step_l2(self) -> float:
+        return self.l2_inner
+
     def dual_penalty(self, c, w_state):
         return conj_value(self.pb.penalty, self._v_plain(c), self.pb.bias)
 

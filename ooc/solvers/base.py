@@ -47,7 +47,7 @@ from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order, row_order
 from ..store import layout as L
 from . import intercept as icpt
-from .row_threads import MIN_ROW_THREADS, ROW_THREADS_SCHEME, RowThreads, threaded_primal_loss
+from .row_threads import MIN_ROW_THREADS, ROW_THREADS_SCHEME, RowThreads, rows_split_pays, threaded_primal_loss
 
 
 class TrainBlock(NamedTuple):
@@ -271,8 +271,22 @@ class BlockLoopSolver(StoreSolver):
         return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), self.threads)
 
     def one_problem_threads(self) -> int:
-        """This run's :meth:`row_threads` (its ``run.json`` says which scheme made it)."""
-        return self.row_threads(self.k, self.threads, int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME))
+        """Threads that share this run's one problem: :meth:`row_threads` (``run.json`` says which scheme
+        made the run), and 1 where the threads would not pay (:func:`~ooc.solvers.row_threads.rows_split_pays`)."""
+        if getattr(self, "_one_problem_threads", None) is None:
+            scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
+            t = self.row_threads(self.k, self.threads, scheme)
+            if t > 1 and scheme >= ROW_THREADS_SCHEME:
+                bias = float(self.pb.bias)
+                sq = float(np.mean(self.store.row_sqnorm)) + bias * bias if self.n else 0.0
+                if not rows_split_pays(t, sq, self.step_l2() * self.n / float(self.pb.loss.smoothness)):
+                    t = 1
+            self._one_problem_threads = t
+        return self._one_problem_threads
+
+    def step_l2(self) -> float:
+        """The L2 weight of the problem the Prox-SDCA steps solve (acc-sdca's inner one is larger)."""
+        return float(self.pb.penalty.l2)
 
     def row_pass(self) -> RowThreads:
         """One problem's pass on the threads (:class:`ooc.solvers.row_threads.RowThreads`), made once."""
