@@ -16,15 +16,14 @@ from ..kernels.sdca import block_primal_loss, rows_primal_loss
 from ..kernels.sdca_threads import HOT_FEATURES, ROWS_PER_THREAD, local_steps, sync_entries, sync_range
 
 #: Fewest threads that split one problem's rows. Measured on the 1M x 2^20 bench store (L2
-#: logistic, 2 cores): with replicas a pass on 2 threads costs about 1.1x one thread's
-#: processor time (the former scheme, a shared ``w`` beside each thread's change of ``v``,
-#: cost 2x and needed 3 threads to pay).
+#: logistic, 2 cores): with replicas a pass takes 0.5-0.6 s on 2 threads against 0.85 s on one
+#: (the former scheme, a shared ``w`` beside each thread's change of ``v``, cost twice one
+#: thread's processor time a pass and needed 3 threads to pay).
 MIN_ROW_THREADS = 2
-#: ``run.json``'s ``row_threads`` of runs made since the replicas (:mod:`ooc.kernels.sdca_threads`);
-#: a run without it split one problem's rows from 3 threads on, with the former scheme.
+#: ``run.json``'s ``row_threads`` of runs made since the replicas (:mod:`ooc.kernels.sdca_threads`)
+#: and :func:`rows_split_pays`: a change of either that changes the iterates takes a new number. A
+#: run without it split one problem's rows from 3 threads on, with the former scheme.
 ROW_THREADS_SCHEME = 2
-
-
 #: A pass on ``T`` threads costs about this times ``1/T`` of one thread's (measured on 2 cores, 1M x 2^20
 #: hashed rows: 0.5-0.6 s against 0.85 s): the synchronizations, the threads' uneven slices.
 PASS_OVERHEAD = 1.2
