@@ -23,7 +23,11 @@ progress (``progress``: the final gap below half the first one; an entry without
 a failure the script counts), and per reference its seconds and ``P_ref - P_ooc`` (at most
 ooc's gap when both are right). Prints one JSON object (last line); ``--out`` writes it too.
 
-    python scripts/bench_solvers.py [--scale 1.0] [--tol 1e-6] [--max-epochs 300] [--out solvers.json]
+``rcd-primal`` on pure L1 runs the working sets ``auto`` runs there (``sampling`` in the entry;
+``--solver rcd-primal`` alone samples uniformly, the paper's NSync, far slower on small ``l1``).
+``--threads`` is ooc's (default: every core, as ``ooc train``); the references run as they do.
+
+    python scripts/bench_solvers.py [--scale 1.0] [--tol 1e-6] [--max-epochs 300] [--threads T] [--out solvers.json]
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ import numpy as np
 import scipy.sparse as sp
 
 import ooc
-from ooc.solvers.registry import SOLVER_REGISTRY
+from ooc.schedule.sampling import WORKING_SET
+from ooc.solvers.registry import NATIVE, SOLVER_REGISTRY
 
 LOSSES = ("squared", "logistic", "hinge", "smooth-hinge")
 
@@ -161,6 +166,7 @@ def main():
     ap.add_argument("--l2", type=float, default=1e-4)
     ap.add_argument("--l1", type=float, default=1e-4)
     ap.add_argument("--solvers", default=",".join(SOLVER_REGISTRY))
+    ap.add_argument("--threads", type=int, default=None, help="ooc's --threads (default: every core)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     rng = np.random.default_rng(0)
@@ -196,10 +202,13 @@ def main():
                         if not allowed(spec, loss, l2, l1):
                             continue
                         row = {"store": dname, "loss": loss, "penalty": pname, "solver": sname}
+                        extra = {} if a.threads is None else {"threads": a.threads}
+                        if l2 == 0 and spec.samplings and spec.pure_l1 == NATIVE:  # auto's pure-L1 rcd-primal
+                            extra["sampling"] = row["sampling"] = WORKING_SET
                         t0 = time.perf_counter()
                         try:
                             run = ooc.train(st, f"{tmp}/run", solver=sname, loss=loss, l2=l2, l1=l1, gamma=1.0,
-                                            tol=a.tol, max_epochs=a.max_epochs, overwrite=True)
+                                            tol=a.tol, max_epochs=a.max_epochs, overwrite=True, **extra)
                         except ValueError as exc:  # the solver refuses the problem (one line)
                             row["refused"] = str(exc).splitlines()[0]
                             table.append(row)
@@ -217,7 +226,8 @@ def main():
                         print(json.dumps(row), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    out = {"n": n, "tol": a.tol, "l2": a.l2, "l1": a.l1, "entries": table, "without_progress": failures}
+    out = {"n": n, "tol": a.tol, "l2": a.l2, "l1": a.l1, "threads": a.threads, "entries": table,
+           "without_progress": failures}
     if a.out:
         with open(a.out, "w") as f:
             json.dump(out, f, indent=1)
