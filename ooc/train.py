@@ -221,6 +221,16 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
         radius = np.maximum(radius, 1.0)
     o["l1_radius"] = [float(r) for r in radius]
     o["l2_added"] = float(o["tol"] / radius.max() ** 2)
+    if o["solver_used"] == "sdca":
+        # Prox-SDCA needs about R^2 / (l2' n gamma) passes (Shalev-Shwartz & Zhang): with the tiny l2' of
+        # a small tol or l1 that is millions, a run that would end without progress (acc-sdca's is the root)
+        smooth = 1.0 / float(pb.loss.smoothness)
+        r2 = float(np.max(store.row_sqnorm)) if store.n_rows else 0.0
+        passes = r2 / (o["l2_added"] * store.n_rows * smooth) if smooth > 0 else math.inf
+        if passes > 100 * o["max_epochs"]:
+            raise ValueError(f"pure L1 (--l2 0) through --solver sdca adds an L2 of {o['l2_added']:.2g} (--tol / r^2, "
+                             f"r = P(0) / l1), where Prox-SDCA needs about {passes:.1g} passes; use --solver "
+                             "rcd-primal or auto (working sets), or acc-sdca")
 
 
 class Run:

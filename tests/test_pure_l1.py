@@ -278,3 +278,12 @@ def test_auto_pure_l1_run_made_before_working_sets_resumes_uniform(wide, tmp_pat
         done = ooc.resume(str(part), max_epochs=4)
     assert RunDir.open(str(part)).config["sampling"] == "uniform"
     assert np.array_equal(done.model.coef_, full.model.coef_)
+
+
+def test_sdca_refuses_pure_l1_it_cannot_certify(stores, tmp_path):
+    """A small --tol or --l1 makes the added L2 tiny (tol / r^2): Prox-SDCA would need ~R^2 / (l2' n gamma)
+    passes, millions here, and end without progress; the run is refused in one line naming the solvers that
+    certify it (acc-sdca's rate has the square root)."""
+    with pytest.raises(ValueError, match=r"pure L1 .*sdca adds an L2 of .* passes; use --solver rcd-primal") as e:
+        ooc.train(stores["binary"], str(tmp_path / "r"), solver="sdca", loss="logistic", l2=0.0, l1=1e-6, tol=1e-9)
+    assert "\n" not in str(e.value) and not (tmp_path / "r").exists()
