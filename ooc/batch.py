@@ -30,8 +30,8 @@ A spec is a TOML file::
   (two equal runs would share one run directory). ``[path]`` values are single values, but
   ``l2``, a non-empty list;
 - every run the spec makes is built as a :class:`~ooc.config.TrainConfig` (which checks the
-  values and their combinations that need no store, e.g. ``--smoothing`` with acc-sdca and
-  the hinge only); the checks that need the store run with each run, whose failure is
+  values and their combinations that need no store, e.g. ``--l2 0`` with a solver that has no
+  pure-L1 route); the checks that need the store run with each run, whose failure is
   reported in its row.
 
 Every run is an ordinary run directory (``ooc resume`` works on it). A failing
@@ -162,7 +162,7 @@ def _check_runs(path: str, table: str, runs: list[dict]) -> None:
     """Build every run's :class:`TrainConfig` (the checks that need no store), naming the first bad one.
 
     A value wrong on its own (``l2 = -1``) is named with its key; a combination that no single
-    value explains (``--smoothing`` with the logistic loss) is named whole.
+    value explains (``--l2 0`` with ``--solver dgpd``) is named whole.
     """
     seen = set()
     for run in runs:

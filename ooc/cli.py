@@ -460,7 +460,7 @@ def _report(result: dict, as_json: bool) -> None:
 #: help come from :class:`ooc.config.TrainConfig`).
 TRAIN_OPTION_ORDER = (
     "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "block_bytes", "mix_blocks",
-    "threads", "inner_passes", "smoothing", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "dgpd_fallback", "tol", "max_epochs", "validation",
+    "threads", "inner_passes", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "dgpd_fallback", "tol", "max_epochs", "validation",
     "validation_metric", "early_stop", "memory", "bias", "fit_intercept",
     "class_weight", "seed", "checkpoint_every", "distributed", "local_passes", "exchange", "sync_rows",
 )

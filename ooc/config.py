@@ -101,8 +101,6 @@ class TrainConfig:
                               "that many blocks are resident).")
     paging: str = _opt("shuffled", "rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.",
                        PAGINGS)
-    smoothing: float | None = _opt(None, "acc-sdca with --loss hinge: gamma of the paper's Sec. 3.3 smoothing "
-                                         "(default: --tol); the gap reported is the hinge problem's.")
     # dgpd's own options: their defaults are the solver's (ooc.solvers.registry.DGPD_DEFAULTS)
     dgpd_rounds: int = _opt(_DGPD["rounds"], "dgpd: rounds of updates on the active submatrix between two "
                                              "searches (>= 1).")
@@ -132,7 +130,7 @@ class TrainConfig:
             solver_spec(self.solver)
         _check_values(self, loss)
         _check_dgpd(self)
-        _check_requested_solver(self, loss)
+        _check_requested_solver(self)
         _set(self, "memory_bytes", parse_memory(self.memory, "--memory"))
         _set(self, "train_block_bytes", _parse_block_bytes(self.block_bytes))
 
@@ -295,19 +293,9 @@ def _check_dgpd(cfg: TrainConfig) -> None:
         raise ValueError(f"--dgpd-dual-step {cfg.dgpd_dual_step!r}: expected one of {', '.join(DUAL_STEPS)}")
 
 
-def _check_requested_solver(cfg: TrainConfig, loss) -> None:
-    """What the solver asked for (``auto`` included) allows: --smoothing, pure L1."""
+def _check_requested_solver(cfg: TrainConfig) -> None:
+    """What the solver asked for (``auto`` included) allows: pure L1."""
     spec = solver_spec(cfg.solver) if cfg.solver != AUTO else None
-    hinge_smoothing = spec is not None and "smoothing" in spec.options and not loss.smooth
-    if cfg.smoothing is not None:
-        if not hinge_smoothing:
-            raise ValueError("--smoothing is the hinge smoothing of acc-sdca: use it with --solver acc-sdca "
-                             "--loss hinge (the smooth hinge's own parameter is --gamma)")
-        _set(cfg, "smoothing", float(cfg.smoothing))
-        if not (np.isfinite(cfg.smoothing) and cfg.smoothing > 0):
-            raise ValueError(f"--smoothing must be a finite number > 0 (got {cfg.smoothing!r})")
-    elif hinge_smoothing:
-        _set(cfg, "smoothing", cfg.tol)  # the smoothed optimum is then within tol/2 of the hinge one
     if cfg.l2 <= 0 and not (cfg.l1 > 0 and (spec is None or spec.pure_l1)):
         raise ValueError("--l2 must be > 0 for the dual solvers; pure L1 (--l2 0 --l1 > 0) trains with "
                          "rcd-primal (--solver rcd-primal or auto), or sdca / acc-sdca with an added small L2")

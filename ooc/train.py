@@ -600,7 +600,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
                  "inner_passes": o["inner_passes"], "local_passes": o["local_passes"], "exchange": o["exchange"],
                  "sync_rows": o["sync_rows"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
                  "threads": o["threads"], "resumed": resume, "row_threads_scheme": rd.config.get("row_threads", 1),
-                 "sampling": o["sampling"], "paging": o["paging"], "smoothing": o["smoothing"],
+                 "sampling": o["sampling"], "paging": o["paging"],
                  "l1_radius": o.get("l1_radius"),
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},
                  "train_options": {**{k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "fit_intercept",

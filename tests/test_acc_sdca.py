@@ -142,8 +142,3 @@ def test_pure_l1_through_acc_sdca_certifies_where_the_constant_momentum_stalled(
     assert res["primal"] - p_ref <= tol * max(1.0, p_ref)
 
 
-def test_smoothing_option_is_validated(store, tmp_path):
-    with pytest.raises(ValueError, match="--smoothing"):
-        ooc.train(store, str(tmp_path / "a"), solver="sdca", loss="hinge", smoothing=0.1)
-    with pytest.raises(ValueError, match="--smoothing must be"):
-        ooc.train(store, str(tmp_path / "b"), solver="acc-sdca", loss="hinge", smoothing=-1.0)

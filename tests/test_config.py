@@ -91,7 +91,6 @@ def test_config_is_frozen_and_normalised():
     ({"paging": "x"}, "--paging"),
     ({"max_epochs": -1}, "--max-epochs must be >= 0"),
     ({"dgpd_batch": 0}, "--dgpd-batch must be an integer >= 1"),
-    ({"smoothing": 0.1}, "--smoothing is the hinge smoothing"),
     ({"gamma": 0.0, "loss": "smooth-hinge"}, "--gamma must be > 0"),
     ({"bogus": 1}, "unknown training option(s): bogus"),
 ])
@@ -107,11 +106,6 @@ def test_from_run_config_fills_options_added_later():
     cfg = TrainConfig.from_run_config(old, max_epochs=3)
     assert cfg.l2 == 1e-3 and cfg.solver == "sdca" and cfg.max_epochs == 3
     assert cfg.dgpd_rounds == defaults()["dgpd_rounds"]
-
-
-def test_smoothing_defaults_to_tol_for_the_accelerated_hinge():
-    cfg = TrainConfig(solver="acc-sdca", loss="hinge", tol=1e-4)
-    assert cfg.smoothing == 1e-4
 
 
 def test_registries_cover_the_choices():

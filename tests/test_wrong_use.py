@@ -172,7 +172,7 @@ BAD_SPECS = [
     (GOOD + 'memory = ["lots"]\n', ["[grid]", "memory", '"lots"']),
     (GOOD + "dgpd_batch = [0]\n", ["[grid]", "dgpd_batch", "0"]),
     (GOOD + 'sampling = ["sideways"]\n', ["[grid]", "sampling", '"sideways"']),
-    (GOOD + 'loss = ["logistic"]\nsolver = "acc-sdca"\nsmoothing = [0.1]\n', ["[grid]", "smoothing", "0.1"]),
+    (GOOD + 'solver = "dgpd"\nl1 = [1e-3]\nl2 = [0.0]\n', ["[grid]", "l2", "0.0"]),
     (GOOD + "l2 = [0.0, 1e-3]\n", ["[grid]", "l2", "0.0"]),  # pure L1 needs l1 > 0
     (GOOD + "learning_rate = [1]\n", ["[grid]", "learning_rate", "unknown"]),
     (GOOD.replace('store = ["s.zarr"]', "store = [3]"), ["[grid]", "store", "3"]),
@@ -185,8 +185,8 @@ BAD_SPECS = [
     ('[batch]\nout = "o"\n\n[path]\nstore = "s"\nl2 = [1e-3, "x"]\n', ["[path]", "l2", '"x"']),
     ('[batch]\nout = "o"\n\n[path]\nstore = "s"\nl2 = [1e-3]\ntol = true\n', ["[path]", "tol", "true"]),
     ('[batch]\nout = "o"\n\n[path]\nstore = "s"\nl2 = [1e-3]\ntol = [1e-3]\n', ["[path]", "tol", "single"]),
-    ('[batch]\nout = "o"\n\n[path]\nstore = "s"\nl2 = [1e-3]\nsolver = "sdca"\nl1 = 1e-3\nsmoothing = 0.1\n',
-     ["[path]", "smoothing", "0.1"]),
+    ('[batch]\nout = "o"\n\n[path]\nstore = "s"\nl2 = [0.0, 1e-3]\nsolver = "dgpd"\nl1 = 1e-3\n',
+     ["[path]", "l2", "0.0"]),
     ("[batch\n", ["invalid TOML"]),
 ]
 

@@ -103,7 +103,7 @@ SOLVER_REGISTRY = {spec.name: spec for spec in (
                         "distributed": "ooc.solvers.cocoa:CoCoASolver"},
                (ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False, ROW_GROUPS, (), True),
     SolverSpec("acc-sdca", {"": "ooc.solvers.acc_sdca:AccSDCASolver"},
-               (ROWS,), True, True, ADDED_L2, (OVR,), True, False, False, ROW_GROUPS, ("smoothing",)),
+               (ROWS,), True, True, ADDED_L2, (OVR,), True, False, False, ROW_GROUPS),
     SolverSpec("dgpd", {"": "ooc.solvers.dgpd:DGPDSolver"},
                _BOTH, False, True, "", (OVR,), False, False, False, DGPD, _DGPD_OPTIONS),
     SolverSpec("rcd-primal", {"": "ooc.solvers.rcd:RCDPrimalSolver"},
