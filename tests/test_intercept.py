@@ -182,9 +182,10 @@ def _check(loss, X, y, c, run, l2, l1):
 @pytest.mark.parametrize("threads", [1, 3], ids=["1thread", "3threads"])
 @pytest.mark.parametrize("l1", [0.0, L1], ids=["l2", "elastic"])
 @pytest.mark.parametrize("loss", ["logistic", "squared", "smooth-hinge"])
-def test_optimum_matches_references(tmp_path, loss, l1, threads):
+def test_optimum_matches_references(tmp_path, loss, l1, threads, monkeypatch):
     """``threads=3``: one problem's rows over three threads (CoCoA+ mini-batches), with the intercept.
     (The hinge is refused: see test_what_fit_intercept_refuses_is_one_line.)"""
+    monkeypatch.setattr("ooc.solvers.row_threads.MIN_ROWS_PER_THREAD", 1)  # hundreds of rows, split all the same
     X, y, _ = _data(loss)
     st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64")
     with warnings.catch_warnings():

@@ -79,7 +79,8 @@ def _store(X, y, where, block_bytes, tmp_path=None, fmt="zarr"):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_cache_size_does_not_change_the_iterates(data, runs_dir, tmp_path, threads):
+def test_cache_size_does_not_change_the_iterates(data, runs_dir, tmp_path, threads, monkeypatch):
+    monkeypatch.setattr("ooc.solvers.row_threads.MIN_ROWS_PER_THREAD", 1)  # 400 rows: split all the same
     X, y = data
     st = _store(X, y, "disk", 1500, tmp_path)
     nb = st.n_blocks("rows")

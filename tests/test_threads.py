@@ -28,6 +28,8 @@ OPTS = dict(l2=1e-3, tol=1e-9, seed=2, max_epochs=200, loss="logistic")
 @pytest.fixture(autouse=True)
 def _no_plot(monkeypatch):
     monkeypatch.setattr(T, "plot_convergence", lambda rd: None)
+    # these problems have hundreds of rows: let one problem's rows go over the threads all the same
+    monkeypatch.setattr("ooc.solvers.row_threads.MIN_ROWS_PER_THREAD", 1)
 
 
 @pytest.fixture(scope="module")
@@ -328,12 +330,26 @@ def test_threads_split_one_problem_only_where_they_pay(binary, tmp_path):
     the threads (an ill-conditioned problem, the hinge), one problem keeps one thread's iterates."""
     from ooc.solvers.row_threads import rows_split_pays
 
-    assert rows_split_pays(2, 1.0, 4.0) and rows_split_pays(2, 1.0, 12.0)  # the bench stores' c
-    assert not rows_split_pays(2, 1.0, 0.12) and not rows_split_pays(2, 1.0, 0.0)  # ill-conditioned, hinge
-    assert rows_split_pays(8, 1.0, 0.12) is False and rows_split_pays(2, 0.0, 0.0)
+    n = 10**6
+    assert rows_split_pays(2, 1.0, 4.0, n) and rows_split_pays(2, 1.0, 12.0, n)  # the bench stores' c
+    assert not rows_split_pays(2, 1.0, 0.12, n) and not rows_split_pays(2, 1.0, 0.0, n)  # ill-conditioned, hinge
+    assert rows_split_pays(8, 1.0, 0.12, n) is False and rows_split_pays(2, 0.0, 0.0, n)
     for kw in (dict(l2=1e-4), dict(loss="hinge", l2=1e-2)):
         opts = dict(OPTS, tol=1e-12, max_epochs=20, solver="sdca", **kw)  # 20 passes, the same on both
         with pytest.warns(ooc.ConvergenceWarning):
             one = ooc.train(binary, str(tmp_path / "one"), threads=1, overwrite=True, **opts)
             two = ooc.train(binary, str(tmp_path / "two"), threads=2, overwrite=True, **opts)
         assert np.array_equal(_coef(one), _coef(two)) and _history(one) == _history(two)
+
+
+def test_a_small_problem_keeps_one_thread(binary, tmp_path, monkeypatch):
+    """Below MIN_ROWS_PER_THREAD rows a thread, the threads' meetings cost more than they share: one
+    problem of hundreds of rows keeps one thread's iterates."""
+    from ooc.solvers import row_threads
+
+    monkeypatch.setattr(row_threads, "MIN_ROWS_PER_THREAD", 8192)
+    assert not row_threads.rows_split_pays(2, 1.0, 12.0, N)
+    opts = dict(OPTS, l2=1e-2, tol=1e-8, solver="sdca")
+    one = ooc.train(binary, str(tmp_path / "one"), threads=1, **opts)
+    two = ooc.train(binary, str(tmp_path / "two"), threads=2, **opts)
+    assert np.array_equal(_coef(one), _coef(two)) and one.result["converged"]

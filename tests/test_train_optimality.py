@@ -257,9 +257,11 @@ def check_against(name, X, y, w, res, refs, l2, l1, c=None, n_l1=None):
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
 @pytest.mark.parametrize("l1", [0.0, L1], ids=["l2", "elastic"])
 @pytest.mark.parametrize("loss", LOSSES)
-def test_optimum_matches_reference(stores, tmp_path, loss, l1, kind, dtype, threads):
+def test_optimum_matches_reference(stores, tmp_path, loss, l1, kind, dtype, threads, monkeypatch):
     """``threads=3``: one problem's rows over three threads (CoCoA+ mini-batches), another trajectory
-    to the same optimum."""
+    to the same optimum (where :func:`ooc.solvers.row_threads.rows_split_pays` lets them: these stores
+    have hundreds of rows, split all the same)."""
+    monkeypatch.setattr("ooc.solvers.row_threads.MIN_ROWS_PER_THREAD", 1)
     s = stores[kind, dtype]
     X = s["X"]
     y = s["y_reg"] if loss == "squared" else s["y_bin"]
@@ -282,9 +284,10 @@ def test_optimum_matches_reference(stores, tmp_path, loss, l1, kind, dtype, thre
 
 
 @pytest.mark.parametrize("loss,l1,bias", [("logistic", 0.0, 1.0), ("squared", L1, 2.0), ("hinge", 0.0, 0.5)])
-def test_bias_is_a_regularized_constant_feature(stores, tmp_path, loss, l1, bias):
+def test_bias_is_a_regularized_constant_feature(stores, tmp_path, loss, l1, bias, monkeypatch):
     """``bias=B``: the reference is the same problem with a column of value B appended, its weight
     regularized by l2 (LIBLINEAR's -B) but not by l1; ``intercept_ = B * w_B``."""
+    monkeypatch.setattr("ooc.solvers.row_threads.MIN_ROWS_PER_THREAD", 1)  # hundreds of rows, split all the same
     s = stores["sparse", "float64"]
     X = s["X"]
     y = s["y_reg"] if loss == "squared" else s["y_bin"] + 0.0

@@ -279,7 +279,7 @@ class BlockLoopSolver(StoreSolver):
             if t > 1 and scheme >= ROW_THREADS_SCHEME:
                 bias = float(self.pb.bias)
                 sq = float(np.mean(self.store.row_sqnorm)) + bias * bias if self.n else 0.0
-                if not rows_split_pays(t, sq, self.step_l2() * self.n / float(self.pb.loss.smoothness)):
+                if not rows_split_pays(t, sq, self.step_l2() * self.n / float(self.pb.loss.smoothness), self.n):
                     t = 1
             self._one_problem_threads = t
         return self._one_problem_threads
@@ -659,7 +659,9 @@ class BlockLoopSolver(StoreSolver):
         # not change during the pass (updates go to ``nxt``), and paged ones are files to read. A group
         # of several cached blocks is not free: its blocks are copied into one (30 MB, 11 ms on the 1M x
         # 2^20 bench store, 8 groups a pass), so it is made there too, beside the pass, not before it
-        if self._resident_mode and self._resident_block() is not None and self._loaded.all():
+        if self._resident_mode:
+            self._resident_block()  # allocated at the first pass
+        if self._resident_mode and self._loaded.all():
             # every row in memory as one block: a group is its rows' ids, nothing to read or copy
             pf, source = None, ((g, self._resident_group(g)) for g in groups)
         else:

@@ -24,13 +24,17 @@ MIN_ROW_THREADS = 2
 #: and :func:`rows_split_pays`: a change of either that changes the iterates takes a new number. A
 #: run without it split one problem's rows from 3 threads on, with the former scheme.
 ROW_THREADS_SCHEME = 2
+#: Fewest rows a thread's share of one problem must have for the threads to split it: below, a pass
+#: is a few mini-batches whose meetings and synchronizations cost more than they share (the tests'
+#: problems of hundreds of rows, split, made the suite run 2.5x longer).
+MIN_ROWS_PER_THREAD = 8192
 #: A pass on ``T`` threads costs about this times ``1/T`` of one thread's (measured on 2 cores, 1M x 2^20
 #: hashed rows: 0.5-0.6 s against 0.85 s): the synchronizations, the threads' uneven slices.
 PASS_OVERHEAD = 1.2
 
 
-def rows_split_pays(threads: int, sq_norm: float, c: float) -> bool:
-    r"""Whether splitting one problem's rows over ``threads`` threads should certify sooner than one thread.
+def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int) -> bool:
+    r"""Whether splitting one problem's ``rows`` over ``threads`` threads should certify sooner than one thread.
 
     Prox-SDCA's passes to a given gap grow like ``(R^2 + lambda n gamma) / (lambda n gamma)`` (Shalev-Shwartz
     & Zhang: ``phi`` is ``1/gamma``-smooth, ``R^2`` the rows' squared norm); the local subproblem of
@@ -40,7 +44,8 @@ def rows_split_pays(threads: int, sq_norm: float, c: float) -> bool:
     logistic, normalized rows): ``c = 4`` (1M hashed rows, lambda 1e-6), 7 passes on both; ``c = 12``,
     6 and 6; ``c = 1.6``, 13 against 9; ``c = 0.12``, 84 against 45 and 94 against 51 (``rho`` 1.89):
     the bound is close where it binds. With the hinge (``gamma = 0``) or an ill-conditioned problem
-    they do not pay (``auto`` trains the latter with acc-sdca, whose inner problem is well conditioned).
+    they do not pay (``auto`` trains the latter with acc-sdca, whose inner problem is well conditioned),
+    nor with fewer than :data:`MIN_ROWS_PER_THREAD` rows a thread.
 
     Parameters
     ----------
@@ -50,7 +55,11 @@ def rows_split_pays(threads: int, sq_norm: float, c: float) -> bool:
     c : float
         ``lambda n gamma``: the L2 weight the steps use, the number of rows, and ``1 / smoothness`` of
         the loss (0 for a non-smooth loss).
+    rows : int
+        The problem's rows.
     """
+    if rows < threads * MIN_ROWS_PER_THREAD:
+        return False
     if sq_norm <= 0.0:
         return True
     rho = (threads * sq_norm + c) / (sq_norm + c)
