@@ -111,10 +111,18 @@ def setup_icpt(tmp_path_factory):
     yield from _setup(tmp_path_factory, ["--fit-intercept"])
 
 
+@pytest.fixture
+def setup_threads(tmp_path_factory, monkeypatch):
+    """As ``setup`` on 2 threads that split the rows (CoCoA+ replicas, ooc.solvers.row_threads): the
+    store's 240 rows are split all the same (the forked trials inherit the setting)."""
+    monkeypatch.setattr("ooc.solvers.row_threads.MIN_ROWS_PER_THREAD", 1)
+    yield from _setup(tmp_path_factory, ["--threads", "2"])
+
+
 def _setup(tmp_path_factory, opts):
     root = tmp_path_factory.mktemp("resume")
     store = root / "s.zarr"
-    st = make_store(store, shift=1.0 if opts else 0.0)
+    st = make_store(store, shift=1.0 if "--fit-intercept" in opts else 0.0)
     assert st.n_blocks("rows") >= 15
     ref = pathlib.Path(tempfile.mkdtemp(prefix="ooc-test-resume-ref-", dir=_fast_dir())) / "ref"
     out = last_json(cli("train", store, "--out", ref, *TRAIN_OPTS, *opts, "--json").stdout)
@@ -411,6 +419,15 @@ def test_sigkill_at_random_points_then_resume_is_identical(setup, shm_path):
     one), 2 chains of 3 kills (kill, resume, kill the resume, ...), and one chain of 2 kills
     with the real ``ooc`` executable; then ``ooc resume`` to the end: identical coefficients."""
     kill_and_resume(setup, shm_path, [(1, False)] * 10 + [(3, False)] * 2 + [(2, True)], seed=1234)
+
+
+def test_sigkill_with_two_threads_then_resume_is_identical(setup_threads, shm_path):
+    """The same with one problem's rows over 2 threads (the replicas are rebuilt from the checkpoint's
+    w and snapshot): identical coefficients, and not one thread's (the rows were split)."""
+    one = setup_threads["root"] / "one"
+    cli("train", setup_threads["store"], "--out", one, *TRAIN_OPTS, "--threads", "1")
+    assert not np.array_equal(coef(one), setup_threads["coef"])
+    kill_and_resume(setup_threads, shm_path, [(1, False)] * 4 + [(3, False)], seed=7)
 
 
 def test_sigkill_with_fit_intercept_then_resume_is_identical(setup_icpt, shm_path):
