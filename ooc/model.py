@@ -85,7 +85,7 @@ class LinearModel:
             out[a:b, k] = csr_margins(indptr[a:b + 1], indices, data, w[k])
 
         map_threads(part, [(k, int(a), int(b)) for k in range(w.shape[0]) for a, b in zip(cuts[:-1], cuts[1:])],
-                    int(threads))
+                    int(threads), work=len(data) * w.shape[0])
         out += self.intercept_
         return out if self.coef_.ndim == 2 else out[:, 0]
 

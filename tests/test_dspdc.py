@@ -39,7 +39,6 @@ from ooc.solvers.sdca import SDCASolver
 from ooc.store.factorize import FactorView, convert_factorized
 
 T = importlib.import_module("ooc.train")
-SHM = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 N, D = 150, 24
 L2 = 0.05
 
@@ -76,7 +75,7 @@ def solver(cls, st, rd=None, **kw):
     o = dict(T.DEFAULTS)
     o.update({k: v for k, v in kw.items() if k in T.DEFAULTS})
     pb = make_problem(st, o)
-    rd = rd or RunDir.create(tempfile.mkdtemp(prefix="ooc-dspdc-", dir=SHM), {})
+    rd = rd or RunDir.create(tempfile.mkdtemp(prefix="ooc-dspdc-"), {})
     opts = {"tol": o["tol"], "memory": 1 << 30, "seed": o["seed"], "mix_blocks": o["mix_blocks"],
             "checkpoint_every": kw.get("checkpoint_every", 300.0),
             "dspdc_m": kw.get("dspdc_m"), "dspdc_q": kw.get("dspdc_q")}

@@ -18,7 +18,6 @@ RunDir). What is asserted:
 from __future__ import annotations
 
 import importlib
-import os
 import tempfile
 import uuid
 
@@ -36,7 +35,6 @@ from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver, acc_sdca_l2_threshol
 
 T = importlib.import_module("ooc.train")
 #: run directories in memory when possible: checkpoints are fsynced at every block in the resume tests
-SHM = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 N, D = 200, 30
 L2 = 0.03
 
@@ -71,7 +69,7 @@ def solver(cls, st, rd=None, **kw):
     o = dict(T.DEFAULTS)
     o.update({k: v for k, v in kw.items() if k in T.DEFAULTS})
     pb = make_problem(st, o)
-    rd = rd or RunDir.create(tempfile.mkdtemp(prefix="ooc-rcd-", dir=SHM), {})
+    rd = rd or RunDir.create(tempfile.mkdtemp(prefix="ooc-rcd-"), {})
     opts = {"tol": o["tol"], "memory": kw.get("memory", 1 << 30), "seed": o["seed"],
             "checkpoint_every": kw.get("checkpoint_every", 300.0), "sampling": o["sampling"],
             "paging": kw.get("paging"), "margin_store": kw.get("margin_store"), "dual_store": kw.get("dual_store")}
@@ -355,7 +353,7 @@ def test_validation(clf):
         solver(RCDDualSolver, st, loss="logistic", l2=L2, sampling="greedy")
     with pytest.raises(ValueError, match="Quartz"):
         s = dict(T.DEFAULTS, loss="hinge", l2=L2)
-        RCDDualSolver(make_problem(st, s), RunDir.create(tempfile.mkdtemp(dir=SHM), {}),
+        RCDDualSolver(make_problem(st, s), RunDir.create(tempfile.mkdtemp(), {}),
                       {"tol": 1e-6, "memory": 1 << 30, "seed": 0, "checkpoint_every": 1.0, "rcd_step": "quartz"})
     Xm, ym, stm = make_store(multiclass=True, seed=4)
     with pytest.raises(ValueError, match="one-vs-rest"):

@@ -185,4 +185,5 @@ class AccSDCASolver(BlockLoopSolver):
             return
         # one-vs-rest classes on --threads threads: each touches only its own duals, v and w
         map_threads(lambda c: sdca_pass(pb.loss, rows, Labels(pb.sub_labels(blk.y, c), blk.c), alpha[c],
-                                        order, v[c], w[c], reg), range(self.k), self.threads)
+                                        order, v[c], w[c], reg), range(self.k), self.threads,
+                    work=self.k * len(blk.data))

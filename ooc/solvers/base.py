@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._cpu import gather_prefetch_pays, map_threads
+from .._cpu import MIN_THREAD_WORK, gather_prefetch_pays, map_threads
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss, rows_primal_loss
 from ..objectives.losses import loss_min_is_zero, with_offset
 from ..objectives.penalties import grad_conj, primal_value
@@ -235,6 +235,7 @@ class BlockLoopSolver(StoreSolver):
         self._buffers = BufferPool(2 + self.read_depth)
         #: every row in one block (:meth:`_resident_block`), when the cache can hold them all: None until made
         self._resident: TrainBlock | None = None
+        self._block_nnz: np.ndarray | None = None  # nonzeros of each block (_group_at_hand)
         self._resident_mode = self._holds_every_row()
 
     #: ``(k, dim)`` arrays of the state (checkpointed): ``w``, ``v``, the pass snapshot ``w_prev``
@@ -451,7 +452,7 @@ class BlockLoopSolver(StoreSolver):
                                          pb.bias, prefetch, blk.rows))
             dsum[c] += self.dual_loss(blk, yc, alpha[c])
 
-        map_threads(one, range(self.k), self.threads)
+        map_threads(one, range(self.k), self.threads, work=self.k * len(blk.data))
 
     def dual_loss(self, blk: TrainBlock, yc: np.ndarray, alpha_c: np.ndarray) -> float:
         """``sum_i -c_i phi*(-a_i / c_i, y_i)`` over the block's rows, in the block's row order."""
@@ -570,7 +571,7 @@ class BlockLoopSolver(StoreSolver):
 
     def nnz_w(self) -> int:
         w, d = self.export_w(self.w_prev), self.store.n_cols
-        return int(sum(map_threads(lambda c: np.count_nonzero(w[c, :d]), range(len(w)), self.threads)))
+        return int(sum(map_threads(lambda c: np.count_nonzero(w[c, :d]), range(len(w)), self.threads, work=w.size)))
 
     def bytes_read(self) -> int:
         return self.cache.bytes_read
@@ -598,7 +599,7 @@ class BlockLoopSolver(StoreSolver):
         # in ranges of rows, on every thread at once (58 x 2^18 one-vs-rest coefficients: 121 MB)
         w, m, t = self.w, len(self.w), self.threads
         map_threads(lambda r: np.copyto(self.w_prev[r * m // t:(r + 1) * m // t], w[r * m // t:(r + 1) * m // t]),
-                    range(t), t)
+                    range(t), t, work=w.size)
         self.pass_start(self.w, self.v)
         self._replicas_stale()
         self._psum[:] = 0.0
@@ -627,6 +628,18 @@ class BlockLoopSolver(StoreSolver):
             futures_wait([duals])
             raise
         return gblk, duals.result()
+
+    def _group_at_hand(self, g: tuple) -> bool:
+        """Whether group ``g`` is made in the caller: it is cached whole, or it is one cached block, or
+        its cached blocks are so small that copying them into one costs less than a hand-off to the
+        read-ahead thread (a 450-row store: every pass's groups went through the thread)."""
+        cache = self.cache
+        if g in cache or (len(g) == 1 and g[0] in cache):
+            return True
+        if self._block_nnz is None:
+            cum = np.concatenate([[0], np.cumsum(self.store.row_nnz, dtype=np.int64)])[self.row_ptr]
+            self._block_nnz = np.diff(cum)
+        return int(self._block_nnz[list(g)].sum()) < MIN_THREAD_WORK and all(b in cache for b in g)
 
     def _groups(self, order: np.ndarray) -> list[tuple]:
         """The pass's groups from position ``_pos`` on: consecutive runs of ``mix`` blocks of ``order``.
@@ -667,7 +680,7 @@ class BlockLoopSolver(StoreSolver):
         else:
             pf = Prefetcher(groups, (lambda g: self._resident_group(g)) if self._resident_mode else
                             (lambda g, cur=cur: self._load(g, cur)), None, depth=self.read_depth, pool=self._pool,
-                            cached=lambda g: g in self.cache or (len(g) == 1 and g[0] in self.cache), gate=gate)
+                            cached=self._group_at_hand, gate=gate)
             source = iter(pf)
         # closed here, whatever stops the loop (a full disk writing the duals, Ctrl-C, SIGTERM, a
         # failed read): the prefetcher then aborts the gate before it waits for the reads in flight,
@@ -774,7 +787,7 @@ class BlockLoopSolver(StoreSolver):
         radius = self.opt.get("l1_radius")
         # each problem's penalty terms on the threads (O(k d)); then added in problem order
         terms = map_threads(lambda c: (primal_value(pb.penalty, w_state[c], pb.bias), self.dual_penalty(c, w_state)),
-                            range(self.k), self.threads)
+                            range(self.k), self.threads, work=w_state.size)
         for c in range(self.k):
             pc = psum[c] / n + terms[c][0]
             p += pc

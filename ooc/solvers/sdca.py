@@ -65,5 +65,5 @@ class SDCASolver(BlockLoopSolver):
             dsum[c] += self.dual_loss(blk, yc, alpha[c])  # before the update
             psum[c] += sdca_pass_gap(self.loss_of(c), rows, Labels(yc, blk.c), alpha[c], order, v[c], w[c], reg, w_state[c])[1]
 
-        map_threads(one, range(self.k), self.threads)
+        map_threads(one, range(self.k), self.threads, work=self.k * len(blk.data))
 
