@@ -235,7 +235,6 @@ class BlockLoopSolver(StoreSolver):
         self._buffers = BufferPool(2 + self.read_depth)
         #: every row in one block (:meth:`_resident_block`), when the cache can hold them all: None until made
         self._resident: TrainBlock | None = None
-        self._block_nnz: np.ndarray | None = None  # nonzeros of each block (_group_at_hand)
         self._resident_mode = self._holds_every_row()
 
     #: ``(k, dim)`` arrays of the state (checkpointed): ``w``, ``v``, the pass snapshot ``w_prev``
@@ -636,10 +635,8 @@ class BlockLoopSolver(StoreSolver):
         cache = self.cache
         if g in cache or (len(g) == 1 and g[0] in cache):
             return True
-        if self._block_nnz is None:
-            cum = np.concatenate([[0], np.cumsum(self.store.row_nnz, dtype=np.int64)])[self.row_ptr]
-            self._block_nnz = np.diff(cum)
-        return int(self._block_nnz[list(g)].sum()) < MIN_THREAD_WORK and all(b in cache for b in g)
+        blocks = [cache.peek(b) for b in g]  # (not the store's O(n) row counts: they may not fit --memory)
+        return all(t is not None for t in blocks) and sum(len(t.data) for t in blocks) < MIN_THREAD_WORK
 
     def _groups(self, order: np.ndarray) -> list[tuple]:
         """The pass's groups from position ``_pos`` on: consecutive runs of ``mix`` blocks of ``order``.
