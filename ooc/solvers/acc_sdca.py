@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._cpu import map_threads
 from ..kernels.accel import momentum_into, recenter_v, shift_v
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import sdca_pass
@@ -184,6 +183,5 @@ class AccSDCASolver(BlockLoopSolver):
                                        v[0], w[0], reg, w[0, :0])
             return
         # one-vs-rest classes on --threads threads: each touches only its own duals, v and w
-        map_threads(lambda c: sdca_pass(pb.loss, rows, Labels(pb.sub_labels(blk.y, c), blk.c), alpha[c],
-                                        order, v[c], w[c], reg), range(self.k), self.threads,
-                    work=self.k * len(blk.data))
+        self.over_classes(lambda c: sdca_pass(pb.loss, rows, Labels(pb.sub_labels(blk.y, c), blk.c), alpha[c],
+                                              order, v[c], w[c], reg), blk)

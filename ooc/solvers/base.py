@@ -451,7 +451,13 @@ class BlockLoopSolver(StoreSolver):
                                          pb.bias, prefetch, blk.rows))
             dsum[c] += self.dual_loss(blk, yc, alpha[c])
 
-        map_threads(one, range(self.k), self.threads, work=self.k * len(blk.data))
+        self.over_classes(one, blk)
+
+    def over_classes(self, fn, blk: TrainBlock) -> list:
+        """``[fn(c) for c in range(k)]`` on the threads (one-vs-rest: one block read serves every class;
+        each class touches only its own duals, ``v``, ``w`` and sums, so the numbers are those of one
+        thread), or in the caller where the block's nonzeros times the classes are too few to hand over."""
+        return map_threads(fn, range(self.k), self.threads, work=self.k * len(blk.data))
 
     def dual_loss(self, blk: TrainBlock, yc: np.ndarray, alpha_c: np.ndarray) -> float:
         """``sum_i -c_i phi*(-a_i / c_i, y_i)`` over the block's rows, in the block's row order."""

@@ -16,7 +16,6 @@ permutation that depends on ``(seed, epoch, block)`` only.
 
 from __future__ import annotations
 
-from .._cpu import map_threads
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import sdca_pass_gap
 from .base import BlockLoopSolver, TrainBlock
@@ -65,5 +64,5 @@ class SDCASolver(BlockLoopSolver):
             dsum[c] += self.dual_loss(blk, yc, alpha[c])  # before the update
             psum[c] += sdca_pass_gap(self.loss_of(c), rows, Labels(yc, blk.c), alpha[c], order, v[c], w[c], reg, w_state[c])[1]
 
-        map_threads(one, range(self.k), self.threads, work=self.k * len(blk.data))
+        self.over_classes(one, blk)
 
