@@ -253,6 +253,20 @@ def primal_kappa(wj, r, l2, l1, radius):
 
 
 @njit(cache=True, nogil=True)
+def prox_residual(wj, r, l1, mj):
+    r"""``|S(w_j - r / M_j, l1 / M_j) - w_j|``: the length of coordinate ``j``'s proximal step.
+
+    Pure L1's stand-in for :func:`primal_kappa`. There ``d g_j^*`` of the Lipschitzed
+    ``g_j`` jumps from ``{0}`` to ``{B sign(-r)}`` at ``|r| = l1``, which every support
+    coordinate sits on at the optimum: rounding alone moves ``kappa_j`` between ``|w_j|`` and
+    ``B - |w_j|``, so ``p_j ~ kappa_j`` starves half of the support. The step length is zero
+    exactly at the coordinate's optimality and continuous in ``r`` (the Gauss-Southwell-q
+    score of Nutini et al. 2015, in the units of ``w``).
+    """
+    return abs(soft_threshold_scalar(wj - r / mj, l1 / mj) - wj)
+
+
+@njit(cache=True, nogil=True)
 def scaled_dual_loss(loss, z, y, c, s):
     r"""``sum_i -c_i phi*(s phi'(z_i), y_i)``: the loss part of ``n D`` at ``alpha = -s c phi'(z)``.
 

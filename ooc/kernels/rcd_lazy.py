@@ -28,7 +28,7 @@ most ``1 / floor``). One uniform ``u`` in [0, 1) picks both the component and th
 
 from numba import njit
 
-from ooc.kernels.rcd import _KAPPA_EPS, _col_grad, _dual_gap_i, _prox_step, _row_margin, primal_coord_gap, primal_kappa
+from ooc.kernels.rcd import _KAPPA_EPS, _col_grad, _dual_gap_i, _prox_step, _row_margin, primal_coord_gap, primal_kappa, prox_residual
 from ooc.kernels.samplings import score_pair, second_share, wants_gap
 from ooc.kernels.sdca import dual_apply
 from ooc.kernels.sumtree import tree_draw, tree_update
@@ -116,11 +116,14 @@ def dual_lazy_pass(loss, rows, labels, alpha, v, w, rownorm, reg, sampling, draw
 
 
 @njit(cache=True, nogil=True)
-def _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, reg, radius, sampling):
+def _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, mj, reg, radius, sampling):
     l2, l1, n_total = reg[0], reg[1], reg[2]
     j = col0 + jl
     r = _col_grad(loss, cols, jl, labels, z, n_total)
-    kap = primal_kappa(w[j], r, l2, l1, radius)
+    if l2 > 0.0 or not mj > 0.0:
+        kap = primal_kappa(w[j], r, l2, l1, radius)
+    else:
+        kap = prox_residual(w[j], r, l1, mj)
     if kap <= _KAPPA_EPS * (1.0 + abs(w[j])):
         kap = 0.0
     g = primal_coord_gap(w[j], r, l2, l1, radius) if wants_gap(sampling) else 0.0
@@ -141,7 +144,7 @@ def primal_lazy_pass(loss, cols, col0, labels, z, w, mcoef, colnorm, reg, radius
     for t in range(uniforms.shape[0]):
         if t % refresh == 0:
             for jl in range(m):
-                _set_leaf(tree_a, tree_b, jl, _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, reg,
+                _set_leaf(tree_a, tree_b, jl, _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, mcoef[jl], reg,
                                                            radius, sampling))
             work += indptr[m] + m
         jl = lazy_draw(tree_a, tree_b, share, floor, m, uniforms[t])
@@ -149,7 +152,7 @@ def primal_lazy_pass(loss, cols, col0, labels, z, w, mcoef, colnorm, reg, radius
         nnz = indptr[jl + 1] - indptr[jl]
         work += nnz
         if d != 0.0:
-            _set_leaf(tree_a, tree_b, jl, _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, reg,
+            _set_leaf(tree_a, tree_b, jl, _primal_pair(loss, cols, col0, jl, labels, z, w, colnorm, mcoef[jl], reg,
                                                        radius, sampling))
             work += 2 * nnz
     return work
