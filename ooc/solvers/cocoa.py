@@ -257,6 +257,74 @@ def _part_for(run_dir: str, k: int, session: str, rnd: int, attempt: int, step: 
     return part
 
 
+def _local_point(part, pb, v, changed, version, kk):
+    """The partition's local ``(v, w)`` (each ``(kk, dim)``) set to the driver's ``v`` of ``version``.
+
+    Only the entries the message ``changed`` are copied when this state saw the version before
+    (they include this partition's own changes); else all of them.
+    """
+    dim = v.size // kk
+    same = float(pb.penalty.l1) == 0.0  # w = v exactly: one array serves both (a random write less per nonzero)
+    if part.v_loc is None or changed is None or part.version != version - 1:
+        part.v_loc = v.copy()
+        part.w_loc = part.v_loc if same else _w_of(pb, v, kk)
+    elif part.version != version:
+        part.v_loc[changed] = v[changed]
+        if not same:
+            part.w_loc[changed] = _w_at(pb, v, changed, dim)
+    part.version = version
+    return part.v_loc.reshape(kk, dim), part.w_loc.reshape(kk, dim)
+
+
+def _group_block(st, pb, cache, g, whole):
+    """The training rows of the row blocks ``g`` in one block, through the worker's cache.
+
+    ``whole``: ``g`` is the whole partition, the same every round, so the merged block itself is
+    cached; else each block is, and they are merged for the step.
+    """
+    if whole and len(g) > 1:
+        return cache.get(g, lambda: load_train_group(st, pb, g), lambda t: t.nbytes)
+    return _merge([cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes) for b in g])
+
+
+def _step_classes(part, pb, blk, alpha, order, local, start, fused, update):
+    """One stretch ``order`` of the group ``blk``'s rows, for each problem (class) in turn.
+
+    ``local`` is ``(losses, v_loc, w_loc, reg, prefetch)``. ``start``: these rows have not been
+    updated in the round yet, so their terms of the round's certificate (at ``part.w0``) are
+    summed first; ``fused``: the primal terms come from the update's own sweep (sdca_pass_gap).
+    """
+    losses, v_loc, w_loc, reg, prefetch = local
+    W = part.w0
+    rows = Rows(blk.indptr, blk.indices, blk.data)
+    for c in range(pb.n_sub):
+        yc = pb.sub_labels(blk.y, c)
+        if start:  # the certificate of the round's start, before any update of these rows
+            if not fused:
+                part.psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c,
+                                                  W[c], pb.bias, prefetch)
+            part.dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+        if fused:
+            part.psum[c] += sdca_pass_gap(losses[c], rows, Labels(yc, blk.c), alpha[c], order, v_loc[c], w_loc[c],
+                                          reg, W[c])[1]
+        elif update:
+            sdca_pass(losses[c], rows, Labels(yc, blk.c), alpha[c], order, v_loc[c], w_loc[c], reg)
+
+
+def _round_end(part, rd, cache, rnd, k, blocks, kk, update):
+    """The round's last step: its duals written (when it updated them), and the ``end`` of :func:`local_step`."""
+    alphas = part.alphas
+    if update:
+        for i, b in enumerate(sorted(alphas)):
+            rd.write_duals((rnd + 1) % 2, b, np.ascontiguousarray(alphas[b]))
+            if i == len(alphas) // 2:
+                _test_kill_hook(rnd, k)  # some of the round's dual files written, not all
+        rd.sync_duals()
+    a1 = np.sum([alphas[b].sum(axis=1) for b in sorted(alphas)], axis=0) if alphas else np.zeros(kk)
+    return (part.psum, part.dsum, cache.bytes_read - part.bytes0, cache.hit_rate, rd.dual_checksums(blocks),
+            (part.a0, a1, part.csum))
+
+
 def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, update,
                local_passes, dual_sums, step=0, segments=0, attempt=0):
     """Step ``step`` of round ``rnd`` on partition ``k`` (the row blocks ``blocks``), on a worker.
@@ -296,31 +364,17 @@ def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rn
     seed = int(opts["seed"])
     n = st.n_rows
     kk = pb.n_sub  # one-vs-rest: one problem per class, each with its own duals, v and w
-    dim = v.size // kk
-    # the local point starts the step at the driver's v: only the entries the message changed when this
-    # state saw the version before (they include this partition's own changes), else all of them
-    changed = _V[run_dir][3]
-    same = float(pb.penalty.l1) == 0.0  # w = v exactly: one array serves both (a random write less per nonzero)
-    if part.v_loc is None or changed is None or part.version != version - 1:
-        part.v_loc = v.copy()
-        part.w_loc = part.v_loc if same else _w_of(pb, v, kk)
-    elif part.version != version:
-        part.v_loc[changed] = v[changed]
-        if not same:
-            part.w_loc[changed] = _w_at(pb, v, changed, dim)
-    part.version = version
-    v_loc, w_loc = part.v_loc.reshape(kk, dim), part.w_loc.reshape(kk, dim)
+    v_loc, w_loc = _local_point(part, pb, v, _V[run_dir][3], version, kk)
     if step == 0:
         rd.note_dual_checksums(dual_sums)
         part.w0 = w_loc.copy()  # w at the round's start: the certificate's point
         part.psum, part.dsum, part.a0 = np.zeros(kk), np.zeros(kk), np.zeros(kk)
         part.bytes0 = cache.bytes_read
-    W = part.w0
     mix = max(1, int(opts.get("mix_blocks") or 1))
     reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), n / n_workers, float(pb.bias))
     offsets = opts.get("offsets")
     losses = [with_offset(pb.loss, offsets[c]) if offsets else pb.loss for c in range(kk)]
-    prefetch = gather_prefetch_pays(W[0].nbytes)
+    prefetch = gather_prefetch_pays(part.w0[0].nbytes)
     passes = local_passes if update else 1
     ptr = st.block_ptr(L.ROWS)
     rows_k = int(sum(int(ptr[b + 1] - ptr[b]) for b in blocks))
@@ -341,12 +395,7 @@ def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rn
             if part.cur is not None and part.cur[0] == (h, g):
                 blk, rows = part.cur[1], part.cur[2]
             else:
-                if len(g) == len(blocks) and len(g) > 1 and not opts.get("exchange"):
-                    # every block in one group, the same every round: the merged block is cached
-                    blk = cache.get(g, lambda g=g: load_train_group(st, pb, g), lambda t: t.nbytes)
-                else:
-                    blk = _merge([cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes)
-                                  for b in g])
+                blk = _group_block(st, pb, cache, g, whole=len(g) == len(blocks) and not opts.get("exchange"))
                 rows = row_order(m, seed, rnd * passes + h, g[0]) if update else None
             part.cur = ((h, g), blk, rows) if b_ < m else None
             if h == 0 and a == 0:
@@ -357,20 +406,9 @@ def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rn
             if h == 0 and a == 0:
                 part.a0 += alpha.sum(axis=1)
                 part.csum += float(blk.c.sum())
-            for c in range(kk):
-                yc = pb.sub_labels(blk.y, c)
-                if h == 0 and a == 0:  # the certificate of the round's start, before any update of these rows
-                    if not fused:
-                        part.psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c,
-                                                          W[c], pb.bias, prefetch)
-                    part.dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
-                order = rows[a:b_] if segments > 0 else rows
-                if fused and h == 0:
-                    part.psum[c] += sdca_pass_gap(losses[c], Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c),
-                                                  alpha[c], order, v_loc[c], w_loc[c], reg, W[c])[1]
-                elif update:
-                    sdca_pass(losses[c], Rows(blk.indptr, blk.indices, blk.data), Labels(yc, blk.c), alpha[c], order,
-                              v_loc[c], w_loc[c], reg)
+            order = rows[a:b_] if segments > 0 else rows
+            _step_classes(part, pb, blk, alpha, order, (losses, v_loc, w_loc, reg, prefetch),
+                          start=h == 0 and a == 0, fused=fused and h == 0, update=update)
             if update:
                 off = 0
                 for b in g:
@@ -381,18 +419,7 @@ def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rn
                 _test_kill_hook(rnd, k, step)  # the step half done
             first_group = False
     part.step = step + 1
-    end = None
-    if last:
-        alphas = part.alphas
-        if update:
-            for i, b in enumerate(sorted(alphas)):
-                rd.write_duals((rnd + 1) % 2, b, np.ascontiguousarray(alphas[b]))
-                if i == len(alphas) // 2:
-                    _test_kill_hook(rnd, k)  # some of the round's dual files written, not all
-            rd.sync_duals()
-        a1 = np.sum([alphas[b].sum(axis=1) for b in sorted(alphas)], axis=0) if alphas else np.zeros(kk)
-        end = (part.psum, part.dsum, cache.bytes_read - part.bytes0, cache.hit_rate, rd.dual_checksums(blocks),
-               (part.a0, a1, part.csum))
+    end = _round_end(part, rd, cache, rnd, k, blocks, kk, update) if last else None
     flat = part.v_loc
     # only the entries this worker changed travel back (its rows' features, the bias; flat over the classes)
     idx = np.flatnonzero(flat != v)
