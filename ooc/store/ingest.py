@@ -1028,53 +1028,11 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
         bdir = scratch
     try:
         paths = [os.path.join(bdir, f"b{k}.bin") for k in range(n_cb)]
-        rows_indptr_name = L.array_name(L.ROWS, L.INDPTR)
-        for b in range(len(row_ptr) - 1):
-            r0, r1 = int(row_ptr[b]), int(row_ptr[b + 1])
-            rip = backend.read(rows_indptr_name, r0, r1 + 1)
-            s = r0
-            while s < r1:
-                # cut the block so one piece's records stay within piece_bytes
-                lim = int(np.searchsorted(rip, rip[s - r0] + piece_entries, side="right")) - 1 + r0
-                e = min(r1, max(lim, s + 1))
-                lo, hi = int(rip[s - r0]), int(rip[e - r0])
-                cols = backend.read(L.array_name(L.ROWS, L.INDICES), lo, hi)
-                vals = backend.read(L.array_name(L.ROWS, L.DATA), lo, hi)
-                parts = _bucket(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, bucket_ptr, rec, threads)
-                del cols, vals
-                behind.run(_append_buckets, paths, parts)
-                del parts
-                s = e
-            if progress:
-                progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
+        _bucket_rows(backend, row_ptr, paths, bucket_ptr, rec, piece_entries, behind, threads, progress)
         behind.wait()  # every bucket is whole before one is read
         for k in range(n_cb):
-            c0, c1 = int(bucket_ptr[k]), int(bucket_ptr[k + 1])
-            expected = int(indptr[c1] - indptr[c0])
-            _check_bucket(paths[k], expected, rec.itemsize)
-            if not expected:
-                continue
-            if c1 - c0 == 1:
-                # a single column: already in row order, stream it without loading it whole
-                with open(paths[k], "rb") as f:
-                    while True:
-                        r = np.fromfile(f, dtype=rec, count=piece_entries)
-                        if not len(r):
-                            break
-                        out_ind.append(r["row"])
-                        out_dat.append(r["val"])
-            else:
-                r = np.fromfile(paths[k], dtype=rec)
-                done = _assemble(r, c0, indptr[c0:c1 + 1] - indptr[c0], row_id_dtype, dtype, threads)
-                if len(r) != expected or done is None:
-                    raise RuntimeError(f"transpose: column block {k} ({paths[k]}) does not match the "
-                                       "column counts")
-                rows_out, vals_out = done
-                del r, done
-                out_ind.append(rows_out)
-                out_dat.append(vals_out)
-                del rows_out, vals_out
-            os.remove(paths[k])
+            _assemble_bucket(paths[k], k, int(bucket_ptr[k]), int(bucket_ptr[k + 1]), indptr, rec, piece_entries,
+                             (out_ind, out_dat), threads)
             if progress:
                 progress({"phase": "assemble", "done": k + 1, "total": n_cb})
         behind.wait()
@@ -1085,6 +1043,63 @@ def build_columns(backend, n_rows, n_cols, col_nnz, block_bytes, chunk_len, memo
         out_ind.abort()
         out_dat.abort()
         shutil.rmtree(bdir, ignore_errors=True)
+
+
+def _bucket_rows(backend, row_ptr, paths, bucket_ptr, rec, piece_entries, behind, threads, progress):
+    """The transpose's first phase: every row block's entries appended to their column range's bucket file.
+
+    A block is cut into pieces of at most ``piece_entries`` entries; each piece is bucketed
+    (:func:`_bucket`) while the one before is written (``behind``).
+    """
+    rows_indptr_name = L.array_name(L.ROWS, L.INDPTR)
+    for b in range(len(row_ptr) - 1):
+        r0, r1 = int(row_ptr[b]), int(row_ptr[b + 1])
+        rip = backend.read(rows_indptr_name, r0, r1 + 1)
+        s = r0
+        while s < r1:
+            # cut the block so one piece's records stay within piece_bytes
+            lim = int(np.searchsorted(rip, rip[s - r0] + piece_entries, side="right")) - 1 + r0
+            e = min(r1, max(lim, s + 1))
+            lo, hi = int(rip[s - r0]), int(rip[e - r0])
+            cols = backend.read(L.array_name(L.ROWS, L.INDICES), lo, hi)
+            vals = backend.read(L.array_name(L.ROWS, L.DATA), lo, hi)
+            parts = _bucket(rip[s - r0:e - r0 + 1] - lo, s, cols, vals, bucket_ptr, rec, threads)
+            del cols, vals
+            behind.run(_append_buckets, paths, parts)
+            del parts
+            s = e
+        if progress:
+            progress({"phase": "transpose", "done": b + 1, "total": len(row_ptr) - 1})
+
+
+def _assemble_bucket(path, k, c0, c1, indptr, rec, piece_entries, outs, threads):
+    """The transpose's second phase for bucket ``k`` (columns ``c0:c1``): checked, sorted into CSC
+    order, appended to ``outs`` (the row ids' and values' appenders) and removed."""
+    out_ind, out_dat = outs
+    expected = int(indptr[c1] - indptr[c0])
+    _check_bucket(path, expected, rec.itemsize)
+    if not expected:
+        return
+    if c1 - c0 == 1:
+        # a single column: already in row order, stream it without loading it whole
+        with open(path, "rb") as f:
+            while True:
+                r = np.fromfile(f, dtype=rec, count=piece_entries)
+                if not len(r):
+                    break
+                out_ind.append(r["row"])
+                out_dat.append(r["val"])
+    else:
+        r = np.fromfile(path, dtype=rec)
+        done = _assemble(r, c0, indptr[c0:c1 + 1] - indptr[c0], rec["row"], rec["val"], threads)
+        if len(r) != expected or done is None:
+            raise RuntimeError(f"transpose: column block {k} ({path}) does not match the column counts")
+        rows_out, vals_out = done
+        del r, done
+        out_ind.append(rows_out)
+        out_dat.append(vals_out)
+        del rows_out, vals_out
+    os.remove(path)
 
 
 def _assemble(recs, c0, col_indptr, row_dtype, val_dtype, threads: int):
