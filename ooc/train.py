@@ -39,7 +39,10 @@ from .solvers.registry import (
     ADDED_L2,
     AUTO,
     CRAMMER_SINGER,
+    DGPD_SOLVER,
     NATIVE,
+    RCD_PRIMAL_SOLVER,
+    SDCA_SOLVER,
     SOLVER_NAMES,
     SOLVER_REGISTRY,
     auto_solver,
@@ -91,7 +94,7 @@ def _validate(opts: dict, store, resumed: bool = False) -> dict:
     _choose_solver(o, cfg.loss_spec, store, resumed)
     if o["validation"] is not None:
         check_validation(o, store.label_kind)
-    if o["validation"] is not None and o["solver_used"] == "dgpd":
+    if o["validation"] is not None and o["solver_used"] == DGPD_SOLVER:
         raise ValueError("--validation scores the certified state, which dgpd records only after its update; "
                          "use another --solver")
     return o
@@ -129,7 +132,7 @@ def _choose_solver(o: dict, loss, store, resumed: bool = False) -> None:
         o["solver_used"] = o["solver"]
     used = o["solver_used"]
     # (a run.json records the sampling this chose; one made before working sets keeps its uniform one)
-    if o["solver"] == AUTO and used == "rcd-primal" and o["l2"] <= 0 and o["sampling"] == "uniform" \
+    if o["solver"] == AUTO and used == RCD_PRIMAL_SOLVER and o["l2"] <= 0 and o["sampling"] == "uniform" \
             and o["paging"] == "shuffled" and not resumed:
         o["sampling"] = WORKING_SET  # pure L1: auto's rcd-primal runs working sets (ooc.solvers.rcd)
     spec = solver_spec(used)
@@ -221,7 +224,7 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
         radius = np.maximum(radius, 1.0)
     o["l1_radius"] = [float(r) for r in radius]
     o["l2_added"] = float(o["tol"] / radius.max() ** 2)
-    if o["solver_used"] == "sdca":
+    if o["solver_used"] == SDCA_SOLVER:
         # Prox-SDCA needs about R^2 / (l2' n gamma) passes (Shalev-Shwartz & Zhang): with the tiny l2' of
         # a small tol or l1 that is millions, a run that would end without progress (acc-sdca's is the root)
         smooth = 1.0 / float(pb.loss.smoothness)
@@ -381,7 +384,7 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         # dgpd on a dense dual (ooc.solvers.dgpd): the run directory (this call made it) starts again with sdca
         remove_tree(rd.path)
         warnings.warn(str(fb), DenseDualWarning)
-        opts = {**options, **{k: v for k, v in DEFAULTS.items() if k.startswith("dgpd_")}, "solver": "sdca"}
+        opts = {**options, **{k: v for k, v in DEFAULTS.items() if k.startswith("dgpd_")}, "solver": SDCA_SOLVER}
         return train(st, out, overwrite=overwrite, progress=progress, _from_duals=fb.duals, **opts)
     except (MemoryLimitError, ProblemRefused):
         # refused before its first epoch (the limit cannot hold it, or the solver does not take the
@@ -667,11 +670,11 @@ def _advice(stall, o: dict, path: str, epochs: int) -> str:
     if stall.kind in ("rate", "few"):
         return f"{resume} continues"
     used, pure_l1 = o["solver_used"], o["l2"] <= 0 < o["l1"]
-    if pure_l1 and used != "rcd-primal":
+    if pure_l1 and used != RCD_PRIMAL_SOLVER:
         other = "--solver rcd-primal (working sets, a tight pure-L1 certificate)"
     elif pure_l1 and o["sampling"] != "working-set":
         other = "--sampling working-set (pure L1)"
-    elif used == "sdca" and loss_spec(o["loss"]).smooth:
+    elif used == SDCA_SOLVER and loss_spec(o["loss"]).smooth:
         other = "--solver acc-sdca (accelerated: small --l2)"
     else:
         other = "another --solver ('ooc info STORE' says what auto runs)"

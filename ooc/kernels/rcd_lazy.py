@@ -28,7 +28,16 @@ most ``1 / floor``). One uniform ``u`` in [0, 1) picks both the component and th
 
 from numba import njit
 
-from ooc.kernels.rcd import _KAPPA_EPS, _col_grad, _dual_gap_i, _prox_step, _row_margin, primal_coord_gap, primal_kappa, prox_residual
+from ooc.kernels.rcd import (
+    _KAPPA_EPS,
+    _col_grad,
+    _dual_gap_i,
+    _prox_step,
+    _row_margin,
+    primal_coord_gap,
+    primal_kappa,
+    prox_residual,
+)
 from ooc.kernels.samplings import score_pair, second_share, wants_gap
 from ooc.kernels.sdca import dual_apply
 from ooc.kernels.sumtree import tree_draw, tree_update

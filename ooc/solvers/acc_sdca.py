@@ -61,6 +61,7 @@ from ..kernels.sdca import sdca_pass
 from ..objectives.accel import accel_params
 from ..objectives.penalties import conj_value
 from .base import BlockLoopSolver, TrainBlock
+from .registry import ACC_SDCA_SOLVER
 
 #: the first ``alpha`` of the momentum sequence (Catalyst's choice for mu = 0, (sqrt 5 - 1)/2)
 ALPHA_START = (5.0 ** 0.5 - 1.0) / 2.0
@@ -75,7 +76,7 @@ def next_alpha(alpha: float, q: float) -> float:
 class AccSDCASolver(BlockLoopSolver):
     """``--solver acc-sdca``."""
 
-    name = "acc-sdca"
+    name = ACC_SDCA_SOLVER
     threads_one_problem = True
     resident_ok = True
 

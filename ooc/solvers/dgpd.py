@@ -97,6 +97,7 @@ from ..store import layout as L
 from .base import ProblemRefused, StoreSolver
 from .registry import DGPD_DEFAULTS as DEFAULTS
 from .registry import DGPD_DUAL_STEPS as DUAL_STEPS
+from .registry import DGPD_SOLVER
 
 VECTORS = ("memory", "streamed")
 
@@ -238,7 +239,7 @@ class DGPDSolver(StoreSolver):
     ``dgpd_vectors`` ('memory' or 'streamed'; default by the budget, see the module docstring).
     """
 
-    name = "dgpd"
+    name = DGPD_SOLVER
     #: what it holds (ooc.schedule.planner): O(d) search vectors and one row block's; O(n) labels, weights, norms
     footprint = DGPD_FOOTPRINT
 
@@ -249,7 +250,7 @@ class DGPDSolver(StoreSolver):
             if not st.has_layout(lay):
                 raise ValueError(f"{st.path}: dgpd needs both layouts (rows to update the duals, columns to "
                                  "update the primal); convert with --layout both")
-        require_l2(problem.penalty, "dgpd")
+        require_l2(problem.penalty, self.name)
         if options.get("warm_start"):
             raise ValueError("dgpd does not take warm starts")
         self.rounds = int(options.get("dgpd_rounds", DEFAULTS["rounds"]))

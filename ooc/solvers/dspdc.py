@@ -83,6 +83,7 @@ from ..objectives.penalties import conj_value, require_l2
 from ..store import layout as L
 from ..store.factorize import FactorView, is_factorized
 from .base import BlockLoopSolver, ProblemRefused, TrainBlock
+from .registry import DSPDC_SOLVER
 
 
 def dspdc_params(n: float, p: float, m: float, q: float, R: float, lam: float, gamma: float):
@@ -148,7 +149,7 @@ class DSPDCSolver(BlockLoopSolver):
     ``dspdc_m``, ``dspdc_q`` (mini-batch sizes).
     """
 
-    name = "dspdc"
+    name = DSPDC_SOLVER
 
     def __init__(self, problem, rundir, options, progress=None):
         st = problem.store

@@ -178,7 +178,7 @@ from ..schedule.sampling import (
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock
-from .registry import acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
+from .registry import RCD_DUAL_SOLVER, RCD_PRIMAL_SOLVER, acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
 
 PAGINGS = ("shuffled", "gap")
 #: the working-set method's constants (pure L1): the first size, the inner gap asked for (a
@@ -213,7 +213,7 @@ def _sampling_options(options: dict, k: int) -> tuple[str, str, float]:
 class RCDDualSolver(BlockLoopSolver):
     """``--solver rcd-dual``: Quartz-style dual RCD on the row blocks (see the module docstring)."""
 
-    name = "rcd-dual"
+    name = RCD_DUAL_SOLVER
 
     def __init__(self, problem, rundir, options, progress=None):
         super().__init__(problem, rundir, options, progress)
@@ -358,7 +358,7 @@ class RCDDualSolver(BlockLoopSolver):
 class RCDPrimalSolver(StoreSolver):
     """``--solver rcd-primal``: NSync primal RCD on the column blocks (see the module docstring)."""
 
-    name = "rcd-primal"
+    name = RCD_PRIMAL_SOLVER
     #: what it holds (ooc.schedule.planner): O(d) constants and one column block's draws; margins O(n k)
     footprint = RCD_PRIMAL
 

@@ -97,20 +97,24 @@ DGPD_DUAL_STEPS = ("safe", "theorem")
 _DGPD_OPTIONS = ("dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "dgpd_fallback")
 _BOTH = (ROWS, COLS)
 
+#: the solvers' names (``--solver``), spelled here once
+SDCA_SOLVER, ACC_SDCA_SOLVER, DGPD_SOLVER = "sdca", "acc-sdca", "dgpd"
+RCD_PRIMAL_SOLVER, RCD_DUAL_SOLVER, DSPDC_SOLVER = "rcd-primal", "rcd-dual", "dspdc"
+
 SOLVER_REGISTRY = {spec.name: spec for spec in (
-    SolverSpec("sdca", {"": "ooc.solvers.sdca:SDCASolver",
+    SolverSpec(SDCA_SOLVER, {"": "ooc.solvers.sdca:SDCASolver",
                         CRAMMER_SINGER: "ooc.solvers.crammer_singer:CrammerSingerSolver",
                         "distributed": "ooc.solvers.cocoa:CoCoASolver"},
                (ROWS,), False, True, ADDED_L2, (OVR, CRAMMER_SINGER), True, True, False, ROW_GROUPS, (), True),
-    SolverSpec("acc-sdca", {"": "ooc.solvers.acc_sdca:AccSDCASolver"},
+    SolverSpec(ACC_SDCA_SOLVER, {"": "ooc.solvers.acc_sdca:AccSDCASolver"},
                (ROWS,), True, True, ADDED_L2, (OVR,), True, False, False, ROW_GROUPS),
-    SolverSpec("dgpd", {"": "ooc.solvers.dgpd:DGPDSolver"},
+    SolverSpec(DGPD_SOLVER, {"": "ooc.solvers.dgpd:DGPDSolver"},
                _BOTH, False, True, "", (OVR,), False, False, False, DGPD, _DGPD_OPTIONS),
-    SolverSpec("rcd-primal", {"": "ooc.solvers.rcd:RCDPrimalSolver"},
+    SolverSpec(RCD_PRIMAL_SOLVER, {"": "ooc.solvers.rcd:RCDPrimalSolver"},
                _BOTH, True, False, NATIVE, (OVR,), False, False, True, RCD_PRIMAL),
-    SolverSpec("rcd-dual", {"": "ooc.solvers.rcd:RCDDualSolver"},
+    SolverSpec(RCD_DUAL_SOLVER, {"": "ooc.solvers.rcd:RCDDualSolver"},
                (ROWS,), False, True, "", (OVR,), True, False, True, ROW_GROUPS),
-    SolverSpec("dspdc", {"": "ooc.solvers.dspdc:DSPDCSolver"},
+    SolverSpec(DSPDC_SOLVER, {"": "ooc.solvers.dspdc:DSPDCSolver"},
                (ROWS,), True, True, "", (OVR,), False, False, False, ROW_GROUPS),
 )}
 #: ``--solver`` choices, ``auto`` first.
@@ -229,17 +233,17 @@ def auto_solver(info: dict, l1: float, l2: float, loss_name: str, multiclass: st
     """
     smooth = loss_spec(loss_name).smooth
     if multiclass == CRAMMER_SINGER:
-        return "sdca"
+        return SDCA_SOLVER
     if fit_intercept and l2 > 0:
         return next(n for n, s in SOLVER_REGISTRY.items() if s.intercept)
     if l1 > 0 and l2 <= 0:
-        return "rcd-primal"
+        return RCD_PRIMAL_SOLVER
     if smooth and has_cols and float(info["C_P"]) < float(info["C_D"]):
-        return "rcd-primal"
+        return RCD_PRIMAL_SOLVER
     if normalize_sampling(sampling) != "uniform":
-        return "rcd-dual"
+        return RCD_DUAL_SOLVER
     threshold = acc_sdca_l2_threshold(info, loss_name, gamma)
-    return "acc-sdca" if threshold is not None and l2 < threshold else "sdca"
+    return ACC_SDCA_SOLVER if threshold is not None and l2 < threshold else SDCA_SOLVER
 
 
 def explain_auto(info: dict, has_cols: bool) -> list[str]:

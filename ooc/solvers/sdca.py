@@ -19,12 +19,13 @@ from __future__ import annotations
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import sdca_pass_gap
 from .base import BlockLoopSolver, TrainBlock
+from .registry import SDCA_SOLVER
 
 
 class SDCASolver(BlockLoopSolver):
     """``--solver sdca``."""
 
-    name = "sdca"
+    name = SDCA_SOLVER
     threads_one_problem = True
     resident_ok = True
 
