@@ -18,7 +18,10 @@ multicore LIBLINEAR build is not on PyPI: its thread counts are not measured). E
 computed here, ``P(w) = 1/n sum log(1 + exp(-y x.w)) + l2/2 ||w||^2``.
 
 Prints ONE JSON line: per problem and thread count, seconds and epochs; the ratios
-``threads_T_over_1`` (targets: <= 0.6 for T = 2) and ``snapml_over_ooc`` at the same T.
+``threads_T_over_1`` (targets: <= 0.6 for T = 2) and ``snapml_over_ooc`` at the same T. Every
+timing carries ``steal_pct``, the share of the machine's CPU time the hypervisor gave to other
+guests meanwhile (``/proc/stat``; None elsewhere): on a shared virtual machine it decides
+2-thread ratios as much as the code does.
 
 Usage::
 
@@ -52,13 +55,38 @@ def synth(path: str, rows: int, cols: int, task: str, classes: int) -> None:
                    check=True, capture_output=True)
 
 
+def cpu_times() -> list[int] | None:
+    """The machine's CPU time counters (``/proc/stat``'s first line: user .. steal ..), None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def steal_pct(before: list[int] | None) -> float | None:
+    """Percent of the CPU time since ``before`` that the hypervisor gave to other guests (steal).
+
+    On a shared virtual machine a 2-thread run can lose a third of its cores' time this way
+    (measured here with vmstat: 10-33 % during a 2-thread run), which no ratio of two runs can
+    tell from the program's own speed-up: every timing below carries it.
+    """
+    after = cpu_times()
+    if before is None or after is None or len(after) < 8:
+        return None
+    d = [a - b for a, b in zip(after, before)]
+    total = sum(d[:8])
+    return round(100.0 * d[7] / total, 1) if total > 0 else None
+
+
 def ooc_train(store: str, out: str, threads: int, l2: float, tol: float) -> dict:
+    t0 = cpu_times()
     p = subprocess.run(ooc_exe() + ["train", store, "--out", out, "--overwrite", "--solver", "sdca", "--l2", str(l2),
                                     "--tol", str(tol), "--threads", str(threads), "--max-epochs", "300", "--json"],
                        capture_output=True, text=True, check=True)
     r = json.loads(p.stdout.strip().splitlines()[-1])
     return {"seconds": round(r["seconds"], 3), "epochs": r["epochs"], "primal": r["primal"], "dual": r["dual"],
-            "rel_gap": r["rel_gap"], "converged": r["converged"]}
+            "rel_gap": r["rel_gap"], "converged": r["converged"], "steal_pct": steal_pct(t0)}
 
 
 def primal(X, y, w, l2) -> float:
@@ -71,15 +99,17 @@ def peer_time(make, X, y, l2, target, tols) -> dict:
 
     for tol in tols:
         m = make(tol)
+        c0 = cpu_times()
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             m.fit(X, y)
         secs = time.perf_counter() - t0
+        steal = steal_pct(c0)
         p = primal(X, y, np.ravel(m.coef_), l2)
         if p <= target:
             break
-    return {"seconds": round(secs, 3), "tol": tol, "primal": p, "reached": p <= target}
+    return {"seconds": round(secs, 3), "tol": tol, "primal": p, "reached": p <= target, "steal_pct": steal}
 
 
 def snapml_time(X, y, l2, threads, target, tols) -> dict | None:
