@@ -258,6 +258,23 @@ def test_a_run_made_before_the_replicas_resumes_as_it_ran(binary, tmp_path):
     assert np.array_equal(_coef(done), _coef(full)) and _history(done) == _history(full)
 
 
+@pytest.mark.parametrize("hot", [1, 7, 64])
+def test_hot_entries_are_the_stable_sort_of_the_counts(monkeypatch, hot):
+    """The selection picks what a stable sort by count would: the largest counts, ties to the
+    lower index, no feature without a nonzero (many ties: counts drawn from a few values)."""
+    from ooc.solvers.row_threads import hot_entries
+
+    monkeypatch.setattr("ooc.solvers.row_threads.HOT_FEATURES", hot)
+    rng = np.random.default_rng(hot)
+    for _ in range(200):
+        n = int(rng.integers(1, 300))
+        counts = rng.integers(0, int(rng.integers(1, 6)), size=n)
+        top = np.argsort(-counts, kind="stable")[:hot]
+        for bias in (False, True):
+            want = sorted(top[counts[top] > 0].tolist() + ([n] if bias else []))
+            assert hot_entries(counts, n + bias, bias).tolist() == want
+
+
 def test_hot_entries_and_both_sweeps_agree(monkeypatch):
     """The entries synchronized after every mini-batch are the most frequent features (and the
     bias entry); after a group the dense sweep and the sweep over the group's column ids give the

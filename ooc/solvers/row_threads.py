@@ -69,9 +69,17 @@ def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int) -> bool:
 def hot_entries(col_nnz: np.ndarray, dim: int, bias: bool) -> np.ndarray:
     """The entries synchronized after every mini-batch: the :data:`HOT_FEATURES` features with the
     most nonzeros (ties: the lower index), and the bias entry ``dim - 1``, sorted (int64)."""
-    col_nnz = np.asarray(col_nnz)
-    h = min(HOT_FEATURES, col_nnz.shape[0])
-    top = np.argsort(-col_nnz.astype(np.int64), kind="stable")[:h]
+    col_nnz = np.asarray(col_nnz).astype(np.int64)
+    n = col_nnz.shape[0]
+    h = min(HOT_FEATURES, n)
+    if h < n:
+        # a selection, not a sort (2**20 features: 5 ms instead of 100): every count above the
+        # h-th largest, then the lowest indices among those equal to it
+        thr = np.partition(col_nnz, n - h)[n - h]
+        above = np.flatnonzero(col_nnz > thr)
+        top = np.concatenate([above, np.flatnonzero(col_nnz == thr)[:h - above.shape[0]]])
+    else:
+        top = np.arange(n)
     top = top[col_nnz[top] > 0]
     if bias:
         top = np.append(top, dim - 1)
