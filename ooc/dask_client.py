@@ -28,7 +28,9 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, needed
         raise RuntimeError(f"{needed_by} needs dask.distributed: pip install 'dask[distributed]'") from exc
     if scheduler:
         return Client(scheduler), None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+    # the scheduler's HTTP server (health checks, the dashboard) on a free port of this host: given None
+    # it still takes :8787, and two ooc runs at once printed "Port 8787 is already in use"
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                            silence_logs=logging.ERROR)
     return Client(cluster), cluster
 

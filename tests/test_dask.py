@@ -30,6 +30,36 @@ def data(tmp_path_factory):
     return root, store
 
 
+@pytest.fixture(scope="module")
+def workers():
+    """The scheduler address of two worker processes kept for the module's distributed trainings that
+    are not about starting, naming or losing a cluster (``local:2`` is tested on its own): a local
+    cluster takes seconds to start and stop, and each new worker process loads the kernels again."""
+    from ooc.dask_client import dask_client
+
+    client, cluster = dask_client(None, 2)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_two_local_clusters_at_once_warn_of_no_port(workers):
+    """ooc's local clusters listen on a free port each: one started beside another (``workers``, made
+    the same way) prints no "Port 8787 is already in use"."""
+    import warnings
+
+    from ooc.dask_client import dask_client
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        client, cluster = dask_client(None, 1)
+        client.close()
+        cluster.close()
+    assert not [w for w in seen if "already in use" in str(w.message)], [str(w.message) for w in seen]
+
+
 def _read_results(out):
     with open(os.path.join(out, "results.csv")) as f:
         return list(csv.DictReader(f))
@@ -168,9 +198,9 @@ def test_distributed_training_reaches_the_single_machine_optimum(data, tmp_path,
     assert hist[-1]["workers"] == 2 and hist[-1]["bytes_sent"] > 0
 
 
-def test_distributed_run_resumes_bit_for_bit(data, tmp_path):
+def test_distributed_run_resumes_bit_for_bit(data, tmp_path, workers):
     root, store = data
-    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, distributed="local:2", local_passes=2)
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, distributed=workers, local_passes=2)
     full = ooc.train(store, str(tmp_path / "full"), max_epochs=6, **opts)
     part = ooc.train(store, str(tmp_path / "part"), max_epochs=3, **opts)
     assert part.result["epochs"] == 3
@@ -253,7 +283,7 @@ def test_example_specs_run_as_written(tmp_path, spec):
     assert (out / "summary.md").exists()
 
 
-def test_distributed_sample_weights_reach_scikit_learns_weighted_optimum(tmp_path):
+def test_distributed_sample_weights_reach_scikit_learns_weighted_optimum(tmp_path, workers):
     from sklearn.linear_model import LogisticRegression
 
     rng = np.random.default_rng(3)
@@ -265,7 +295,7 @@ def test_distributed_sample_weights_reach_scikit_learns_weighted_optimum(tmp_pat
     assert store.n_blocks("rows") >= 4
     # three synchronizations a round (--sync-rows)
     dist = ooc.train(str(tmp_path / "w.zarr"), str(tmp_path / "dist"), loss="logistic", l2=l2, tol=1e-10,
-                     max_epochs=300, distributed="local:2", sync_rows=100)
+                     max_epochs=300, distributed=workers, sync_rows=100)
     assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
     # ooc: 1/n sum c_i phi + l2/2 ||w||^2  <=>  scikit-learn's C sum c_i phi + 1/2 ||w||^2 with C = 1/(l2 n)
     ref = LogisticRegression(C=1 / (l2 * n), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(X, y, sample_weight=c)
@@ -275,11 +305,11 @@ def test_distributed_sample_weights_reach_scikit_learns_weighted_optimum(tmp_pat
     assert np.abs(dist.model.coef_ - w).max() <= 1e-4 * np.abs(w).max()
 
 
-def test_distributed_elastic_net_reaches_the_single_process_optimum(data, tmp_path):
+def test_distributed_elastic_net_reaches_the_single_process_optimum(data, tmp_path, workers):
     root, store = data
     opts = dict(loss="logistic", l2=1e-2, l1=1e-3, tol=1e-10, max_epochs=300)
     single = _reference(store, tmp_path, **opts)
-    dist = ooc.train(store, str(tmp_path / "dist"), distributed="local:2", **opts)
+    dist = ooc.train(store, str(tmp_path / "dist"), distributed=workers, **opts)
     assert single.result["converged"] and dist.result["converged"]
     assert dist.result["primal"] >= dist.result["dual"]
     assert abs(dist.result["primal"] - single.result["primal"]) <= 1e-8 * abs(single.result["primal"])
@@ -289,7 +319,7 @@ def test_distributed_elastic_net_reaches_the_single_process_optimum(data, tmp_pa
     assert 0 < np.count_nonzero(dist.model.coef_) < dist.model.coef_.size  # L1 zeroed some
 
 
-def test_distributed_fit_intercept_reaches_scikit_learns_optimum_and_resumes(tmp_path):
+def test_distributed_fit_intercept_reaches_scikit_learns_optimum_and_resumes(tmp_path, workers):
     """--fit-intercept over two workers: the driver holds the intercepts fixed for a round and moves
     them between rounds from the workers' dual sums (ooc.solvers.intercept); scikit-learn's optimum,
     and a run stopped after 3 rounds and resumed ends with the same bits."""
@@ -301,7 +331,7 @@ def test_distributed_fit_intercept_reaches_scikit_learns_optimum_and_resumes(tmp
     y = np.where(X @ rng.standard_normal(d) + 1.5 + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
     store = str(tmp_path / "i.zarr")
     ooc.convert(X, store, y=y, dtype="float64", block_bytes=3000)
-    opts = dict(loss="logistic", l2=l2, tol=1e-10, max_epochs=400, fit_intercept=True, distributed="local:2")
+    opts = dict(loss="logistic", l2=l2, tol=1e-10, max_epochs=400, fit_intercept=True, distributed=workers)
     dist = ooc.train(store, str(tmp_path / "dist"), **opts)
     assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
     ref = LogisticRegression(C=1 / (l2 * n), tol=1e-12, max_iter=10_000).fit(X, y)
@@ -337,13 +367,13 @@ def test_a_worker_killed_mid_round_costs_that_round_only(data, tmp_path, monkeyp
         assert [h["rounds_redone"] for h in killed.history if h["epoch"] == 2] == [1]
 
 
-def test_distributed_one_vs_rest_reaches_the_single_process_optimum(tmp_path):
+def test_distributed_one_vs_rest_reaches_the_single_process_optimum(tmp_path, workers):
     store = str(tmp_path / "mc.zarr")
     ooc.convert(SynthSource(1500, 200, 10, task="multiclass", n_classes=3, seed=2), store, dtype="float64",
                 block_bytes=6000)
     opts = dict(loss="logistic", l2=1e-2, tol=1e-10, max_epochs=400)
     single = ooc.train(store, str(tmp_path / "single"), solver="sdca", **opts)
-    dist = ooc.train(store, str(tmp_path / "dist"), distributed="local:2", **opts)
+    dist = ooc.train(store, str(tmp_path / "dist"), distributed=workers, **opts)
     assert single.result["converged"] and dist.result["converged"]
     assert dist.result["primal"] >= dist.result["dual"]
     # both certified to tol: their primal values agree to within the two gaps
