@@ -79,9 +79,9 @@ def prefetch_rows(order, t, indptr, indices, data, alpha, y, c, w, w_snap):
     requested 12 rows ago; up to :data:`SPAN_LINES` lines each, and the last): row ``t + 4``'s
     ``w`` requests read its ``indices``, and a line missing there stalls the pass (a dense
     400k x 50 float64 block: 2.0 us a row with the first and last lines only, 0.9 with all).
-    Row ``order[t + 4]``: ``w[j]`` (and ``w_snap[j]`` when it is not empty) for its nonzeros. ``alpha`` may be empty (then it
-    is skipped). ``alpha``, ``w`` and ``w_snap`` may be 2-d (multiclass: one row per
-    example or feature), then the start of the row is requested.
+    Row ``order[t + 4]``: ``w[j]`` (and ``w_snap[j]`` when it is not empty) for its nonzeros.
+    ``alpha`` may be empty (then it is skipped). ``alpha``, ``w`` and ``w_snap`` may be 2-d
+    (multiclass: one row per example or feature), then the start of the row is requested.
     """
     m = order.shape[0]
     t1 = t + ROWS_AHEAD[0]
