@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 
 
-def dask_client(scheduler: str | None = None, workers: int | None = None, needed_by: str = "ooc"):
+def dask_client(scheduler: str | None = None, workers: int | None = None, needed_by: str = "ooc",
+                threads_per_worker: int = 1):
     """``(client, cluster)``: a client of ``scheduler``'s cluster (``cluster`` None), or of a new
-    local cluster of ``workers`` single-threaded worker processes (``cluster`` to close after
-    the client).
+    local cluster of ``workers`` worker processes of ``threads_per_worker`` threads each (``cluster`` to
+    close after the client).
 
     Parameters
     ----------
@@ -21,6 +22,9 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, needed
         Worker processes of the local cluster (``>= 1``; Dask's default when None).
     needed_by : str
         What asks for it, named in the error when ``distributed`` is not installed.
+    threads_per_worker : int
+        Threads of each local worker (Dask's ``nthreads``: ooc's tasks run one at a time on a worker
+        and use that many compute threads).
     """
     try:
         from distributed import Client, LocalCluster
@@ -30,8 +34,8 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, needed
         return Client(scheduler), None
     # the scheduler's HTTP server (health checks, the dashboard) on a free port of this host: given None
     # it still takes :8787, and two ooc runs at once printed "Port 8787 is already in use"
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                           silence_logs=logging.ERROR)
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=max(1, int(threads_per_worker)), processes=True,
+                           dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     return Client(cluster), cluster
 
 

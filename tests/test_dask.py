@@ -384,6 +384,71 @@ def test_distributed_one_vs_rest_reaches_the_single_process_optimum(tmp_path, wo
     assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound
 
 
+@pytest.fixture(scope="module")
+def threaded_worker():
+    """The scheduler address of one worker process with two threads (``local:N`` gives each worker
+    ``--threads // N``; a deployment's workers have the threads they were started with)."""
+    from ooc.dask_client import dask_client
+
+    client, cluster = dask_client(None, 1, threads_per_worker=2)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_a_two_thread_worker_splits_one_problems_rows_reaches_the_optimum_and_resumes(tmp_path, threaded_worker):
+    """One problem on a worker of two threads: its rows go over both (RowThreads inside CoCoA+); the run
+    records the workers' threads, reaches the single-process optimum and resumes bit for bit."""
+    from ooc.config import defaults
+    from ooc.solvers.cocoa import split_rows
+    from ooc.solvers.problem import make_problem
+    from ooc.store import open_store
+
+    store = str(tmp_path / "big.zarr")
+    ooc.convert(SynthSource(20000, 300, 10, seed=7), store, dtype="float64", block_bytes=200_000)
+    opts = dict(loss="logistic", l2=1e-2, bias=1.0)
+    st = open_store(store)
+    pb = make_problem(st, {**defaults(), **opts, "l2_added": 0.0})
+    assert split_rows(2, st, pb, 1) == 2  # the threaded pass is the one run
+    single = ooc.train(store, str(tmp_path / "single"), tol=1e-10, max_epochs=400, **opts)
+    dist = ooc.train(store, str(tmp_path / "dist"), tol=1e-10, max_epochs=400, distributed=threaded_worker, **opts)
+    with open(os.path.join(dist.path, "run.json")) as f:
+        assert json.load(f)["worker_threads"] == 2
+    assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
+    assert abs(dist.result["primal"] - single.result["primal"]) <= 2e-10 * abs(single.result["primal"])
+    # ||w - w*||^2 <= 2 gap / l2 for either certified point
+    bound = 2 * np.sqrt(2 * 1e-10 * abs(single.result["primal"]) / 1e-2)
+    assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound
+    full = ooc.train(store, str(tmp_path / "full"), tol=1e-14, max_epochs=4, distributed=threaded_worker, **opts)
+    part = ooc.train(store, str(tmp_path / "part"), tol=1e-14, max_epochs=2, distributed=threaded_worker, **opts)
+    resumed = ooc.resume(part.path, max_epochs=4)
+    assert resumed.result["epochs"] == full.result["epochs"] == 4
+    assert np.array_equal(full.model.coef_, resumed.model.coef_)
+
+
+def test_a_two_thread_worker_puts_one_vs_rest_classes_on_its_threads(tmp_path, threaded_worker):
+    """One-vs-rest on a worker of two threads: the classes go over them, which changes nothing: the
+    coefficients of one single-threaded worker (``local:1``, ``threads=1``), bit for bit, and the
+    single-process optimum."""
+    store = str(tmp_path / "mc.zarr")
+    # groups of about 3,000 rows x 10 nonzeros x 3 classes: enough work to be handed to the threads
+    ooc.convert(SynthSource(6000, 200, 10, task="multiclass", n_classes=3, seed=2), store, dtype="float64",
+                block_bytes=100_000)
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-10, max_epochs=400)
+    single = ooc.train(store, str(tmp_path / "single"), solver="sdca", **opts)
+    dist = ooc.train(store, str(tmp_path / "dist"), distributed=threaded_worker, **opts)
+    one = ooc.train(store, str(tmp_path / "one"), distributed="local:1", threads=1, **opts)
+    with open(os.path.join(one.path, "run.json")) as f:
+        assert json.load(f)["worker_threads"] == 1
+    assert np.array_equal(dist.model.coef_, one.model.coef_)
+    assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
+    assert abs(dist.result["primal"] - single.result["primal"]) <= 2e-10 * max(1.0, abs(single.result["primal"]))
+    bound = 2 * np.sqrt(2 * 1e-10 * max(1.0, abs(single.result["primal"])) / 1e-2)
+    assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound
+
+
 def test_workers_rebuild_v_from_the_changed_entries_or_ask_for_all_of_it():
     from ooc.solvers.cocoa import _round_v
 

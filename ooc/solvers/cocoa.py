@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 import uuid
 
 import numpy as np
 
-from .._cpu import gather_prefetch_pays
+from .._cpu import gather_prefetch_pays, map_threads
 from ..dask_client import dask_client, parse_distributed
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.sdca import block_dual_loss, block_primal_loss, sdca_pass, sdca_pass_gap
@@ -50,13 +51,38 @@ from ..schedule.scheduler import row_order
 from ..store import layout as L
 from . import intercept as icpt
 from .base import StoreSolver, TrainBlock, load_train_group
+from .row_threads import MIN_ROW_THREADS, RowThreads, rows_split_pays, threaded_primal_loss
 
-#: Per worker process: (store path, fingerprint, options key) -> (store, problem, cache).
+#: Per worker process: (store path, fingerprint, options key) -> (store, problem, cache, row threads).
 _CONTEXTS: dict = {}
+#: One step at a time in a worker process: a worker of several Dask threads may be handed two partitions
+#: (one lost with its worker); each step uses the worker's compute threads, and the replicas of its
+#: :class:`RowThreads`, on its own.
+_STEP_LOCK = threading.Lock()
+
+
+def split_rows(threads: int, st, pb, n_workers: int) -> int:
+    """Threads that share one problem's rows in a worker's local step (1: its rows on one thread).
+
+    ``threads`` is every worker's compute threads (``run.json``'s ``worker_threads``). One problem's
+    rows go over them as in one process (:class:`~ooc.solvers.row_threads.RowThreads`, nested inside
+    CoCoA+: ``sigma' = K`` between the workers, ``T`` inside one) where
+    :func:`~ooc.solvers.row_threads.rows_split_pays` says so for a partition's ``n / K`` rows; one-vs-rest
+    problems put their classes on the threads instead. The choice depends on the store and the options
+    only, so every worker makes the same.
+    """
+    if pb.n_sub != 1 or threads < MIN_ROW_THREADS:
+        return 1
+    n = st.n_rows / max(1, n_workers)
+    bias = float(pb.bias)
+    sq = float(np.mean(st.row_sqnorm)) + bias * bias if st.n_rows else 0.0
+    return threads if rows_split_pays(threads, sq, float(pb.penalty.l2) * n / float(pb.loss.smoothness), int(n)) else 1
 
 
 def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_workers: int = 1):
-    """This worker's (store, problem, cache); the cache gets its share of ``memory`` (the planner)."""
+    """This worker's (store, problem, cache, row threads); the cache gets its share of ``memory`` (the
+    planner) beyond the threads' replicas. ``row threads``: a :class:`RowThreads` when one problem's rows
+    go over ``opts["worker_threads"]`` threads (:func:`split_rows`), else None."""
     from ..store import open_store
     from .problem import make_problem
 
@@ -70,9 +96,14 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_worke
                                f"(fingerprint {st.fingerprint} != {fingerprint})")
         st = st.with_blocks(opts.get("block_bytes"))  # the driver's training blocks
         pb = make_problem(st, opts)
+        dim = st.n_cols + (1 if pb.bias > 0 else 0)
+        t = split_rows(int(opts.get("worker_threads") or 1), st, pb, n_workers)
+        l1 = float(pb.penalty.l1)
         plan = plan_memory(COCOA_WORKER, st, memory, workers=n_workers, vectors="paged", warn=False,
-                           fixed=fixed_bytes(COCOA_WORKER, st, 1, st.n_cols + (1 if pb.bias > 0 else 0)))
-        ctx = (st, pb, BlockCache(plan.cache_bytes))
+                           fixed=fixed_bytes(COCOA_WORKER, st, 1, dim)
+                           + (RowThreads.held_bytes(t, dim, l1) if t > 1 else 0))
+        rows = RowThreads(st.col_nnz, t, dim, pb.bias > 0, l1) if t > 1 else None
+        ctx = (st, pb, BlockCache(plan.cache_bytes), rows)
         _CONTEXTS[key] = ctx
     return ctx
 
@@ -288,27 +319,36 @@ def _group_block(st, pb, cache, g, whole):
 
 
 def _step_classes(part, pb, blk, alpha, order, local, start, fused, update):
-    """One stretch ``order`` of the group ``blk``'s rows, for each problem (class) in turn.
+    """One stretch ``order`` of the group ``blk``'s rows, for each problem (class).
 
-    ``local`` is ``(losses, v_loc, w_loc, reg, prefetch)``. ``start``: these rows have not been
-    updated in the round yet, so their terms of the round's certificate (at ``part.w0``) are
-    summed first; ``fused``: the primal terms come from the update's own sweep (sdca_pass_gap).
+    ``local`` is ``(losses, v_loc, w_loc, reg, prefetch, rows_pass, threads)``. ``start``: these rows
+    have not been updated in the round yet, so their terms of the round's certificate (at ``part.w0``)
+    are summed first; ``fused``: the primal terms come from the update's own sweep (sdca_pass_gap).
+    ``rows_pass`` (a :class:`RowThreads`, or None): one problem's rows go over its threads; else the
+    classes go over ``threads`` threads, each touching only its own duals, ``v``, ``w`` and sums (the
+    numbers of one thread).
     """
-    losses, v_loc, w_loc, reg, prefetch = local
+    losses, v_loc, w_loc, reg, prefetch, rows_pass, threads = local
     W = part.w0
     rows = Rows(blk.indptr, blk.indices, blk.data)
-    for c in range(pb.n_sub):
+
+    def one(c):
         yc = pb.sub_labels(blk.y, c)
         if start:  # the certificate of the round's start, before any update of these rows
             if not fused:
                 part.psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c,
                                                   W[c], pb.bias, prefetch)
             part.dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
-        if fused:
+        if rows_pass is not None and (fused or update):
+            part.psum[c] += rows_pass.pass_group(losses[c], rows, Labels(yc, blk.c), alpha[c], order, v_loc[c],
+                                                 w_loc[c], reg, W[c] if fused else W[c][:0])[1]
+        elif fused:
             part.psum[c] += sdca_pass_gap(losses[c], rows, Labels(yc, blk.c), alpha[c], order, v_loc[c], w_loc[c],
                                           reg, W[c])[1]
         elif update:
             sdca_pass(losses[c], rows, Labels(yc, blk.c), alpha[c], order, v_loc[c], w_loc[c], reg)
+
+    map_threads(one, range(pb.n_sub), threads, work=pb.n_sub * len(blk.data))
 
 
 def _round_end(part, rd, cache, rnd, k, blocks, kk, update):
@@ -352,6 +392,13 @@ def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rn
     ``dual_sums`` are the checksums of the dual files of ``blocks`` the driver knows (verified as they are
     read at step 0). ``memory`` is the whole budget: this worker's block cache gets ``floor(memory / n_workers)``.
     """
+    with _STEP_LOCK:
+        return _local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, update,
+                           local_passes, dual_sums, step, segments, attempt)
+
+
+def _local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, update,
+                local_passes, dual_sums, step, segments, attempt):
     v = _round_v(run_dir, v_msg)
     if v is None:
         return None
@@ -359,7 +406,10 @@ def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rn
     part = _part_for(run_dir, k, session, rnd, attempt, step, blocks)
     if part is None:
         return None
-    st, pb, cache = _context(store_path, fingerprint, opts, memory, n_workers)
+    st, pb, cache, rows_pass = _context(store_path, fingerprint, opts, memory, n_workers)
+    threads = int(opts.get("worker_threads") or 1)
+    if rows_pass is not None:
+        rows_pass.invalidate()  # the replicas are refilled from this step's local point and snapshot
     rd = RunDir(run_dir)
     seed = int(opts["seed"])
     n = st.n_rows
@@ -407,7 +457,7 @@ def local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rn
                 part.a0 += alpha.sum(axis=1)
                 part.csum += float(blk.c.sum())
             order = rows[a:b_] if segments > 0 else rows
-            _step_classes(part, pb, blk, alpha, order, (losses, v_loc, w_loc, reg, prefetch),
+            _step_classes(part, pb, blk, alpha, order, (losses, v_loc, w_loc, reg, prefetch, rows_pass, threads),
                           start=h == 0 and a == 0, fused=fused and h == 0, update=update)
             if update:
                 off = 0
@@ -442,10 +492,17 @@ def local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v_
     worker has cached, and the duals it kept from that round, untouched (read from the run directory when
     it did not run it). The blocks are summed one by one (the sums depend on the partition only).
     """
+    with _STEP_LOCK:
+        return _local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers,
+                                  dual_sums)
+
+
+def _local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, rnd, k, n_workers, dual_sums):
     v = _round_v(run_dir, v_msg)
     if v is None:
         return None
-    st, pb, cache = _context(store_path, fingerprint, opts, memory, n_workers)
+    st, pb, cache, rows_pass = _context(store_path, fingerprint, opts, memory, n_workers)
+    threads = int(opts.get("worker_threads") or 1)
     rd = RunDir(run_dir)
     rd.note_dual_checksums(dual_sums)
     kk = pb.n_sub
@@ -463,11 +520,16 @@ def local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v_
         alpha = kept.alphas[b] if kept is not None and b in kept.alphas else rd.read_duals(rnd % 2, b)
         a0 += alpha.sum(axis=1)
         csum += float(blk.c.sum())
-        for c in range(kk):
+
+        def one(c):  # the rows over the threads (one problem split), else the classes
             yc = pb.sub_labels(blk.y, c)
-            psum[c] += block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c, W[c], pb.bias,
-                                         prefetch)
+            psum[c] += (threaded_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c, W[c], pb.bias,
+                                             rows_pass.T) if rows_pass is not None else
+                        block_primal_loss(losses[c], blk.indptr, blk.indices, blk.data, yc, blk.c, W[c], pb.bias,
+                                          prefetch))
             dsum[c] += block_dual_loss(pb.loss, yc, blk.c, alpha[c])
+
+        map_threads(one, range(kk), threads, work=kk * len(blk.data))
     idx = np.zeros(0, dtype=np.int32 if v.size < 2**31 else np.int64)
     return idx, np.zeros(0), (psum, dsum, cache.bytes_read - bytes0, cache.hit_rate, rd.dual_checksums(blocks),
                               (a0, a0, csum))
@@ -482,9 +544,12 @@ def _warm(store_path, fingerprint, opts, memory, n_workers) -> int:
     return os.getpid()
 
 
-def _client(distributed: str):
-    """``(client, cluster)`` for ``--distributed local:N`` or a scheduler address."""
-    return dask_client(*parse_distributed(distributed), needed_by="--distributed")
+def _client(distributed: str, threads: int):
+    """``(client, cluster)`` for ``--distributed local:N`` (its workers share the ``threads`` compute threads
+    of this machine: ``threads // N`` each, at least one) or a scheduler address."""
+    scheduler, workers = parse_distributed(distributed)
+    per_worker = max(1, int(threads) // workers) if workers else 1
+    return dask_client(scheduler, workers, needed_by="--distributed", threads_per_worker=per_worker)
 
 
 class CoCoASolver(StoreSolver):
@@ -506,12 +571,15 @@ class CoCoASolver(StoreSolver):
             self.extra = icpt.fresh_arrays(icpt.start_offsets(self.pb, self.store, self.row_ptr),
                                            loss_min_is_zero(self.pb.loss, self.store.label_kind))
         self.fresh_counters()
+        self._worker_threads = None  # chosen by _connect from the cluster
         self._connect()
 
     def restore(self, arrays: dict, meta: dict) -> None:
         self.fresh_counters()
         self.v = arrays["v"]
         self.extra = {k: a for k, a in arrays.items() if k.startswith("icpt_")}
+        # a run made before workers had threads: one
+        self._worker_threads = int(self.rd.config.get("worker_threads") or 1)
         self._connect()
 
     def fresh_counters(self) -> None:
@@ -555,10 +623,16 @@ class CoCoASolver(StoreSolver):
         partition's tasks run by another (the same numbers, see :func:`local_step`).
         """
         opt = self.opt
-        self._client = _client(opt["distributed"])
+        self._client = _client(opt["distributed"], int(opt.get("threads") or 1))
         workers = sorted(self._client[0].scheduler_info()["workers"])
         if not workers:
             raise RuntimeError(f"no Dask workers at {opt['distributed']}")
+        if self._worker_threads is None:
+            # every worker's compute threads, for good: the fewest the workers have at the start (Dask's
+            # nthreads; local:N, --threads // N), recorded so that a resume on another cluster takes the same steps
+            info = self._client[0].scheduler_info()["workers"]
+            self._worker_threads = max(1, min(int(info[w].get("nthreads") or 1) for w in workers))
+            self.rd.write_config({**self.rd.config, "worker_threads": self._worker_threads})
         K = len(workers)
         self._parts0 = [list(range(k, self.nb, K)) for k in range(K)]
         self._parts_at = (0, self._parts0, self._parts0)
@@ -572,7 +646,7 @@ class CoCoASolver(StoreSolver):
         """The options every task of this run gets (a worker's context is made once for them)."""
         opt = self.opt
         return dict(opt["train_options"], loss_object=self.pb.loss, mix_blocks=opt.get("mix_blocks", 1),
-                    exchange=float(opt.get("exchange") or 0.0))
+                    exchange=float(opt.get("exchange") or 0.0), worker_threads=self._worker_threads)
 
     def partitions(self, rnd: int) -> list:
         """The row blocks of each partition in round ``rnd``: block ``b`` in partition ``b mod K`` at round
