@@ -121,20 +121,28 @@ def _start_cluster(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                "--port", "0", "--scheduler-file", sched_file, "--no-dashboard"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
-    for _ in range(200):
-        if os.path.exists(sched_file):
-            break
-        time.sleep(0.1)
-    with open(sched_file) as f:
-        address = json.load(f)["address"]
-    for _ in range(2):
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
-                                       "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-    from distributed import Client
+    try:
+        # the scheduler writes its file in place: read it until it is whole
+        address = None
+        deadline = time.monotonic() + 60
+        while address is None and time.monotonic() < deadline:
+            try:
+                with open(sched_file) as f:
+                    address = json.load(f)["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
+        assert address is not None, "the scheduler did not start in 60 s"
+        for _ in range(2):
+            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                           "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        from distributed import Client
 
-    with Client(address, timeout=30) as c:
-        c.wait_for_workers(2, timeout=60)
+        with Client(address, timeout=30) as c:
+            c.wait_for_workers(2, timeout=60)
+    except BaseException:
+        _stop(procs)  # a cluster that did not start leaves no process behind
+        raise
     return address, procs
 
 
@@ -226,6 +234,80 @@ def test_distributed_run_resumes_bit_for_bit(data, tmp_path, workers):
     old = {k: v for k, v in cfg.items() if k not in ("exchange", "sync_rows")}
     assert (TrainConfig.from_run_config(old).exchange, TrainConfig.from_run_config(old).sync_rows) == (0, 0)
     assert TrainConfig.from_run_config(dict(old, distributed=None)).exchange == defaults()["exchange"]
+
+
+def _latest_seq(run: str) -> int:
+    try:
+        with open(os.path.join(run, "LATEST")) as f:
+            return int(f.read().strip()[5:])
+    except (OSError, ValueError):
+        return -1
+
+
+def test_a_checkpoint_lost_behind_the_next_round_leaves_the_one_before_intact(data, tmp_path, workers, monkeypatch):
+    """The driver writes a round's checkpoint while the next round runs. Checkpoint 3 is made to fail
+    after that round has written its duals (as if the driver died in the middle of writing it): the
+    checkpoint before must still verify (its dual files untouched: three buffers), and the resume
+    from it ends with an uninterrupted run's coefficients, bit for bit, without a CheckpointWarning."""
+    import warnings
+
+    from ooc.runs.rundir import CheckpointWarning, RunDir
+
+    root, store = data
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, max_epochs=8, seed=3, distributed=workers)
+    full = ooc.train(store, str(tmp_path / "full"), **opts)
+    real = RunDir._write_checkpoint
+
+    def lost(self, name, arrays, meta, unsynced, duals):
+        if meta["seq"] == 3:
+            # the next round runs meanwhile (its duals written to the buffer after this one's)
+            deadline = time.monotonic() + 60
+            while len(self.history()) < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            raise OSError("the driver died writing this checkpoint")
+        return real(self, name, arrays, meta, unsynced, duals)
+
+    monkeypatch.setattr(RunDir, "_write_checkpoint", lost)
+    with pytest.raises(Exception, match="died writing"):
+        ooc.train(store, str(tmp_path / "cut"), **opts)
+    monkeypatch.setattr(RunDir, "_write_checkpoint", real)
+    assert _latest_seq(str(tmp_path / "cut")) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CheckpointWarning)
+        resumed = ooc.resume(str(tmp_path / "cut"))
+    assert resumed.result["epochs"] == full.result["epochs"]
+    assert np.array_equal(resumed.model.coef_, full.model.coef_)
+
+
+def test_driver_killed_while_its_checkpoint_is_written_behind_the_next_round_resumes_bit_for_bit(
+        data, tmp_path, workers):
+    """An ``ooc train --distributed local:2`` killed with its workers (SIGKILL to its process group) a
+    moment after its third checkpoint landed, then ``ooc resume``, ends with the coefficients of an
+    uninterrupted run (the shared ``workers``: two single-threaded workers, the same partitions), bit
+    for bit."""
+    after = 3
+    root, store = data
+    opts = dict(loss="logistic", l2=1e-2, tol=1e-12, bias=1.0, max_epochs=10, seed=3)
+    full = ooc.train(store, str(tmp_path / "full"), distributed=workers, **opts)
+    with open(os.path.join(full.path, "run.json")) as f:
+        assert json.load(f)["dual_buffers"] == 3
+    run = str(tmp_path / "killed")
+    args = [*OOC, "train", store, "--out", run, "--loss", "logistic", "--l2", "1e-2", "--tol", "1e-12", "--bias", "1",
+            "--max-epochs", "10", "--seed", "3", "--distributed", "local:2", "--threads", "2"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _latest_seq(run) < after and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(0.05)  # into the round that runs beside the next checkpoint being written
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    resumed = ooc.resume(run)
+    assert resumed.result["epochs"] == full.result["epochs"]
+    assert np.array_equal(resumed.model.coef_, full.model.coef_)
 
 
 def test_partitions_exchange_blocks_and_steps_cover_the_round():

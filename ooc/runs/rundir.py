@@ -6,6 +6,7 @@
     RUN/history.jsonl     one line per certified state (epoch, seconds, primal, dual, gap, ...)
     RUN/state/duals/0/    duals of each row block (b000012.npy), buffer 0
     RUN/state/duals/1/    buffer 1: epoch e reads buffer e % 2 and writes buffer (e + 1) % 2
+    RUN/state/duals/2/    buffer 2 of distributed runs, whose rounds rotate three buffers (ooc.solvers.cocoa)
     RUN/state/ckpt-N/     state.npz (w, v, snapshots, in-memory duals) and meta.json of checkpoint N
     RUN/LATEST            the name of the newest complete checkpoint, replaced atomically, last
     RUN/model/            the final model and its metrics
@@ -230,9 +231,29 @@ class RunDir:
         self._dual_crc.update({int(b): (int(v[0]), int(v[1])) for b, v in sums.items()})
 
     def sync_duals(self) -> None:
-        """Make the dual files written through this object durable (workers of distributed runs)."""
+        """Make the dual files written through this object durable, and their renames into place
+        (workers of distributed runs)."""
         _fsync_files(self._unsynced)
+        for d in sorted({os.path.dirname(p) for p in self._unsynced}):
+            fsync_dir(d)
         self._unsynced.clear()
+
+    def use_dual_buffers(self, n: int) -> None:
+        """Make sure buffers ``0 .. n-1`` exist, durably (a run directory is made with two)."""
+        root = os.path.join(self.state, "duals")
+        missing = [buf for buf in range(n) if not os.path.isdir(os.path.join(root, str(buf)))]
+        for buf in missing:
+            os.makedirs(os.path.join(root, str(buf)), exist_ok=True)
+        if missing:
+            fsync_dir(root)
+
+    def _dual_dirs(self) -> list[str]:
+        """The dual buffers' directories that exist."""
+        root = os.path.join(self.state, "duals")
+        try:
+            return [os.path.join(root, n) for n in sorted(os.listdir(root)) if n.isdigit()]
+        except OSError:
+            return []
 
     # -- checkpoints -------------------------------------------------------------------------
     def latest(self) -> str | None:
@@ -330,8 +351,8 @@ class RunDir:
                 atomic_write_bytes(os.path.join(tmp, "meta.json"), seal_json(sealed, indent=None))
                 if unsynced:  # paged duals written since the last checkpoint
                     _fsync_files(unsynced)
-                    fsync_dir(os.path.join(self.state, "duals", "0"))
-                    fsync_dir(os.path.join(self.state, "duals", "1"))
+                    for d in self._dual_dirs():
+                        fsync_dir(d)
             except BaseException:
                 # the half-written directory is of no use, and on a full disk its space is wanted
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -462,8 +483,7 @@ class RunDir:
         checkpoints are never deleted here: only a newer checkpoint that verified replaces them. Call it
         only under :meth:`lock`: then no other process is writing here.
         """
-        for d in (self.path, self.state, os.path.join(self.state, "duals", "0"),
-                  os.path.join(self.state, "duals", "1"), self.model_dir):
+        for d in (self.path, self.state, *self._dual_dirs(), self.model_dir):
             try:
                 names = os.listdir(d)
             except OSError:

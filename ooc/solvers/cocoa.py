@@ -20,11 +20,18 @@ that changed (exact values) or, to a worker that never saw this driver's ``v``, 
 The duality gap is fused as in :mod:`ooc.solvers.base`: each worker also returns its
 partition's terms of ``P`` and ``D`` at the round's starting state, so the gap of the
 state that started round ``r`` is known when round ``r`` ends. Duals live in the run
-directory, double-buffered per round like epochs, written by the workers themselves: the
-workers must see the run directory (one machine, or a shared file system) and open the
-store by path or fsspec URL. A round reads buffer ``r % 2`` and writes ``(r + 1) % 2``, and
-everything it computes depends on ``(seed, round, partition, pass)`` only, so a partition
-whose worker died mid-round is redone elsewhere with the same numbers.
+directory, written by the workers themselves: the workers must see the run directory (one
+machine, or a shared file system) and open the store by path or fsspec URL. A round reads
+buffer ``r % B`` and writes ``(r + 1) % B``, and everything it computes depends on
+``(seed, round, partition, pass)`` only, so a partition whose worker died mid-round is redone
+elsewhere with the same numbers.
+
+``B = 3`` buffers (:data:`DUAL_BUFFERS`; runs made before: 2, ``run.json``'s ``dual_buffers``) let
+the driver write the checkpoint of round ``r`` while round ``r + 1`` runs: that round writes buffer
+``(r + 2) % 3``, which neither the checkpoint being written (buffer ``(r + 1) % 3``) nor the one
+before it (``r % 3``) names, and round ``r + 2`` starts only once the checkpoint of round ``r`` is
+durable (the next checkpoint waits for it). With two buffers, round ``r + 1`` would overwrite the
+files of the last durable checkpoint while the new one is not yet.
 """
 
 from __future__ import annotations
@@ -52,6 +59,9 @@ from ..store import layout as L
 from . import intercept as icpt
 from .base import StoreSolver, TrainBlock, load_train_group
 from .row_threads import MIN_ROW_THREADS, RowThreads, rows_split_pays, threaded_primal_loss
+
+#: Dual buffers a run's rounds rotate (see the module's docstring); ``run.json``'s ``dual_buffers``.
+DUAL_BUFFERS = 3
 
 #: Per worker process: (store path, fingerprint, options key) -> (store, problem, cache, row threads).
 _CONTEXTS: dict = {}
@@ -351,12 +361,13 @@ def _step_classes(part, pb, blk, alpha, order, local, start, fused, update):
     map_threads(one, range(pb.n_sub), threads, work=pb.n_sub * len(blk.data))
 
 
-def _round_end(part, rd, cache, rnd, k, blocks, kk, update):
-    """The round's last step: its duals written (when it updated them), and the ``end`` of :func:`local_step`."""
+def _round_end(part, rd, cache, rnd, k, blocks, kk, update, nbuf):
+    """The round's last step: its duals written (when it updated them) to buffer ``(rnd + 1) % nbuf``,
+    and the ``end`` of :func:`local_step`."""
     alphas = part.alphas
     if update:
         for i, b in enumerate(sorted(alphas)):
-            rd.write_duals((rnd + 1) % 2, b, np.ascontiguousarray(alphas[b]))
+            rd.write_duals((rnd + 1) % nbuf, b, np.ascontiguousarray(alphas[b]))
             if i == len(alphas) // 2:
                 _test_kill_hook(rnd, k)  # some of the round's dual files written, not all
         rd.sync_duals()
@@ -408,6 +419,7 @@ def _local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
         return None
     st, pb, cache, rows_pass = _context(store_path, fingerprint, opts, memory, n_workers)
     threads = int(opts.get("worker_threads") or 1)
+    nbuf = int(opts.get("dual_buffers") or 2)
     if rows_pass is not None:
         rows_pass.invalidate()  # the replicas are refilled from this step's local point and snapshot
     rd = RunDir(run_dir)
@@ -451,7 +463,7 @@ def _local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
             if h == 0 and a == 0:
                 for b in g:
                     if b not in part.alphas:  # kept from the round before by this worker, else its file
-                        part.alphas[b] = rd.read_duals(rnd % 2, b)
+                        part.alphas[b] = rd.read_duals(rnd % nbuf, b)
             alpha = np.concatenate([part.alphas[b] for b in g], axis=1)
             if h == 0 and a == 0:
                 part.a0 += alpha.sum(axis=1)
@@ -469,7 +481,7 @@ def _local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
                 _test_kill_hook(rnd, k, step)  # the step half done
             first_group = False
     part.step = step + 1
-    end = _round_end(part, rd, cache, rnd, k, blocks, kk, update) if last else None
+    end = _round_end(part, rd, cache, rnd, k, blocks, kk, update, nbuf) if last else None
     flat = part.v_loc
     # only the entries this worker changed travel back (its rows' features, the bias; flat over the classes)
     idx = np.flatnonzero(flat != v)
@@ -503,6 +515,7 @@ def _local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v
         return None
     st, pb, cache, rows_pass = _context(store_path, fingerprint, opts, memory, n_workers)
     threads = int(opts.get("worker_threads") or 1)
+    nbuf = int(opts.get("dual_buffers") or 2)
     rd = RunDir(run_dir)
     rd.note_dual_checksums(dual_sums)
     kk = pb.n_sub
@@ -517,7 +530,7 @@ def _local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v
     bytes0 = cache.bytes_read
     for b in sorted(int(b) for b in blocks):
         blk = cache.get(b, lambda b=b: load_train_group(st, pb, [b]), lambda t: t.nbytes)
-        alpha = kept.alphas[b] if kept is not None and b in kept.alphas else rd.read_duals(rnd % 2, b)
+        alpha = kept.alphas[b] if kept is not None and b in kept.alphas else rd.read_duals(rnd % nbuf, b)
         a0 += alpha.sum(axis=1)
         csum += float(blk.c.sum())
 
@@ -561,6 +574,8 @@ class CoCoASolver(StoreSolver):
     predicts_certified = True
 
     def fresh(self) -> None:
+        self._nbuf = DUAL_BUFFERS
+        self.rd.use_dual_buffers(self._nbuf)
         for b in range(self.nb):
             self.rd.write_duals(0, b, np.zeros((self.pb.n_sub, int(self.row_ptr[b + 1] - self.row_ptr[b]))))
         # one problem: v of shape (dim,); one-vs-rest: (classes, dim)
@@ -571,15 +586,17 @@ class CoCoASolver(StoreSolver):
             self.extra = icpt.fresh_arrays(icpt.start_offsets(self.pb, self.store, self.row_ptr),
                                            loss_min_is_zero(self.pb.loss, self.store.label_kind))
         self.fresh_counters()
-        self._worker_threads = None  # chosen by _connect from the cluster
+        self._worker_threads = None  # chosen by _connect from the cluster, recorded with dual_buffers
         self._connect()
 
     def restore(self, arrays: dict, meta: dict) -> None:
         self.fresh_counters()
         self.v = arrays["v"]
         self.extra = {k: a for k, a in arrays.items() if k.startswith("icpt_")}
-        # a run made before workers had threads: one
-        self._worker_threads = int(self.rd.config.get("worker_threads") or 1)
+        # a run made before workers had threads: one; before three dual buffers: two
+        cfg = self.rd.config
+        self._worker_threads = int(cfg.get("worker_threads") or 1)
+        self._nbuf = int(cfg.get("dual_buffers") or 2)
         self._connect()
 
     def fresh_counters(self) -> None:
@@ -589,8 +606,11 @@ class CoCoASolver(StoreSolver):
         self._session, self._version, self._changed = uuid.uuid4().hex, 0, None
 
     def checkpoint_state(self) -> tuple[dict, dict, bool]:
-        # the gap sums of a round are not kept between rounds (a checkpoint is taken at round ends only)
-        return {"v": self.v, **self.extra}, {"position": 0, "primal_sum": 0.0, "dual_sum": 0.0}, False
+        # the gap sums of a round are not kept between rounds (a checkpoint is taken at round ends only);
+        # written while the next round runs when three dual buffers keep the last durable one's files
+        # (the module's docstring)
+        return ({"v": self.v, **self.extra}, {"position": 0, "primal_sum": 0.0, "dual_sum": 0.0},
+                self._nbuf >= 3)
 
     def nnz_w(self) -> int:
         return int(np.count_nonzero(self._w[..., : self.store.n_cols]))
@@ -632,7 +652,8 @@ class CoCoASolver(StoreSolver):
             # nthreads; local:N, --threads // N), recorded so that a resume on another cluster takes the same steps
             info = self._client[0].scheduler_info()["workers"]
             self._worker_threads = max(1, min(int(info[w].get("nthreads") or 1) for w in workers))
-            self.rd.write_config({**self.rd.config, "worker_threads": self._worker_threads})
+            self.rd.write_config({**self.rd.config, "worker_threads": self._worker_threads,
+                                  "dual_buffers": self._nbuf})
         K = len(workers)
         self._parts0 = [list(range(k, self.nb, K)) for k in range(K)]
         self._parts_at = (0, self._parts0, self._parts0)
@@ -646,7 +667,8 @@ class CoCoASolver(StoreSolver):
         """The options every task of this run gets (a worker's context is made once for them)."""
         opt = self.opt
         return dict(opt["train_options"], loss_object=self.pb.loss, mix_blocks=opt.get("mix_blocks", 1),
-                    exchange=float(opt.get("exchange") or 0.0), worker_threads=self._worker_threads)
+                    exchange=float(opt.get("exchange") or 0.0), worker_threads=self._worker_threads,
+                    dual_buffers=self._nbuf)
 
     def partitions(self, rnd: int) -> list:
         """The row blocks of each partition in round ``rnd``: block ``b`` in partition ``b mod K`` at round
@@ -663,6 +685,17 @@ class CoCoASolver(StoreSolver):
             parts, before = exchange(parts, seed, at, fraction), parts
         self._parts_at = (at, parts, before)
         return parts
+
+    @staticmethod
+    def _union(got: list, size: int) -> np.ndarray | None:
+        """The entries of ``v`` the partitions changed (sorted), or None when the next message sends all
+        of ``v`` anyway (:meth:`_v_message`: one partition alone changed too many to send them apart)."""
+        if any(12 * g[0].size >= 8 * size for g in got):
+            return None
+        mark = np.zeros(size, dtype=bool)
+        for g in got:
+            mark[g[0]] = True
+        return np.flatnonzero(mark).astype(got[0][0].dtype, copy=False)
 
     def _v_message(self, v: np.ndarray, full: bool) -> tuple:
         """What the workers need to rebuild ``v`` (see :func:`_round_v`)."""
@@ -759,11 +792,7 @@ class CoCoASolver(StoreSolver):
                 flat = v.reshape(-1)
                 for g in got:
                     flat[g[0]] += g[1]
-                mark = np.zeros(flat.size, dtype=bool)
-                for g in got:
-                    mark[g[0]] = True
-                changed = np.flatnonzero(mark)
-                self._version, self._changed = self._version + 1, changed.astype(got[0][0].dtype, copy=False)
+                self._version, self._changed = self._version + 1, self._union(got, flat.size)
             else:
                 return got, v, counts
             # a worker lost the round's state: the round again, from its start, the whole v to everyone
