@@ -176,7 +176,7 @@ def test_lasso_every_sampling(sampling, reg):
 
 
 def test_lasso_residual_samplings_beat_uniform(reg):
-    """On pure L1 the residual-driven samplings need fewer epochs than uniform (the paper's Fig. 1).
+    """On pure L1 the residual- and gap-driven samplings need fewer epochs than uniform (the paper's Fig. 1).
 
     With the Lipschitzed ``kappa_j`` they needed more: it jumps between ``|w_j|`` and
     ``B - |w_j|`` at ``|r_j| = l1``, where every support coordinate sits, and starved half of
@@ -184,12 +184,14 @@ def test_lasso_residual_samplings_beat_uniform(reg):
     """
     X, y, st = reg
     epochs = {}
-    for s in ("uniform", "adaptive", "ada-uniform"):
+    for s in ("uniform", "adaptive", "ada-uniform", "gap-per-epoch"):
         res, _ = train(RCDPrimalSolver, st, loss="squared", l2=0.0, l1=0.1, tol=1e-9, sampling=s, max_epochs=5000)
         check_optimum(res, "squared", X, y, 0.0, 0.1)
         epochs[s] = res["epochs"]
     assert epochs["adaptive"] < epochs["uniform"] / 2, epochs
     assert epochs["ada-uniform"] < epochs["uniform"], epochs
+    # gap-per-epoch weighs by the same score at each epoch's start (the coordinate gap starved the support)
+    assert epochs["gap-per-epoch"] < epochs["uniform"], epochs
 
 
 def test_prox_residual_is_continuous_and_zero_at_the_optimum():

@@ -21,7 +21,8 @@ importance sampling of Csiba & Richtarik 2016, eq. 14):
 ``ada-gap``            ``p_i ~ G_i``, the coordinate-wise duality gap (Sec. 3.2.1), after
                        every step
 ``gap-per-epoch``      ``p_i ~ G_i`` computed once at the start of the epoch (mixed with the
-                       uniform distribution, weight ``gap_floor``: :func:`gap_weights`)
+                       uniform distribution, weight ``gap_floor``: :func:`gap_weights`); primal
+                       RCD on pure L1: the proximal-step score below, times ``||a_i||``
 ``working-set``        rcd-primal, pure L1 only: not random. Each epoch picks the support of
                        ``w`` and the features nearest to violating optimality (skglm, celer)
                        and runs cyclic passes over them (:mod:`ooc.solvers.rcd`)
@@ -34,7 +35,8 @@ support coordinate sits at the optimum, so rounding alone decides which half of 
 starved (``adaptive`` took 4x uniform's epochs on a Lasso). ``kappa_j`` is there the length of
 the coordinate's proximal step, ``|S(w_j - r_j / M_j, l1 / M_j) - w_j|``
 (:func:`ooc.kernels.rcd.prox_residual`): zero exactly at the coordinate's optimality and
-continuous (Nutini et al. 2015's Gauss-Southwell-q score). The per-step ("adaptive") samplings keep
+continuous (Nutini et al. 2015's Gauss-Southwell-q score); ``gap-per-epoch`` weighs by it too, as
+``G_j`` has the same jump (``B (|r_j| - l1)_+``). The per-step ("adaptive") samplings keep
 the block's scores in sum trees, rescore the coordinate just moved after each step and the
 whole block every ``m / REFRESHES_PER_PASS`` steps (:mod:`ooc.kernels.rcd_lazy`): ``O(nnz_i +
 log m)`` per step and a few passes per epoch, instead of the paper's pass per step (``O(n

@@ -502,6 +502,34 @@ class RCDPrimalSolver(StoreSolver):
             D += dc
         return P, D, G, R
 
+    def _prox_scores(self, R: np.ndarray) -> np.ndarray:
+        r"""``gap-per-epoch``'s weights on pure L1: ``sqrt(M_j) |S(w_j - r_j / M_j, l1_j / M_j) - w_j|``
+        summed over the problems, the per-step samplings' score (:func:`ooc.kernels.rcd.prox_residual`
+        times ``||a_j||``) at the epoch's start.
+
+        The coordinate gap ``G_j`` holds ``B (|r_j| - l1)_+`` with the large Lipschitzing radius
+        ``B``: near the optimum, where every support coordinate has ``|r_j| = l1``, the few that
+        overshoot by rounding take nearly all the weight and the others starve. Measured on
+        ``scripts/bench_sampling.py --wall``'s Lasso (20000 x 500, tol 1e-6): 28 epochs and the time
+        of importance sampling with ``G_j``, 8 epochs and 0.35x its time with this score
+        (``M_j |step|^2``, the step's guaranteed decrease, was too peaked: 52 epochs).
+
+        Parameters
+        ----------
+        R : ndarray, shape (k, dim)
+            The gradients ``r_j`` of each problem at ``w`` (:meth:`_gap_pass`).
+        """
+        M = np.asarray(self.M, dtype=np.float64)
+        live = M > 0  # an empty column never moves
+        safe = np.where(live, M, 1.0)
+        out = np.zeros(self.dim)
+        for c in range(self.k):
+            wc = self.w[c]
+            z = wc - R[c] / safe
+            step = np.abs(np.sign(z) * np.maximum(np.abs(z) - self.l1vec / safe, 0.0) - wc)
+            out += np.where(live, np.sqrt(safe) * step, 0.0)
+        return out
+
     def _rescaled_dual(self, c: int, r: np.ndarray) -> float:
         r"""Pure L1: ``D`` at the dual point ``alpha = -s c phi'(z)`` rescaled into the feasible set.
 
@@ -847,6 +875,8 @@ class RCDPrimalSolver(StoreSolver):
                 self._ws_epoch(R, P - D)
                 self.cd_seconds += time.perf_counter() - t0
                 return
+            if self.l2 <= 0 and self.sampling == "gap-per-epoch":
+                self.G = self._prox_scores(R)  # pure L1: the epoch's weights (see _prox_scores)
             self.counts, self.order = self._plan(e, self.G)
         order = self.order
         pf = Prefetcher([b for b in order[self.pos:] if b < self.ncb], lambda b: self.store.block(L.COLS, b),
