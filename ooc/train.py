@@ -674,6 +674,11 @@ def _advice(stall, o: dict, path: str, epochs: int) -> str:
         other = "--solver rcd-primal (working sets, a tight pure-L1 certificate)"
     elif pure_l1 and o["sampling"] != "working-set":
         other = "--sampling working-set (pure L1)"
+    elif not loss_spec(o["loss"]).smooth:
+        # every solver's gap falls like 1/epochs on a non-smooth loss: another solver does not help
+        other = "--loss smooth-hinge (smooth: the gap falls at a linear rate; the hinge's like 1/epochs)"
+    elif o.get("multiclass") == "crammer-singer":  # trained by sdca only
+        other = "a larger --l2, or --multiclass ovr (acc-sdca trains its classes with a small --l2)"
     elif used == SDCA_SOLVER and loss_spec(o["loss"]).smooth:
         other = "--solver acc-sdca (accelerated: small --l2)"
     else:

@@ -52,6 +52,23 @@ def test_unconverged_run_says_why_and_what_to_change(store, tmp_path):
     assert again.result["converged"]
 
 
+@pytest.mark.parametrize("multiclass, loss, names", [
+    (None, "hinge", "--loss smooth-hinge"),
+    ("crammer-singer", "hinge", "--loss smooth-hinge"),
+    ("crammer-singer", "smooth-hinge", "--multiclass ovr"),
+])
+def test_slow_runs_name_a_change_that_applies(tmp_path, multiclass, loss, names):
+    """The hinge converges like 1/epochs whatever the solver, and Crammer-Singer has one solver: the
+    advice names what changes the rate there, never "another --solver"."""
+    task = "multiclass" if multiclass else "binary"
+    st = ooc.convert(SynthSource(2000, 200, 10, task=task, n_classes=4, seed=3), f"memory://slow-{uuid.uuid4().hex}",
+                     dtype="float64")
+    opts = dict(multiclass=multiclass) if multiclass else {}
+    with pytest.warns(ConvergenceWarning):
+        r = ooc.train(st, str(tmp_path / "run"), loss=loss, l2=1e-7, tol=1e-12, max_epochs=8, **opts)
+    assert names in r.result["advice"] and "another --solver" not in r.result["advice"], r.result
+
+
 def test_cli_prints_the_reason(store, tmp_path):
     path = str(tmp_path / "s")
     ooc.convert(SynthSource(400, 40, 6, task="binary", seed=2), path, dtype="float64")
