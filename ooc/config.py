@@ -79,7 +79,9 @@ class TrainConfig:
     class_weight: str | None = _opt(None, "balanced: weight each example by n / (classes x its class's count); or "
                                           "LABEL=WEIGHT,... (original labels, e.g. 1=5,-1=1; others weigh 1).")
     seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")
-    checkpoint_every: float = _opt(300.0, "Seconds between checkpoints.")
+    checkpoint_every: float = _opt(300.0, "Seconds between checkpoints inside an epoch (epoch ends: every one, or "
+                                          "with the duals in memory, spaced so writing takes ~5 % of the run; "
+                                          "0: every epoch end and block boundary).")
     distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
     local_passes: int = _opt(1, "--distributed: Prox-SDCA passes over its rows each worker makes per round (the "
                                 "CoCoA+ local subproblem solved further: fewer rounds when the workers' rows share "

@@ -128,6 +128,61 @@ def test_a_failed_prediction_reruns_the_epoch_and_changes_nothing_else(tmp_path)
     assert predicts_converged([0.5, 0.25], 0.125) and not predicts_converged([0.5, 0.25], 0.1)
 
 
+class ToyInMemory(Toy):
+    """A toy whose whole state is in every checkpoint: the engine may skip its epoch ends' checkpoints."""
+
+    def epoch_checkpoint_optional(self):
+        return True
+
+
+def test_skippable_epoch_checkpoints_are_spaced_by_their_write_time_and_the_last_is_kept(tmp_path, monkeypatch):
+    """Epoch ends whose checkpoints may be skipped get one once the last is older than its write time over
+    CHECKPOINT_SHARE (or --checkpoint-every); the state at max_epochs always gets one; a resume from an
+    older one (the run killed) repeats the same steps: the same result and history."""
+    import ooc.engine as engine
+
+    full_rd = RunDir.create(str(tmp_path / "full"), {})
+    full = run_solver(ToyInMemory(full_rd, tol=1e-12), 12, resume=False)
+    # a write "took" longer than the whole run at CHECKPOINT_SHARE: no epoch end but the last is checkpointed
+    monkeypatch.setattr(RunDir, "write_seconds", 1e6, raising=False)
+    saved = []
+    real = RunDir.save_checkpoint
+
+    def save(self, arrays, meta, background=False):
+        if int(meta["position"]) == 0:  # epoch ends (and the start), not the ticks inside an epoch
+            saved.append(int(meta["epoch"]))
+        out = real(self, arrays, meta, background)
+        self.write_seconds = 1e6
+        return out
+
+    monkeypatch.setattr(RunDir, "save_checkpoint", save)
+    rd = RunDir.create(str(tmp_path / "spaced"), {})
+    res = run_solver(ToyInMemory(rd, tol=1e-12), 12, resume=False)
+    assert saved == [0, 12], saved  # the start and max_epochs only
+    assert res["w"][0, 0] == full["w"][0, 0] and res["epochs"] == full["epochs"] == 12
+    # --checkpoint-every 0: every epoch end, whatever the write time
+    saved.clear()
+    rd0 = RunDir.create(str(tmp_path / "every"), {})
+    run_solver(ToyInMemory(rd0, tol=1e-12, checkpoint_every=0.0), 5, resume=False)
+    assert saved == [0, 1, 2, 3, 4, 5], saved
+    # a toy without the method (a solver written before it) is checkpointed at every epoch end
+    saved.clear()
+    rdt = RunDir.create(str(tmp_path / "plain"), {})
+    run_solver(Toy(rdt, tol=1e-12), 4, resume=False)
+    assert saved == [0, 1, 2, 3, 4], saved
+    # killed after epoch 7 with only the start checkpointed: the resume redoes epochs 1..7, same numbers
+    saved.clear()
+    rdk = RunDir.create(str(tmp_path / "killed"), {})
+    with pytest.raises(KeyboardInterrupt):
+        run_solver(ToyInMemory(rdk, tol=1e-12, die_at=7 * 4 + 2), 12, resume=False)
+    assert saved == [0], saved
+    monkeypatch.setattr(RunDir, "write_seconds", 0.0, raising=False)
+    again = run_solver(ToyInMemory(rdk, tol=1e-12), 12, resume=True)
+    assert again["w"][0, 0] == full["w"][0, 0] and again["epochs"] == 12
+    assert [(e["epoch"], e["primal"]) for e in rdk.history()] == [(e["epoch"], e["primal"]) for e in full_rd.history()]
+    assert engine.CHECKPOINT_SHARE <= 0.1
+
+
 @pytest.mark.parametrize("fused", [True, False])
 def test_resume_from_a_mid_epoch_checkpoint_is_exact(tmp_path, fused):
     full_rd = RunDir.create(str(tmp_path / "full"), {})

@@ -100,6 +100,9 @@ class RunDir:
         self._copy_buffers: dict[str, np.ndarray] = {}
         #: block -> (buffer, CRC-32) of the last dual file written for it: what a checkpoint refers to
         self._dual_crc: dict[int, tuple[int, int]] = {}
+        #: wall seconds the last completed checkpoint took (copies, write, fsyncs, read-back): the engine
+        #: spaces the checkpoints it may skip by it
+        self.write_seconds = 0.0
 
     # -- creation ------------------------------------------------------------------------
     @classmethod
@@ -282,12 +285,14 @@ class RunDir:
         :meth:`wait_checkpoint` wait for it and raise its error, if any.
         """
         self.wait_checkpoint()
+        t0 = time.perf_counter()
         seq = int(meta["seq"])
         name = f"ckpt-{seq:06d}"
         unsynced, self._unsynced = self._unsynced, set()
         duals = sorted(self._dual_crc.items())  # the dual files this state refers to, as of now
         if not background:
             self._write_checkpoint(name, arrays, meta, unsynced, duals)
+            self.write_seconds = time.perf_counter() - t0
             return os.path.join(self.state, name)
         # one copy per distinct array (v may be w), into the buffers of the previous background
         # checkpoint (its write is over): a fresh 100 MB copy faults in every page again, on the
@@ -310,6 +315,7 @@ class RunDir:
         def write():
             try:
                 self._write_checkpoint(name, arrays, meta, unsynced, duals)
+                self.write_seconds = time.perf_counter() - t0
             except BaseException as exc:  # raised in the caller's thread by wait_checkpoint
                 self._writer_error = exc
 

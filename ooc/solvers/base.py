@@ -130,6 +130,9 @@ class StoreSolver:
         The state to save now (at an epoch boundary, or at a safe point inside an epoch), the
         solver's own metadata (its position inside the epoch, partial sums), and whether the
         arrays may be written by a background thread while the run goes on.
+    ``epoch_checkpoint_optional()``
+        Whether the engine may skip the checkpoint of an epoch end: the whole state is in a
+        checkpoint, so an older one stays valid (no dual file the next epoch overwrites).
     ``epoch(ctx)``
         One epoch from the state ``S_e`` (``e = ctx.epoch``): certify ``S_e`` with
         ``ctx.record(P, D, fields)`` and, if the run goes on and ``ctx.update``, update it,
@@ -168,6 +171,10 @@ class StoreSolver:
     def at_epoch_start(self) -> bool:
         """Whether the next epoch step starts a new epoch (no part of it done yet)."""
         return True
+
+    def epoch_checkpoint_optional(self) -> bool:
+        """Whether an older checkpoint stays valid once this epoch's is skipped (see the class docstring)."""
+        return False
 
     def next_epoch(self, epoch: int) -> None:
         """The run goes on from the state reached after ``epoch`` epochs."""
@@ -573,6 +580,10 @@ class BlockLoopSolver(StoreSolver):
 
     def at_epoch_start(self) -> bool:
         return self._pos == 0
+
+    def epoch_checkpoint_optional(self) -> bool:
+        # the duals in memory: the whole state is in every checkpoint (paged ones alternate buffers per epoch)
+        return self.duals.kind == "memory"
 
     def nnz_w(self) -> int:
         w, d = self.export_w(self.w_prev), self.store.n_cols
