@@ -143,6 +143,9 @@ def _choose_solver(o: dict, loss, store, resumed: bool = False) -> None:
         raise ValueError(f"{store.path}: {named} needs {need}")
     if spec.smooth_loss and not loss.smooth:
         smooth = ", ".join(n for n, spec in LOSS_REGISTRY.items() if spec.smooth)
+        if o["l2"] <= 0:  # no solver certifies the hinge with pure L1: naming those that take the hinge would loop
+            raise ValueError(f"{named} needs a smooth loss ({smooth}), and pure L1 (--l2 0) with the hinge has no "
+                             f"solver; {_PURE_L1_HINGE}")
         takes_hinge = ", ".join(n for n, s in SOLVER_REGISTRY.items() if not s.smooth_loss)
         raise ValueError(f"{named} needs a smooth loss ({smooth}); the hinge trains with {takes_hinge}, or use "
                          "--loss smooth-hinge with a small --gamma for an SVM")
@@ -228,12 +231,19 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
         # Prox-SDCA needs about R^2 / (l2' n gamma) passes (Shalev-Shwartz & Zhang): with the tiny l2' of
         # a small tol or l1 that is millions, a run that would end without progress (acc-sdca's is the root)
         smooth = 1.0 / float(pb.loss.smoothness)
+        if smooth <= 0:  # the hinge: no rate at all, and no other solver takes it with pure L1
+            raise ValueError(f"pure L1 (--l2 0) through --solver sdca needs a smooth loss to certify; {_PURE_L1_HINGE}")
         r2 = float(np.max(store.row_sqnorm)) if store.n_rows else 0.0
         passes = r2 / (o["l2_added"] * store.n_rows * smooth) if smooth > 0 else math.inf
         if passes > 100 * o["max_epochs"]:
             raise ValueError(f"pure L1 (--l2 0) through --solver sdca adds an L2 of {o['l2_added']:.2g} (--tol / r^2, "
                              f"r = P(0) / l1), where Prox-SDCA needs about {passes:.1g} passes; use --solver "
                              "rcd-primal or auto (working sets), or acc-sdca")
+
+
+#: What trains an L1-regularized SVM: no solver certifies the plain hinge with --l2 0.
+_PURE_L1_HINGE = ("use --loss smooth-hinge with a small --gamma (an L1-SVM; auto trains it with rcd-primal's working "
+                  "sets), or a small --l2 (sdca trains the hinge with elastic net)")
 
 
 class Run:

@@ -280,6 +280,18 @@ def test_auto_pure_l1_run_made_before_working_sets_resumes_uniform(wide, tmp_pat
     assert np.array_equal(done.model.coef_, full.model.coef_)
 
 
+@pytest.mark.parametrize("solver", ["auto", "sdca", "rcd-primal", "acc-sdca"])
+def test_pure_l1_with_the_hinge_is_refused_naming_what_trains_an_l1_svm(stores, tmp_path, solver):
+    """No solver certifies the plain hinge with --l2 0: every route is refused in one line that names the
+    smoothed hinge (and an added --l2), never another solver that would refuse it too."""
+    with pytest.raises(ValueError) as e:
+        ooc.train(stores["binary"], str(tmp_path / "r"), solver=solver, loss="hinge", l2=0.0, l1=1e-3)
+    msg = str(e.value)
+    assert "--loss smooth-hinge" in msg and "--l2" in msg and "\n" not in msg, msg
+    advice = msg.split("; use", 1)[1]
+    assert "acc-sdca" not in advice and "rcd-dual" not in advice and not (tmp_path / "r").exists(), msg
+
+
 def test_sdca_refuses_pure_l1_it_cannot_certify(stores, tmp_path):
     """A small --tol or --l1 makes the added L2 tiny (tol / r^2): Prox-SDCA would need ~R^2 / (l2' n gamma)
     passes, millions here, and end without progress; the run is refused in one line naming the solvers that
