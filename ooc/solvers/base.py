@@ -47,7 +47,7 @@ from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order, row_order
 from ..store import layout as L
 from . import intercept as icpt
-from .row_threads import MIN_ROW_THREADS, ROW_THREADS_SCHEME, RowThreads, rows_split_pays, threaded_primal_loss
+from .row_threads import MIN_ROW_THREADS, ROW_THREADS_SCHEME, RowThreads, problem_split_pays, threaded_primal_loss
 
 
 class TrainBlock(NamedTuple):
@@ -283,11 +283,8 @@ class BlockLoopSolver(StoreSolver):
         if getattr(self, "_one_problem_threads", None) is None:
             scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
             t = self.row_threads(self.k, self.threads, scheme)
-            if t > 1 and scheme >= ROW_THREADS_SCHEME:
-                bias = float(self.pb.bias)
-                sq = float(np.mean(self.store.row_sqnorm)) + bias * bias if self.n else 0.0
-                if not rows_split_pays(t, sq, self.step_l2() * self.n / float(self.pb.loss.smoothness), self.n):
-                    t = 1
+            if t > 1 and scheme >= ROW_THREADS_SCHEME and not problem_split_pays(t, self.pb, self.step_l2(), self.n):
+                t = 1
             self._one_problem_threads = t
         return self._one_problem_threads
 

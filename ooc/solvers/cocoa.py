@@ -58,7 +58,7 @@ from ..schedule.scheduler import row_order
 from ..store import layout as L
 from . import intercept as icpt
 from .base import StoreSolver, TrainBlock, load_train_group
-from .row_threads import MIN_ROW_THREADS, RowThreads, rows_split_pays, threaded_primal_loss
+from .row_threads import MIN_ROW_THREADS, RowThreads, problem_split_pays, threaded_primal_loss
 
 #: Dual buffers a run's rounds rotate (see the module's docstring); ``run.json``'s ``dual_buffers``.
 DUAL_BUFFERS = 3
@@ -83,10 +83,7 @@ def split_rows(threads: int, st, pb, n_workers: int) -> int:
     """
     if pb.n_sub != 1 or threads < MIN_ROW_THREADS:
         return 1
-    n = st.n_rows / max(1, n_workers)
-    bias = float(pb.bias)
-    sq = float(np.mean(st.row_sqnorm)) + bias * bias if st.n_rows else 0.0
-    return threads if rows_split_pays(threads, sq, float(pb.penalty.l2) * n / float(pb.loss.smoothness), int(n)) else 1
+    return threads if problem_split_pays(threads, pb, float(pb.penalty.l2), st.n_rows / max(1, n_workers)) else 1
 
 
 def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_workers: int = 1):

@@ -66,6 +66,15 @@ def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int) -> bool:
     return rho * PASS_OVERHEAD < threads
 
 
+def problem_split_pays(threads: int, pb, l2: float, rows: float) -> bool:
+    """:func:`rows_split_pays` for problem ``pb`` (one problem): its store's mean squared row norm with the
+    bias feature's, its loss's smoothness, and the L2 weight ``l2`` its steps use over ``rows`` rows."""
+    st = pb.store
+    bias = float(pb.bias)
+    sq = float(np.mean(st.row_sqnorm)) + bias * bias if st.n_rows else 0.0
+    return rows_split_pays(threads, sq, float(l2) * rows / float(pb.loss.smoothness), int(rows))
+
+
 def hot_entries(col_nnz: np.ndarray, dim: int, bias: bool) -> np.ndarray:
     """The entries synchronized after every mini-batch: the :data:`HOT_FEATURES` features with the
     most nonzeros (ties: the lower index), and the bias entry ``dim - 1``, sorted (int64)."""
