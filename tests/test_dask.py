@@ -30,19 +30,24 @@ def data(tmp_path_factory):
     return root, store
 
 
-@pytest.fixture(scope="module")
-def workers():
-    """The scheduler address of two worker processes kept for the module's distributed trainings that
-    are not about starting, naming or losing a cluster (``local:2`` is tested on its own): a local
-    cluster takes seconds to start and stop, and each new worker process loads the kernels again."""
+def _local_cluster(workers: int, threads: int = 1):
+    """The scheduler address of a local cluster of ``workers`` processes of ``threads`` threads, closed after."""
     from ooc.dask_client import dask_client
 
-    client, cluster = dask_client(None, 2)
+    client, cluster = dask_client(None, workers, threads_per_worker=threads)
     try:
         yield cluster.scheduler_address
     finally:
         client.close()
         cluster.close()
+
+
+@pytest.fixture(scope="module")
+def workers():
+    """The scheduler address of two worker processes kept for the module's distributed trainings that
+    are not about starting, naming or losing a cluster (``local:2`` is tested on its own): a local
+    cluster takes seconds to start and stop, and each new worker process loads the kernels again."""
+    yield from _local_cluster(2)
 
 
 def test_two_local_clusters_at_once_warn_of_no_port(workers):
@@ -184,6 +189,17 @@ def test_killing_a_worker_mid_batch_leaves_every_run_finished_or_resumable(data,
 
 def _reference(store, tmp_path, **opts):
     return ooc.train(store, str(tmp_path / "single"), **opts)
+
+
+def _same_optimum(dist, single, tol: float, l2: float, scale: float | None = None) -> None:
+    """Both runs certified to ``tol``: their primal values agree within the two gaps, and their
+    coefficients within ``||w - w*||^2 <= 2 gap / l2`` of the optimum each; a gap is ``tol`` times
+    ``scale`` (default ``max(1, |P|)``, what ``--tol`` bounds)."""
+    assert dist.result["converged"] and single.result["converged"]
+    assert dist.result["primal"] >= dist.result["dual"]
+    scale = max(1.0, abs(single.result["primal"])) if scale is None else scale
+    assert abs(dist.result["primal"] - single.result["primal"]) <= 2 * tol * scale
+    assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= 2 * np.sqrt(2 * tol * scale / l2)
 
 
 @pytest.mark.parametrize("how", ["local", "scheduler"])
@@ -456,28 +472,15 @@ def test_distributed_one_vs_rest_reaches_the_single_process_optimum(tmp_path, wo
     opts = dict(loss="logistic", l2=1e-2, tol=1e-10, max_epochs=400)
     single = ooc.train(store, str(tmp_path / "single"), solver="sdca", **opts)
     dist = ooc.train(store, str(tmp_path / "dist"), distributed=workers, **opts)
-    assert single.result["converged"] and dist.result["converged"]
-    assert dist.result["primal"] >= dist.result["dual"]
-    # both certified to tol: their primal values agree to within the two gaps
-    assert abs(dist.result["primal"] - single.result["primal"]) <= 2e-10 * max(1.0, abs(single.result["primal"]))
     assert dist.model.coef_.shape == single.model.coef_.shape == (3, 200)
-    # each class's ||w - w*||^2 <= 2 gap / l2
-    bound = 2 * np.sqrt(2 * 1e-10 * max(1.0, abs(single.result["primal"])) / 1e-2)
-    assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound
+    _same_optimum(dist, single, 1e-10, 1e-2)
 
 
 @pytest.fixture(scope="module")
 def threaded_worker():
     """The scheduler address of one worker process with two threads (``local:N`` gives each worker
     ``--threads // N``; a deployment's workers have the threads they were started with)."""
-    from ooc.dask_client import dask_client
-
-    client, cluster = dask_client(None, 1, threads_per_worker=2)
-    try:
-        yield cluster.scheduler_address
-    finally:
-        client.close()
-        cluster.close()
+    yield from _local_cluster(1, 2)
 
 
 def test_a_two_thread_worker_splits_one_problems_rows_reaches_the_optimum_and_resumes(tmp_path, threaded_worker):
@@ -498,11 +501,7 @@ def test_a_two_thread_worker_splits_one_problems_rows_reaches_the_optimum_and_re
     dist = ooc.train(store, str(tmp_path / "dist"), tol=1e-10, max_epochs=400, distributed=threaded_worker, **opts)
     with open(os.path.join(dist.path, "run.json")) as f:
         assert json.load(f)["worker_threads"] == 2
-    assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
-    assert abs(dist.result["primal"] - single.result["primal"]) <= 2e-10 * abs(single.result["primal"])
-    # ||w - w*||^2 <= 2 gap / l2 for either certified point
-    bound = 2 * np.sqrt(2 * 1e-10 * abs(single.result["primal"]) / 1e-2)
-    assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound
+    _same_optimum(dist, single, 1e-10, 1e-2, scale=abs(single.result["primal"]))
     full = ooc.train(store, str(tmp_path / "full"), tol=1e-14, max_epochs=4, distributed=threaded_worker, **opts)
     part = ooc.train(store, str(tmp_path / "part"), tol=1e-14, max_epochs=2, distributed=threaded_worker, **opts)
     resumed = ooc.resume(part.path, max_epochs=4)
@@ -525,10 +524,7 @@ def test_a_two_thread_worker_puts_one_vs_rest_classes_on_its_threads(tmp_path, t
     with open(os.path.join(one.path, "run.json")) as f:
         assert json.load(f)["worker_threads"] == 1
     assert np.array_equal(dist.model.coef_, one.model.coef_)
-    assert dist.result["converged"] and dist.result["primal"] >= dist.result["dual"]
-    assert abs(dist.result["primal"] - single.result["primal"]) <= 2e-10 * max(1.0, abs(single.result["primal"]))
-    bound = 2 * np.sqrt(2 * 1e-10 * max(1.0, abs(single.result["primal"])) / 1e-2)
-    assert np.linalg.norm(dist.model.coef_ - single.model.coef_) <= bound
+    _same_optimum(dist, single, 1e-10, 1e-2)
 
 
 def test_workers_rebuild_v_from_the_changed_entries_or_ask_for_all_of_it():
