@@ -29,10 +29,17 @@ from .store.ingest import AUTO_MEMORY, parse_bytes, parse_memory
 NONE_IS_A_VALUE = ("class_weight", "multiclass", "distributed")
 #: ``--block-bytes``'s value for the store's own blocks (runs made before the option existed).
 STORE_BLOCKS = "store"
-#: Training blocks' default size: a group of four (``--mix-blocks``) and one read ahead fit beside
-#: the interpreter, its kernels, the store reader and 2**22 features' vectors in a container of about
-#: 400 MiB (``ooc info`` named 404 MiB for the store of ``scripts/bench_scale.py``).
-DEFAULT_TRAIN_BLOCK = "8MiB"
+#: Training blocks' default size. The rows of a block stay together in every pass's permutation, and
+#: small units mix better: to a certified 1e-6 on the 1M x 2^20 store of ``scripts/bench_threads.py``
+#: (L2 logistic), 2 MiB blocks in groups of 16 took 5 passes (4.0 s in memory; 6.2 s out of core,
+#: every pass read from disk) where 8 MiB blocks in groups of 4, the same 32 MiB a group, took 6-8
+#: (4.7-6.5 s; 7.0 s). Smaller blocks decode more of the store's chunks they only partly use: 1 MiB
+#: blocks mixed as well but read 1.45x the file bytes of 8 MiB ones out of core (2 MiB: 1.2x). A group
+#: (``--mix-blocks``) and one read ahead fit beside the interpreter, its kernels, the store reader and
+#: 2**22 features' vectors in a container of about 400 MiB.
+DEFAULT_TRAIN_BLOCK = "2MiB"
+#: Training blocks whose rows a pass visits in one permutation (``--mix-blocks``): 32 MiB a group.
+DEFAULT_MIX_BLOCKS = 16
 #: Smallest ``--block-bytes``: one indptr slot and a few entries.
 MIN_TRAIN_BLOCK = 64
 PAGINGS = ("shuffled", "gap")
@@ -99,7 +106,7 @@ class TrainConfig:
     threads: int = _opt(0, "Threads (0: every core the process may use: CPU affinity and cgroup quota; recorded "
                            "in run.json, resume keeps it). The classes of one-vs-rest train on several at "
                            "once; the iterates do not depend on it.")
-    mix_blocks: int = _opt(4, "Row blocks whose rows are visited in one random permutation (memory: about twice "
+    mix_blocks: int = _opt(DEFAULT_MIX_BLOCKS, "Row blocks whose rows are visited in one random permutation (memory: about twice "
                               "that many blocks are resident).")
     paging: str = _opt("shuffled", "rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.",
                        PAGINGS)

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 import ooc
 from ooc import _memlimit
-from ooc.config import TrainConfig
+from ooc.config import DEFAULT_TRAIN_BLOCK, TrainConfig
 from ooc.schedule import planner
 from ooc.store import layout as L
 from ooc.store.ingest import parse_bytes
@@ -127,7 +127,7 @@ def test_runs_made_before_block_bytes_keep_the_stores_blocks():
     old = dict(T.DEFAULTS)
     del old["block_bytes"]
     assert TrainConfig.from_run_config(old).train_block_bytes is None
-    assert TrainConfig.from_run_config(dict(T.DEFAULTS)).train_block_bytes == parse_bytes("8MiB")
+    assert TrainConfig.from_run_config(dict(T.DEFAULTS)).train_block_bytes == parse_bytes(DEFAULT_TRAIN_BLOCK)
 
 
 @pytest.mark.parametrize("bad", ["0", "12", "lots", "-4KiB"])

@@ -26,7 +26,8 @@ import scipy.sparse as sp
 import ooc
 
 N, D = 400, 40
-OPTS = dict(l2=1e-2, tol=1e-9, seed=3, max_epochs=500)
+# groups of 4 blocks: a pass of several groups, of which a cache of half the blocks holds some
+OPTS = dict(l2=1e-2, tol=1e-9, seed=3, max_epochs=500, mix_blocks=4)
 EXACT = ("epoch", "primal", "dual", "gap", "rel_gap", "nnz_w")
 RUN_CAPPED = os.environ.get("OOC_RUN_CAPPED") or os.path.join(os.path.dirname(__file__), "..", "scripts", "run-capped")
 

@@ -41,7 +41,9 @@ from ooc.fsutil import seal_json
 from ooc.runs.rundir import RunDir
 
 N, D = 240, 24
-TRAIN_OPTS = ["--l2", "0.01", "--tol", "1e-10", "--max-epochs", "50", "--checkpoint-every", "0", "--seed", "7"]
+# --mix-blocks 4: groups of 4 of the ~20 blocks, so that a pass has many group boundaries to be killed at
+TRAIN_OPTS = ["--l2", "0.01", "--tol", "1e-10", "--max-epochs", "50", "--checkpoint-every", "0", "--seed", "7",
+              "--mix-blocks", "4"]
 #: a cache budget so small that the duals are paged from disk (per-block files, two buffers)
 PAGED = ["--memory", "4KiB"]
 #: history fields that must match an uninterrupted run exactly (timings and I/O counters differ)
