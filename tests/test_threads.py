@@ -172,15 +172,19 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     assert np.array_equal(_coef(done), _coef(two)) and _history(done) == _history(two)
 
 
-def test_one_problem_threads_hold_a_replica_each(binary):
+def test_one_problem_threads_hold_a_replica_each(binary, monkeypatch):
     from ooc.solvers.sdca import SDCASolver
 
     dim = binary.n_cols
-    base = SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=1)
-    # each thread's local point interleaved with a copy of the pass's snapshot (and its own v with l1 > 0)
-    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=3) == base + 3 * 16 * dim
-    base1 = SDCASolver.fixed_for(binary, 1, dim, 1, 1e-3, threads=1)
-    assert SDCASolver.fixed_for(binary, 1, dim, 1, 1e-3, threads=3) == base1 + 3 * 24 * dim
+    # each thread's local point interleaved with a copy of the pass's snapshot (and its own v with l1 > 0);
+    # one thread holds one replica too
+    one = SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=1)
+    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=3) == one + 2 * 16 * dim
+    one1 = SDCASolver.fixed_for(binary, 1, dim, 1, 1e-3, threads=1)
+    assert SDCASolver.fixed_for(binary, 1, dim, 1, 1e-3, threads=3) == one1 + 2 * 24 * dim
+    # a solver whose one thread takes the plain pass holds no replica
+    monkeypatch.setattr(SDCASolver, "replica_one_thread", False)
+    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=1) == one - 16 * dim
     # one-vs-rest: the classes go on the threads, nothing more is held
     assert SDCASolver.fixed_for(binary, 4, dim, 1, 0.0, threads=3) == SDCASolver.fixed_for(binary, 4, dim, 1, 0.0)
 
@@ -327,6 +331,48 @@ def test_hot_entries_and_both_sweeps_agree(monkeypatch):
         assert np.allclose(vv, v + (u[:, :, vc] - v).sum(axis=0) / T, rtol=0, atol=1e-12)
         assert np.array_equal(ww, st(vv, l1, bias))
         assert (uu[:, :, 0] == ww).all() and (uu[:, :, vc] == vv).all()
+
+
+@pytest.mark.parametrize("loss,l1,bias", [("logistic", 0.0, 0.0), ("logistic", 1e-4, 1.0), ("smooth-hinge", 1e-5, 1.0),
+                                           ("squared", 0.0, 1.0)])
+def test_one_thread_on_a_replica_takes_the_plain_passes_steps(loss, l1, bias):
+    """One thread's pass on a replica (the snapshot beside w, ``sigma' = 1``) leaves the duals, ``v``,
+    ``w`` and the primal sum of the plain pass bit for bit, pass after pass, whether ``w`` takes the
+    replica back densely or by the group's column ids; its dual sum is the plain one of the duals
+    before the pass (in visit order)."""
+    import scipy.sparse as sp
+
+    from ooc.kernels.args import Labels, Reg, Rows
+    from ooc.kernels.sdca import block_dual_loss, sdca_pass_gap
+    from ooc.kernels.shuffle import permutation
+    from ooc.objectives.losses import make_loss
+    from ooc.solvers.row_threads import RowThreads
+
+    rng = np.random.default_rng(3)
+    fn = make_loss(loss)
+    for n, d in [(3000, 800), (400, 5000)]:  # a dense take-back, then one by column ids (fewer nonzeros than d)
+        X = sp.random(n, d, density=0.004, format="csr", random_state=int(rng.integers(1 << 30)))
+        X.data = rng.standard_normal(X.nnz)
+        y = rng.standard_normal(n) if loss == "squared" else np.where(rng.random(n) < 0.3, 1.0, -1.0)
+        c = rng.uniform(0.5, 2.0, n)
+        rows = Rows(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data)
+        dim = d + (1 if bias else 0)
+        reg = Reg(1e-3, l1, float(n), bias)
+        a1, v1 = np.zeros(n), np.zeros(dim)
+        w1 = v1 if l1 == 0 else np.zeros(dim)
+        a2, v2 = np.zeros(n), np.zeros(dim)
+        w2 = v2 if l1 == 0 else np.zeros(dim)
+        rt = RowThreads(np.asarray(X.getnnz(axis=0)), 1, dim, bias > 0, l1)
+        for e in range(4):
+            order = permutation(n, np.uint64(e + 7))
+            snap = w1.copy()
+            dual = block_dual_loss(fn, y, c, a1)
+            _, p1 = sdca_pass_gap(fn, rows, Labels(y, c), a1, order, v1, w1, reg, snap)
+            rt.invalidate()  # a new pass: a new snapshot
+            _, p2, d2 = rt.pass_group(fn, rows, Labels(y, c), a2, order, v2, w2, reg, w2.copy())
+            assert np.array_equal(a1, a2) and np.array_equal(v1, v2) and np.array_equal(w1, w2) and p1 == p2
+            assert d2 == pytest.approx(dual, rel=1e-12, abs=1e-12)
+        assert np.abs(w1).max() > 0
 
 
 def test_few_hot_entries_keep_the_dual_rising_to_the_optimum(binary, tmp_path, monkeypatch):

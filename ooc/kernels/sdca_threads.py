@@ -51,7 +51,7 @@ from ooc.kernels.prefetch import prefetch_rows
 from ooc.objectives.losses import dual_step, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
 
-__all__ = ["ROWS_PER_THREAD", "HOT_FEATURES", "local_steps", "sync_entries", "sync_range"]
+__all__ = ["ROWS_PER_THREAD", "HOT_FEATURES", "local_steps", "sync_entries", "sync_range", "take_back"]
 
 #: Rows per thread per mini-batch (a trajectory constant: changing it changes the iterates).
 #: Between two mini-batches the threads meet (a few tens of microseconds) and the hot entries
@@ -229,3 +229,25 @@ def sync_range(lo, hi, v, w, u, reg, sigma, indices):
     b = v.shape[0] - 1
     if reg[3] > 0.0 and lo <= b < hi:
         _sync_many(indices[:0], b, b + 1, True, v, w, u, reg, sigma)
+
+
+@njit(cache=True, nogil=True)
+def take_back(v, w, u, indices):
+    r"""One thread's replica ``u`` (``(dim, 2)`` or ``(dim, 3)``, ``sigma' = 1``) copied into ``w`` (and ``v``).
+
+    ``w_j = u[j, 0]`` and, with 3 columns, ``v_j = u[j, 2]``: for every entry (``indices`` of
+    length 0), or for the listed entries and the last one (the bias entry, if any; copying an
+    entry the replica did not change writes the value it already has). A copy, not
+    :func:`sync_range`'s ``v_j + (u_j - v_j)``, which rounds: one thread's pass on its replica
+    leaves bit for bit the ``v`` and ``w`` of :func:`ooc.kernels.sdca.sdca_pass_gap`. ``v`` and
+    ``w`` may be one array (``l1 = 0``).
+    """
+    own_v = u.shape[1] > 2
+    dense = indices.shape[0] == 0
+    n = v.shape[0] if dense else indices.shape[0] + 1
+    last = v.shape[0] - 1
+    for q in range(n):
+        j = q if dense else (indices[q] if q < indices.shape[0] else last)
+        w[j] = u[j, 0]
+        if own_v:
+            v[j] = u[j, 2]

@@ -248,6 +248,8 @@ class BlockLoopSolver(StoreSolver):
     state_vectors = 3
     #: whether one problem's pass runs on several threads (:mod:`ooc.solvers.row_threads`)
     threads_one_problem = False
+    #: whether one problem's pass on one thread runs on a replica too (:meth:`replica_pass`)
+    replica_one_thread = False
 
     @classmethod
     def held_vectors(cls, l1: float) -> int:
@@ -271,8 +273,9 @@ class BlockLoopSolver(StoreSolver):
         and the threads' replicas when one problem's pass runs on ``threads`` threads."""
         fixed = fixed_bytes(cls.footprint, store, k, dim, mix)
         t = cls.row_threads(k, threads)
+        replicas = t > 1 or (cls.replica_one_thread and k == 1)
         return (fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * cls.held_vectors(float(l1))
-                + (RowThreads.held_bytes(t, dim, l1) if t > 1 else 0))
+                + (RowThreads.held_bytes(t, dim, l1) if replicas else 0))
 
     def _fixed_bytes(self) -> int:
         return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), self.threads)
@@ -287,6 +290,13 @@ class BlockLoopSolver(StoreSolver):
                 t = 1
             self._one_problem_threads = t
         return self._one_problem_threads
+
+    def replica_pass(self) -> bool:
+        """Whether one problem's update passes run on :meth:`row_pass`'s replicas: on its threads
+        (:meth:`one_problem_threads` > 1), or, for a solver with ``replica_one_thread``, on one thread,
+        whose replica keeps the pass's snapshot beside ``w`` (one cache line a nonzero instead of two:
+        the same numbers, :class:`~ooc.solvers.row_threads.RowThreads`)."""
+        return self.one_problem_threads() > 1 or (self.replica_one_thread and self.k == 1)
 
     def step_l2(self) -> float:
         """The L2 weight of the problem the Prox-SDCA steps solve (acc-sdca's inner one is larger)."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._cpu import compute_pool, gather_prefetch_pays
 from ..kernels.sdca import block_primal_loss, rows_primal_loss
-from ..kernels.sdca_threads import HOT_FEATURES, ROWS_PER_THREAD, local_steps, sync_entries, sync_range
+from ..kernels.sdca_threads import HOT_FEATURES, ROWS_PER_THREAD, local_steps, sync_entries, sync_range, take_back
 
 #: Fewest threads that split one problem's rows. Measured on the 1M x 2^20 bench store (L2
 #: logistic, 2 cores): with replicas a pass takes 0.5-0.6 s on 2 threads against 0.85 s on one
@@ -98,12 +98,18 @@ def hot_entries(col_nnz: np.ndarray, dim: int, bias: bool) -> np.ndarray:
 class RowThreads:
     """One problem's pass on ``T`` threads: the replicas, the hot entries, and when to refill them.
 
+    With ``T = 1`` it is one thread's pass on a replica, the same steps with the same numbers
+    as :func:`ooc.kernels.sdca.sdca_pass_gap` (``sigma' = 1``): what it saves is a cache miss a
+    nonzero, the local point and the snapshot sharing a line where the separate arrays of
+    ``w`` and the snapshot take two; ``w`` (and ``v``) take the replica's entries back after every
+    group (:func:`ooc.kernels.sdca_threads.take_back`).
+
     Parameters
     ----------
     col_nnz : ndarray
         The store's nonzeros per feature (chooses the hot entries, :func:`hot_entries`).
     threads : int
-        ``T >= 2``.
+        ``T >= 1``.
     dim : int
         Length of ``w`` (with the bias entry).
     bias : bool
@@ -121,7 +127,8 @@ class RowThreads:
 
     def __init__(self, col_nnz: np.ndarray, threads: int, dim: int, bias: bool, l1: float):
         self.T = int(threads)
-        self.hot = hot_entries(col_nnz, dim, bias)
+        # one thread meets no other: nothing is synchronized between its mini-batches
+        self.hot = hot_entries(col_nnz, dim, bias) if self.T > 1 else np.zeros(0, dtype=np.int64)
         self.u = np.zeros((self.T, dim, self.columns(l1)))
         self._fresh = False
 
@@ -139,7 +146,7 @@ class RowThreads:
         """``w`` or the snapshot changed outside a pass: refill the replicas before the next group."""
         self._fresh = False
 
-    def pass_group(self, loss, rows, labels, alpha, order, v, w, reg, w_snap) -> tuple[float, float]:
+    def pass_group(self, loss, rows, labels, alpha, order, v, w, reg, w_snap) -> tuple[float, float, float]:
         """A Prox-SDCA pass over the rows ``order`` of one group, mini-batch after mini-batch.
 
         Arguments as for :func:`ooc.kernels.sdca.sdca_pass_gap` (``w_snap`` of length 0: no
@@ -157,6 +164,14 @@ class RowThreads:
             if u.shape[2] > 2:
                 u[:, :, 2] = v
             self._fresh = True
+        # the rest of the group's entries are synchronized by a dense sweep where v is no longer
+        # than the group's nonzeros, else by the group's column ids
+        dim = v.shape[0]
+        ids = rows[1] if rows[1].shape[0] < dim else rows[1][:0]
+        if T == 1:
+            sum_d2, primal, dual = local_steps(loss, rows, labels, alpha, order, u[0], reg, 1.0, snap)
+            take_back(v, w, u[0], ids)
+            return sum_d2, primal, dual
         pool = compute_pool(T)
         sigma = float(T)
         m = order.shape[0]
@@ -174,10 +189,7 @@ class RowThreads:
                 sum_d2 += r[0]
                 primal += r[1]
                 dual += r[2]
-        # the rest of the group's entries, each thread over its own range of them: a dense sweep
-        # where v is no longer than the group's nonzeros, else the group's column ids
-        dim = v.shape[0]
-        ids = rows[1] if rows[1].shape[0] < dim else rows[1][:0]
+        # the rest of the group's entries, each thread over its own range of them
         futures = [pool.submit(sync_range, dim * k // T, dim * (k + 1) // T, v, w, u, reg, sigma, ids)
                    for k in range(1, T)]
         sync_range(0, dim // T, v, w, u, reg, sigma, ids)

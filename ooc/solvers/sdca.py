@@ -27,6 +27,7 @@ class SDCASolver(BlockLoopSolver):
 
     name = SDCA_SOLVER
     threads_one_problem = True
+    replica_one_thread = True
     resident_ok = True
 
     @classmethod
@@ -46,8 +47,9 @@ class SDCASolver(BlockLoopSolver):
         rows = Rows(blk.indptr, blk.indices, blk.data)
         reg = Reg(float(pb.penalty.l2), float(pb.penalty.l1), float(self.n), float(pb.bias))
 
-        if self.one_problem_threads() > 1:
-            # one problem: the rows of each mini-batch over the threads (CoCoA+ inside the node)
+        if self.replica_pass():
+            # one problem: the rows of each mini-batch over the threads (CoCoA+ inside the node), or
+            # one thread's pass on a replica
             y0 = pb.sub_labels(blk.y, 0)
             # the dual terms of the pass's start are summed with the steps, by the loss the steps take;
             # with --fit-intercept that is the shifted loss, and D_0 (ooc.solvers.intercept) is summed here
