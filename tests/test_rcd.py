@@ -315,6 +315,26 @@ def test_blocks_and_paging_same_optimum(name, blocked):
     assert not np.array_equal(r1["w"], r2["w"])
 
 
+@pytest.mark.parametrize("sampling", ["uniform", "importance", "gap-per-epoch", "adaptive"])
+def test_groups_of_blocks_make_every_update_of_the_epoch(sampling, blocked, tmp_path):
+    """With --mix-blocks 4 a group of blocks draws the updates of all its blocks from all its rows: n
+    updates an epoch (a group used to draw only its first block's, with another block's row norms),
+    and the run reaches the optimum of the groups of one block."""
+    X, y, st = blocked
+    assert st.n_blocks("rows") >= 12
+    kw = dict(solver="rcd-dual", loss="logistic", l2=0.01, tol=1e-9, sampling=sampling, seed=4, max_epochs=400, bias=0.0)
+    runs = [ooc.train(st, str(tmp_path / f"mix{mix}"), mix_blocks=mix, **kw) for mix in (4, 1)]
+    for run in runs:
+        h = run.history
+        assert [e["updates"] for e in h] == [e["epoch"] * X.shape[0] for e in h]
+        assert run.result["converged"]
+    res = runs[0].result
+    p = objective("logistic", X, y, ooc.load_model(runs[0].path).coef_.ravel(), 0.01)
+    pr = objective("logistic", X, y, reference("logistic", X, y, 0.01), 0.01)
+    assert p == pytest.approx(res["primal"], rel=1e-9) and p - pr <= res["gap"] + 1e-12 and abs(p - pr) <= 1e-8
+    assert len(runs[0].history) <= 1.5 * len(runs[1].history) + 2
+
+
 def test_multiclass_ovr_matches_sdca():
     X, y, st = make_store(multiclass=True, seed=4)
     ref = T.train(st, out=tempfile.mkdtemp(), loss="logistic", l2=L2, tol=1e-10, solver="sdca", overwrite=True)

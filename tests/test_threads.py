@@ -172,6 +172,61 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     assert np.array_equal(_coef(done), _coef(two)) and _history(done) == _history(two)
 
 
+@pytest.mark.parametrize("sampling", ["uniform", "importance", "gap-per-epoch"])
+def test_rcd_dual_draws_over_threads_reach_the_optimum_and_resume_bit_exact(binary, tmp_path, sampling):
+    """rcd-dual's draws (with replacement) on 3 threads, each row stepped by the thread that owns it:
+    certified, at scikit-learn's optimum, deterministic, and resumed bit for bit; the one-thread run
+    keeps its own trajectory (the Quartz step for the logistic loss under a fixed sampling)."""
+    from sklearn.linear_model import LogisticRegression
+
+    opts = dict(OPTS, solver="rcd-dual", sampling=sampling, l2=1e-2, tol=1e-8, max_epochs=400)
+    one = ooc.train(binary, str(tmp_path / "one"), threads=1, **opts)
+    three = ooc.train(binary, str(tmp_path / "three"), threads=3, **opts)
+    again = ooc.train(binary, str(tmp_path / "again"), threads=3, **opts)
+    assert three.history[-1]["step_rule"] == "exact"
+    assert one.history[-1]["step_rule"] == ("exact" if sampling == "gap-per-epoch" else "quartz")
+    for r in (one, three):
+        res = r.result
+        assert res["converged"] and res["gap"] <= 1e-8 * max(1.0, abs(res["primal"]))
+    assert not np.array_equal(_coef(one), _coef(three))  # the draws did go over the threads
+    X, y = binary.to_scipy(), np.asarray(binary.labels)
+    ref = LogisticRegression(C=1.0 / (opts["l2"] * N), fit_intercept=False, tol=1e-12, max_iter=10000).fit(X, y)
+    bound = 2 * np.sqrt(2 * three.result["gap"] / opts["l2"]) + 1e-6
+    assert np.linalg.norm(_coef(three) - ref.coef_.ravel()) <= bound
+    assert np.array_equal(_coef(three), _coef(again)) and _history(three) == _history(again)
+    out = str(tmp_path / "part")
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(binary, out, threads=3, **dict(opts, max_epochs=2))
+    done = ooc.resume(out, max_epochs=opts["max_epochs"])
+    assert np.array_equal(_coef(done), _coef(three)) and _history(done) == _history(three)
+
+
+def test_rcd_dual_runs_made_before_its_threads_keep_one():
+    from ooc.solvers.rcd import RCDDualSolver
+    from ooc.solvers.row_threads import RCD_DUAL_SCHEME
+
+    assert RCDDualSolver.row_threads(1, 4) == 4 and RCDDualSolver.row_threads(1, 4, RCD_DUAL_SCHEME - 1) == 1
+    assert RCDDualSolver.row_threads(3, 4) == 1  # one-vs-rest: the classes take the threads
+
+
+def test_owner_split_keeps_each_row_on_one_thread():
+    """Draws with repeats go to the thread owning their row, in their order; the cuts say where."""
+    from ooc.kernels.sdca_threads import owner_split
+
+    rng = np.random.default_rng(5)
+    for T in (1, 2, 3, 7):
+        m = int(rng.integers(T, 60))
+        draws = rng.integers(0, m, size=int(rng.integers(0, 200))).astype(np.int64)
+        out, cuts = np.empty_like(draws), np.zeros(T + 1, dtype=np.int64)
+        owner_split(draws, T, m, out, cuts)
+        want = np.concatenate([draws[draws * T // m == k] for k in range(T)]) if len(draws) else draws
+        assert np.array_equal(out, want)
+        assert cuts[0] == 0 and cuts[-1] == len(draws)
+        for k in range(T):
+            part = out[cuts[k]:cuts[k + 1]]
+            assert ((part * T // m) == k).all()
+
+
 def test_one_problem_threads_hold_a_replica_each(binary, monkeypatch):
     from ooc.solvers.sdca import SDCASolver
 

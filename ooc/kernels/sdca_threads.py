@@ -51,7 +51,7 @@ from ooc.kernels.prefetch import prefetch_rows
 from ooc.objectives.losses import dual_step, loss_value, weighted_conj_neg
 from ooc.objectives.penalties import soft_threshold_scalar
 
-__all__ = ["ROWS_PER_THREAD", "HOT_FEATURES", "local_steps", "sync_entries", "sync_range", "take_back"]
+__all__ = ["ROWS_PER_THREAD", "HOT_FEATURES", "local_steps", "owner_split", "sync_entries", "sync_range", "take_back"]
 
 #: Rows per thread per mini-batch (a trajectory constant: changing it changes the iterates).
 #: Between two mini-batches the threads meet (a few tens of microseconds) and the hot entries
@@ -251,3 +251,26 @@ def take_back(v, w, u, indices):
         w[j] = u[j, 0]
         if own_v:
             v[j] = u[j, 2]
+
+
+@njit(cache=True, nogil=True)
+def owner_split(draws, T, m, out, cuts):
+    r"""Stable partition of ``draws`` (row ids in ``[0, m)``, repeats allowed) by owning thread.
+
+    Row ``i`` belongs to thread ``i T // m`` (``T`` consecutive ranges of the rows). ``out``
+    receives thread 0's draws in their order, then thread 1's, ...; ``cuts`` (length ``T + 1``)
+    where each thread's start. A row drawn twice in a mini-batch (sampling with replacement,
+    ``rcd-dual``) is then stepped twice by one thread, one step after the other: two threads
+    never step the same dual at once.
+    """
+    for k in range(T + 1):
+        cuts[k] = 0
+    for q in range(draws.shape[0]):
+        cuts[draws[q] * T // m + 1] += 1
+    for k in range(T):
+        cuts[k + 1] += cuts[k]
+    fill = cuts[:T].copy()
+    for q in range(draws.shape[0]):
+        k = draws[q] * T // m
+        out[fill[k]] = draws[q]
+        fill[k] += 1

@@ -47,7 +47,14 @@ from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order, row_order
 from ..store import layout as L
 from . import intercept as icpt
-from .row_threads import MIN_ROW_THREADS, ROW_THREADS_SCHEME, RowThreads, problem_split_pays, threaded_primal_loss
+from .row_threads import (
+    MIN_ROW_THREADS,
+    REPLICAS_SCHEME,
+    ROW_THREADS_SCHEME,
+    RowThreads,
+    problem_split_pays,
+    threaded_primal_loss,
+)
 
 
 class TrainBlock(NamedTuple):
@@ -217,7 +224,7 @@ class BlockLoopSolver(StoreSolver):
         self.k = problem.n_sub
         #: an unregularized intercept per problem, fixed during a pass (ooc.solvers.intercept)
         self.fit_intercept = bool(problem.fit_intercept)
-        if int(options.get("row_threads_scheme") or ROW_THREADS_SCHEME) < ROW_THREADS_SCHEME \
+        if int(options.get("row_threads_scheme") or ROW_THREADS_SCHEME) < REPLICAS_SCHEME \
                 and self.row_threads(self.k, self.threads, 1) > 1:
             warnings.warn(f"{rundir.path}: made by an older ooc, whose passes split one problem's rows over the "
                           "threads in another way: it goes on with today's (the same certified optimum, not the "
@@ -262,7 +269,7 @@ class BlockLoopSolver(StoreSolver):
         regression) when the solver can and ``threads >= MIN_ROW_THREADS``, else 1 (one-vs-rest
         classes go on the threads instead). ``scheme`` 1: a run made before the replicas, which
         kept one problem on one thread below 3 threads (its iterates must not change)."""
-        least = MIN_ROW_THREADS if scheme >= ROW_THREADS_SCHEME else 3
+        least = MIN_ROW_THREADS if scheme >= REPLICAS_SCHEME else 3
         return threads if cls.threads_one_problem and k == 1 and threads >= least else 1
 
     @classmethod
@@ -286,7 +293,7 @@ class BlockLoopSolver(StoreSolver):
         if getattr(self, "_one_problem_threads", None) is None:
             scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
             t = self.row_threads(self.k, self.threads, scheme)
-            if t > 1 and scheme >= ROW_THREADS_SCHEME and not problem_split_pays(t, self.pb, self.step_l2(), self.n):
+            if t > 1 and scheme >= REPLICAS_SCHEME and not problem_split_pays(t, self.pb, self.step_l2(), self.n):
                 t = 1
             self._one_problem_threads = t
         return self._one_problem_threads
@@ -711,6 +718,7 @@ class BlockLoopSolver(StoreSolver):
                 if self.fit_intercept:
                     self._asum[0] += gblk.own(alpha).sum(axis=1)
                     self._csum += float(gblk.own(gblk.c).sum())
+                self._group = group  # the blocks whose rows gblk holds, one after the other
                 self.work_block(gblk, alpha, e, w, v, w_prev, psum, dsum, update)
                 if self.fit_intercept:
                     self._asum[1] += gblk.own(alpha).sum(axis=1)

@@ -135,6 +135,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._cpu import map_threads
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.rcd import (
     axpy,
@@ -179,6 +180,7 @@ from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock
 from .registry import RCD_DUAL_SOLVER, RCD_PRIMAL_SOLVER, acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
+from .row_threads import RCD_DUAL_SCHEME, ROW_THREADS_SCHEME
 
 PAGINGS = ("shuffled", "gap")
 #: the working-set method's constants (pure L1): the first size, the inner gap asked for (a
@@ -217,6 +219,7 @@ class RCDDualSolver(BlockLoopSolver):
     """``--solver rcd-dual``: Quartz-style dual RCD on the row blocks (see the module docstring)."""
 
     name = RCD_DUAL_SOLVER
+    threads_one_problem = True
 
     def __init__(self, problem, rundir, options, progress=None):
         super().__init__(problem, rundir, options, progress)
@@ -227,8 +230,12 @@ class RCDDualSolver(BlockLoopSolver):
         self.beta = float(problem.loss.smoothness)
         self.l2, self.l1 = float(problem.penalty.l2), float(problem.penalty.l1)
         fixed = self.sampling in ("uniform", "importance") and self.paging == "shuffled"
+        # one problem's draws go over the threads with the exact (Prox-SDCA) steps of the replicas; the
+        # per-step samplings' sum trees change at every step, and the Quartz step is one thread's rule
+        self._draws_split = self.sampling not in PER_STEP and options.get("rcd_step") != "quartz"
+        split = self.one_problem_threads() > 1
         self.step_rule = options.get("rcd_step") or (
-            "quartz" if problem.loss_name == Logistic.name and fixed else "exact")
+            "quartz" if problem.loss_name == Logistic.name and fixed and not split else "exact")
         if self.step_rule not in ("exact", "quartz"):
             raise ValueError(f"rcd_step {self.step_rule!r}: expected 'exact' or 'quartz'")
         if self.step_rule == "quartz" and not (math.isfinite(self.beta) and fixed):
@@ -236,6 +243,16 @@ class RCDDualSolver(BlockLoopSolver):
                              "shuffled paging): its step theta / q_i depends on the sampling probabilities")
         self._scan_blocks()
         self._gaps = (-1, None)
+
+    @classmethod
+    def row_threads(cls, k: int, threads: int, scheme: int = ROW_THREADS_SCHEME) -> int:
+        """Threads sharing one problem's draws; a run made before :data:`RCD_DUAL_SCHEME` keeps one."""
+        return super().row_threads(k, threads, scheme) if scheme >= RCD_DUAL_SCHEME else 1
+
+    def one_problem_threads(self) -> int:
+        """:meth:`BlockLoopSolver.one_problem_threads` for a fixed or per-epoch sampling with exact steps;
+        1 for the per-step samplings and the Quartz step."""
+        return super().one_problem_threads() if self._draws_split else 1
 
     # -- per-row weights -------------------------------------------------------------------------------
     def _row_sq(self, start: int, stop: int) -> np.ndarray:
@@ -312,22 +329,37 @@ class RCDDualSolver(BlockLoopSolver):
     # -- per block ----------------------------------------------------------------------------------------
     def gap_terms(self, blk: TrainBlock, alpha, w_state, psum, dsum) -> None:
         pb = self.pb
-        gaps = np.zeros(blk.stop - blk.start)
+        m = blk.stop - blk.start
+        gaps = np.zeros(m)
+        T = self.one_problem_threads()  # one problem's rows in T consecutive ranges, their sums added in order
+        cuts = [m * t // T for t in range(T + 1)]
         for c in range(self.k):
-            ps, ds = dual_block_gaps(pb.loss, blk.indptr, blk.indices, blk.data, pb.sub_labels(blk.y, c), blk.c,
-                                     np.ascontiguousarray(alpha[c]), w_state[c], float(pb.bias), float(self.n), gaps)
-            psum[c] += ps
-            dsum[c] += ds
-        self.extra["mass_cur"][blk.index] += float(gaps.sum())
-        self._gaps = (blk.index, gaps)
+            yc, ac = pb.sub_labels(blk.y, c), np.ascontiguousarray(alpha[c])
+
+            def part(t, yc=yc, ac=ac, c=c):
+                lo, hi = cuts[t], cuts[t + 1]
+                return dual_block_gaps(pb.loss, blk.indptr[lo:hi + 1], blk.indices, blk.data, yc[lo:hi], blk.c[lo:hi],
+                                       ac[lo:hi], w_state[c], float(pb.bias), float(self.n), gaps[lo:hi])
+
+            for ps, ds in map_threads(part, range(T), T, work=len(blk.data)):
+                psum[c] += ps
+                dsum[c] += ds
+        group = self._group
+        lens = [int(self.row_ptr[b + 1] - self.row_ptr[b]) for b in group]
+        for b, part in zip(group, np.split(gaps, np.cumsum(lens)[:-1])):
+            self.extra["mass_cur"][b] += float(part.sum())
+        self._gaps = (group, gaps)
 
     def update_block(self, blk: TrainBlock, alpha, epoch: int, w, v) -> None:
         pb = self.pb
-        m = int(self.extra["counts"][blk.index])
+        # a group of blocks draws its blocks' updates together from its rows, P(i | group) = p_i / P(group):
+        # the same law as block by block (the module docstring)
+        group = self._group
+        m = int(sum(int(self.extra["counts"][b]) for b in group))
         if m == 0:
             return
-        us = block_uniforms(m, int(self.opt["seed"]), epoch, blk.index)
-        sq = self._row_sq(blk.start, blk.stop)
+        us = block_uniforms(m, int(self.opt["seed"]), epoch, group[0])
+        sq = np.concatenate([self._row_sq(int(self.row_ptr[b]), int(self.row_ptr[b + 1])) for b in group])
         args = (float(self.l2), float(self.l1), float(self.n), float(pb.bias))
         if self.sampling in PER_STEP:
             # per-step samplings: O(log m) per step (ooc.kernels.rcd_lazy)
@@ -336,14 +368,22 @@ class RCDDualSolver(BlockLoopSolver):
                 w[0], np.sqrt(sq), Reg(*args), step_sampling(self.sampling), lazy_draws(us, blk.stop - blk.start, self.floor))
         else:
             if self.sampling == "gap-per-epoch":
-                b, gaps = self._gaps
-                assert b == blk.index
+                g, gaps = self._gaps
+                assert g == group
                 weights = gap_weights(gaps, self.floor)
             else:
                 weights = self._fixed_weights(sq, blk.c)
             draws = draw_in_block(weights, us)
             self.extra["work"][0] += self.k * int((blk.indptr[draws + 1] - blk.indptr[draws]).sum())
             eta = self._eta(sq, blk.c) if self.step_rule == "quartz" else None
+            if self.one_problem_threads() > 1:
+                # one problem's draws over the threads, each row stepped by the thread owning it (CoCoA+
+                # inside the node, sigma' = T, as sdca's passes: ooc.solvers.row_threads)
+                self.row_pass().pass_group(pb.loss, Rows(blk.indptr, blk.indices, blk.data),
+                                           Labels(pb.sub_labels(blk.y, 0), blk.c), alpha[0], draws, v[0], w[0],
+                                           Reg(*args), w[0, :0], owned=True)
+                self.extra["updates"][0] += m
+                return
             for c in range(self.k):
                 yc = pb.sub_labels(blk.y, c)
                 if eta is not None:

@@ -13,17 +13,31 @@ import numpy as np
 
 from .._cpu import compute_pool, gather_prefetch_pays
 from ..kernels.sdca import block_primal_loss, rows_primal_loss
-from ..kernels.sdca_threads import HOT_FEATURES, ROWS_PER_THREAD, local_steps, sync_entries, sync_range, take_back
+from ..kernels.sdca_threads import (
+    HOT_FEATURES,
+    ROWS_PER_THREAD,
+    local_steps,
+    owner_split,
+    sync_entries,
+    sync_range,
+    take_back,
+)
 
 #: Fewest threads that split one problem's rows. Measured on the 1M x 2^20 bench store (L2
 #: logistic, 2 cores): with replicas a pass takes 0.5-0.6 s on 2 threads against 0.85 s on one
 #: (the former scheme, a shared ``w`` beside each thread's change of ``v``, cost twice one
 #: thread's processor time a pass and needed 3 threads to pay).
 MIN_ROW_THREADS = 2
-#: ``run.json``'s ``row_threads`` of runs made since the replicas (:mod:`ooc.kernels.sdca_threads`)
-#: and :func:`rows_split_pays`: a change of either that changes the iterates takes a new number. A
-#: run without it split one problem's rows from 3 threads on, with the former scheme.
-ROW_THREADS_SCHEME = 2
+#: ``run.json``'s ``row_threads``: how one problem's rows go over the threads; a change that changes
+#: the iterates takes a new number, and a resume keeps the run's. A run without it split one problem's
+#: rows from 3 threads on, with the former scheme; 2 (:data:`REPLICAS_SCHEME`): sdca and acc-sdca on
+#: the replicas (:mod:`ooc.kernels.sdca_threads`) where :func:`rows_split_pays`; 3: rcd-dual too
+#: (:data:`RCD_DUAL_SCHEME`; a run made before keeps rcd-dual on one thread).
+ROW_THREADS_SCHEME = 3
+#: The scheme from which sdca and acc-sdca split one problem's rows on the replicas from 2 threads on.
+REPLICAS_SCHEME = 2
+#: The scheme from which rcd-dual splits one problem's draws over the threads (rows owned by threads).
+RCD_DUAL_SCHEME = 3
 #: Fewest rows a thread's share of one problem must have for the threads to split it: below, a pass
 #: is a few mini-batches whose meetings and synchronizations cost more than they share (the tests'
 #: problems of hundreds of rows, split, made the suite run 2.5x longer).
@@ -146,11 +160,14 @@ class RowThreads:
         """``w`` or the snapshot changed outside a pass: refill the replicas before the next group."""
         self._fresh = False
 
-    def pass_group(self, loss, rows, labels, alpha, order, v, w, reg, w_snap) -> tuple[float, float, float]:
+    def pass_group(self, loss, rows, labels, alpha, order, v, w, reg, w_snap,
+                   owned: bool = False) -> tuple[float, float, float]:
         """A Prox-SDCA pass over the rows ``order`` of one group, mini-batch after mini-batch.
 
         Arguments as for :func:`ooc.kernels.sdca.sdca_pass_gap` (``w_snap`` of length 0: no
-        gap terms). Returns ``(sum d^2, primal sum, dual sum)``: the sums of
+        gap terms). ``owned``: ``order`` may repeat rows (draws with replacement): each mini-batch
+        goes to the threads by the rows' owners (:func:`~ooc.kernels.sdca_threads.owner_split`)
+        instead of in ``T`` equal slices, so that no dual is stepped by two threads at once. Returns ``(sum d^2, primal sum, dual sum)``: the sums of
         :func:`ooc.kernels.sdca_threads.local_steps`, added thread after thread, mini-batch after
         mini-batch: the same numbers for the same ``T`` on any machine. On return ``v`` and
         ``w`` hold every step (the group's entries synchronized).
@@ -176,13 +193,20 @@ class RowThreads:
         sigma = float(T)
         m = order.shape[0]
         sum_d2 = primal = dual = 0.0
+        if owned:
+            batch, owner_cuts = np.empty(min(m, T * ROWS_PER_THREAD), dtype=np.int64), np.zeros(T + 1, dtype=np.int64)
         for start in range(0, m, T * ROWS_PER_THREAD):
             stop = min(m, start + T * ROWS_PER_THREAD)
-            cuts = [start + (stop - start) * k // T for k in range(T + 1)]
+            if owned:
+                seq = batch[:stop - start]
+                owner_split(order[start:stop], T, alpha.shape[0], seq, owner_cuts)
+                cuts = owner_cuts.tolist()
+            else:
+                seq, cuts = order, [start + (stop - start) * k // T for k in range(T + 1)]
             # thread 0's slice runs here while the pool runs the others
-            futures = [pool.submit(local_steps, loss, rows, labels, alpha, order[cuts[k]:cuts[k + 1]], u[k], reg,
+            futures = [pool.submit(local_steps, loss, rows, labels, alpha, seq[cuts[k]:cuts[k + 1]], u[k], reg,
                                    sigma, snap) for k in range(1, T)]
-            results = [local_steps(loss, rows, labels, alpha, order[cuts[0]:cuts[1]], u[0], reg, sigma, snap)]
+            results = [local_steps(loss, rows, labels, alpha, seq[cuts[0]:cuts[1]], u[0], reg, sigma, snap)]
             results += [f.result() for f in futures]
             sync_entries(hot, v, w, u, reg, sigma)
             for r in results:
