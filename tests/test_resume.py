@@ -18,6 +18,7 @@ states. The trials run concurrently to keep the quick test short; ``-m slow`` ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,8 +118,10 @@ def setup_icpt(tmp_path_factory):
 @pytest.fixture
 def setup_threads(tmp_path_factory, monkeypatch):
     """As ``setup`` on 2 threads that split the rows (CoCoA+ replicas, ooc.solvers.row_threads): the
-    store's 240 rows are split all the same (the forked trials inherit the setting)."""
+    store's 240 rows are split all the same, though their conditioning would keep one thread (the forked
+    trials inherit the settings)."""
     monkeypatch.setattr("ooc.solvers.row_threads.MIN_ROWS_PER_THREAD", 1)
+    monkeypatch.setattr("ooc.solvers.row_threads.PASS_OVERHEAD", 1.0)
     yield from _setup(tmp_path_factory, ["--threads", "2"])
 
 
@@ -199,10 +203,17 @@ def fork_cli(args) -> int:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:
+            # what failed, for the parent's assertion (Child.error): the child's stderr is /dev/null
+            with contextlib.suppress(OSError), open(_fork_error_path(os.getpid()), "w") as f:
+                f.write(f"ooc {' '.join(map(str, args))}\n{traceback.format_exc()}")
             code = 1
         finally:
             os._exit(code)
     return pid
+
+
+def _fork_error_path(pid: int) -> str:
+    return os.path.join(tempfile.gettempdir(), f"ooc-test-fork-{pid}.err")
 
 
 class Child:
@@ -226,6 +237,14 @@ class Child:
                 if pid:
                     self.rc = os.waitstatus_to_exitcode(status)
         return self.rc
+
+    def error(self) -> str:
+        """The traceback of a forked child that failed (empty for the executable: its stderr is not kept)."""
+        try:
+            with open(_fork_error_path(self.pid)) as f:
+                return f.read()
+        except OSError:
+            return ""
 
     def kill(self):
         if self.poll() is None:
@@ -273,14 +292,14 @@ def run_trials(store, trials, max_parallel=4, timeout=240.0):
                 if rc is not None and t.stage == 0 and t.retries < 2:
                     # the first run finished before its kill caught a (short) checkpoint write or
                     # publication: the trial starts again from nothing, so the kill still lands
-                    assert rc == 0, f"{t.run}: ooc exited with {rc}"
+                    assert rc == 0, f"{t.run}: ooc exited with {rc}: {t.child.error()}"
                     shutil.rmtree(t.run)
                     t.retries += 1
                     t.armed_at = None
                     t.child = train_child(t)
                     continue
                 if rc is not None:  # it finished before the kill: nothing to kill this time
-                    assert rc == 0, f"{t.run}: ooc exited with {rc}"
+                    assert rc == 0, f"{t.run}: ooc exited with {rc}: {t.child.error()}"
                     t.finished_early += 1
                     fire = True
                 else:

@@ -52,6 +52,7 @@ from .row_threads import (
     REPLICAS_SCHEME,
     ROW_THREADS_SCHEME,
     RowThreads,
+    pass_overhead,
     problem_split_pays,
     threaded_primal_loss,
 )
@@ -293,7 +294,8 @@ class BlockLoopSolver(StoreSolver):
         if getattr(self, "_one_problem_threads", None) is None:
             scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
             t = self.row_threads(self.k, self.threads, scheme)
-            if t > 1 and scheme >= REPLICAS_SCHEME and not problem_split_pays(t, self.pb, self.step_l2(), self.n):
+            if t > 1 and scheme >= REPLICAS_SCHEME and not problem_split_pays(t, self.pb, self.step_l2(), self.n,
+                                                                              pass_overhead(scheme)):
                 t = 1
             self._one_problem_threads = t
         return self._one_problem_threads

@@ -58,7 +58,7 @@ from ..schedule.scheduler import row_order
 from ..store import layout as L
 from . import intercept as icpt
 from .base import StoreSolver, TrainBlock, load_train_group
-from .row_threads import MIN_ROW_THREADS, RowThreads, problem_split_pays, threaded_primal_loss
+from .row_threads import MIN_ROW_THREADS, PASS_OVERHEAD_PLAIN, RowThreads, problem_split_pays, threaded_primal_loss
 
 #: Dual buffers a run's rounds rotate (see the module's docstring); ``run.json``'s ``dual_buffers``.
 DUAL_BUFFERS = 3
@@ -83,7 +83,9 @@ def split_rows(threads: int, st, pb, n_workers: int) -> int:
     """
     if pb.n_sub != 1 or threads < MIN_ROW_THREADS:
         return 1
-    return threads if problem_split_pays(threads, pb, float(pb.penalty.l2), st.n_rows / max(1, n_workers)) else 1
+    # a worker's one thread takes the plain pass, not a replica: the overhead measured against it
+    return threads if problem_split_pays(threads, pb, float(pb.penalty.l2), st.n_rows / max(1, n_workers),
+                                         PASS_OVERHEAD_PLAIN) else 1
 
 
 def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_workers: int = 1):

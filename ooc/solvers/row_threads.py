@@ -42,19 +42,30 @@ RCD_DUAL_SCHEME = 3
 #: is a few mini-batches whose meetings and synchronizations cost more than they share (the tests'
 #: problems of hundreds of rows, split, made the suite run 2.5x longer).
 MIN_ROWS_PER_THREAD = 8192
-#: A pass on ``T`` threads costs about this times ``1/T`` of one thread's (measured on 2 cores, 1M x 2^20
-#: hashed rows: 0.5-0.6 s against 0.85 s): the synchronizations, the threads' uneven slices.
-PASS_OVERHEAD = 1.2
+#: A pass on ``T`` threads costs about this times ``1/T`` of one thread's: the synchronizations, the
+#: threads' uneven slices, the replicas sharing the caches. Measured on 2 cores, 1M x 2^20 hashed rows, L2
+#: logistic: 0.42-0.43 s against 0.55-0.56 s on one thread's replica (:class:`RowThreads` with ``T = 1``);
+#: rcd-dual's draws 0.98 s against 1.4 s. The rule of runs of :data:`RCD_DUAL_SCHEME` and later.
+PASS_OVERHEAD = 1.5
+#: :data:`PASS_OVERHEAD` against the plain one-thread pass (separate ``w`` and snapshot: 0.5-0.6 s
+#: against 0.85 s): the rule of runs made before one thread had a replica, and of CoCoA+'s workers,
+#: whose one thread takes the plain pass.
+PASS_OVERHEAD_PLAIN = 1.2
 
 
-def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int) -> bool:
+def pass_overhead(scheme: int) -> float:
+    """The :data:`PASS_OVERHEAD` a run of ``row_threads`` scheme ``scheme`` decides with (a resume keeps it)."""
+    return PASS_OVERHEAD if scheme >= RCD_DUAL_SCHEME else PASS_OVERHEAD_PLAIN
+
+
+def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int, overhead: float = PASS_OVERHEAD) -> bool:
     r"""Whether splitting one problem's ``rows`` over ``threads`` threads should certify sooner than one thread.
 
     Prox-SDCA's passes to a given gap grow like ``(R^2 + lambda n gamma) / (lambda n gamma)`` (Shalev-Shwartz
     & Zhang: ``phi`` is ``1/gamma``-smooth, ``R^2`` the rows' squared norm); the local subproblem of
     ``T`` threads takes steps with ``T R^2`` in place of ``R^2``, so it needs up to
     ``rho = (T R^2 + c) / (R^2 + c)`` times the passes, ``c = lambda n gamma``. The threads pay when
-    ``rho`` times a pass's cost on them, ``PASS_OVERHEAD / T``, is below one. Measured (2 threads, L2
+    ``rho`` times a pass's cost on them, ``overhead / T`` (:data:`PASS_OVERHEAD`), is below one. Measured (2 threads, L2
     logistic, normalized rows): ``c = 4`` (1M hashed rows, lambda 1e-6), 7 passes on both; ``c = 12``,
     6 and 6; ``c = 1.6``, 13 against 9; ``c = 0.12``, 84 against 45 and 94 against 51 (``rho`` 1.89):
     the bound is close where it binds. With the hinge (``gamma = 0``) or an ill-conditioned problem
@@ -71,22 +82,24 @@ def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int) -> bool:
         the loss (0 for a non-smooth loss).
     rows : int
         The problem's rows.
+    overhead : float
+        A pass's cost on the threads times ``T`` over one thread's (:func:`pass_overhead`).
     """
     if rows < threads * MIN_ROWS_PER_THREAD:
         return False
     if sq_norm <= 0.0:
         return True
     rho = (threads * sq_norm + c) / (sq_norm + c)
-    return rho * PASS_OVERHEAD < threads
+    return rho * overhead < threads
 
 
-def problem_split_pays(threads: int, pb, l2: float, rows: float) -> bool:
+def problem_split_pays(threads: int, pb, l2: float, rows: float, overhead: float = PASS_OVERHEAD) -> bool:
     """:func:`rows_split_pays` for problem ``pb`` (one problem): its store's mean squared row norm with the
     bias feature's, its loss's smoothness, and the L2 weight ``l2`` its steps use over ``rows`` rows."""
     st = pb.store
     bias = float(pb.bias)
     sq = float(np.mean(st.row_sqnorm)) + bias * bias if st.n_rows else 0.0
-    return rows_split_pays(threads, sq, float(l2) * rows / float(pb.loss.smoothness), int(rows))
+    return rows_split_pays(threads, sq, float(l2) * rows / float(pb.loss.smoothness), int(rows), overhead)
 
 
 def hot_entries(col_nnz: np.ndarray, dim: int, bias: bool) -> np.ndarray:
