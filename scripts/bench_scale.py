@@ -48,7 +48,7 @@ Read throughput, what each figure means:
 
 Defaults: the store written with the default convert options (``ooc synth`` as ``ooc convert``:
 64 MiB blocks) and 2**22 features, trained with the default train options (``--memory auto``,
-which reads the cgroup's limit; 8 MiB training blocks, ``--mix-blocks 4``) under a 480M cgroup:
+which reads the cgroup's limit; 2 MiB training blocks, ``--mix-blocks 16``) under a 480M cgroup:
 the interpreter with its kernels and the store reader's buffers (~230 MiB) and the O(d) vectors
 (~100 MiB) leave about 110 MiB for the blocks (a group and the next one read ahead), ~1/45 of
 the store. The second cap (~405 MiB for this store) leaves room for a group and one block read
