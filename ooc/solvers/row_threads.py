@@ -180,7 +180,9 @@ class RowThreads:
         Arguments as for :func:`ooc.kernels.sdca.sdca_pass_gap` (``w_snap`` of length 0: no
         gap terms). ``owned``: ``order`` may repeat rows (draws with replacement): each mini-batch
         goes to the threads by the rows' owners (:func:`~ooc.kernels.sdca_threads.owner_split`)
-        instead of in ``T`` equal slices, so that no dual is stepped by two threads at once. Returns ``(sum d^2, primal sum, dual sum)``: the sums of
+        instead of in ``T`` equal slices, so that no dual is stepped by two threads at once.
+
+        Returns ``(sum d^2, primal sum, dual sum)``: the sums of
         :func:`ooc.kernels.sdca_threads.local_steps`, added thread after thread, mini-batch after
         mini-batch: the same numbers for the same ``T`` on any machine. On return ``v`` and
         ``w`` hold every step (the group's entries synchronized).
