@@ -405,8 +405,9 @@ def test_one_thread_on_a_replica_takes_the_plain_passes_steps(loss, l1, bias):
 
     rng = np.random.default_rng(3)
     fn = make_loss(loss)
-    for n, d in [(3000, 800), (400, 5000)]:  # a dense take-back, then one by column ids (fewer nonzeros than d)
-        X = sp.random(n, d, density=0.004, format="csr", random_state=int(rng.integers(1 << 30)))
+    for n, d, density in [(3000, 800, 0.004), (400, 5000, 0.002)]:  # a dense take-back, then one by column ids
+        X = sp.random(n, d, density=density, format="csr", random_state=int(rng.integers(1 << 30)))
+        assert (X.nnz >= d) == (n == 3000)  # the second block has fewer nonzeros than entries
         X.data = rng.standard_normal(X.nnz)
         y = rng.standard_normal(n) if loss == "squared" else np.where(rng.random(n) < 0.3, 1.0, -1.0)
         c = rng.uniform(0.5, 2.0, n)
