@@ -144,6 +144,16 @@ def binary(tmp_path_factory):
     return ooc.convert(X, path, y=y, dtype="float64", block_bytes="8KiB")
 
 
+def _assert_resumed_run_matches(store, tmp_path, opts, threads, full):
+    """A run of ``opts`` on ``threads`` threads stopped after 2 epochs and resumed ends with the
+    coefficients and the history of ``full``, the uninterrupted run, bit for bit."""
+    out = str(tmp_path / "part")
+    with pytest.warns(ooc.ConvergenceWarning):
+        ooc.train(store, out, threads=threads, **dict(opts, max_epochs=2))
+    done = ooc.resume(out, max_epochs=opts["max_epochs"])
+    assert np.array_equal(_coef(done), _coef(full)) and _history(done) == _history(full)
+
+
 @pytest.mark.parametrize("solver,l1", [("sdca", 0.0), ("sdca", 1e-3), ("acc-sdca", 0.0)])
 def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, tmp_path, solver, l1):
     """One problem's rows over the threads (CoCoA+ mini-batches, ooc.kernels.sdca_threads): another
@@ -165,11 +175,7 @@ def test_one_problem_on_threads_is_deterministic_and_resumes_bit_exact(binary, t
     bound = 2 * np.sqrt(2 * max(one.result["gap"], two.result["gap"]) / opts["l2"])
     assert np.linalg.norm(_coef(one) - _coef(two)) <= bound
     assert np.array_equal(_coef(two), _coef(again)) and _history(two) == _history(again)
-    out = str(tmp_path / "part")
-    with pytest.warns(ooc.ConvergenceWarning):
-        ooc.train(binary, out, threads=3, **dict(opts, max_epochs=2))
-    done = ooc.resume(out, max_epochs=opts["max_epochs"])
-    assert np.array_equal(_coef(done), _coef(two)) and _history(done) == _history(two)
+    _assert_resumed_run_matches(binary, tmp_path, opts, 3, two)
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "importance", "gap-per-epoch"])
@@ -194,11 +200,7 @@ def test_rcd_dual_draws_over_threads_reach_the_optimum_and_resume_bit_exact(bina
     bound = 2 * np.sqrt(2 * three.result["gap"] / opts["l2"]) + 1e-6
     assert np.linalg.norm(_coef(three) - ref.coef_.ravel()) <= bound
     assert np.array_equal(_coef(three), _coef(again)) and _history(three) == _history(again)
-    out = str(tmp_path / "part")
-    with pytest.warns(ooc.ConvergenceWarning):
-        ooc.train(binary, out, threads=3, **dict(opts, max_epochs=2))
-    done = ooc.resume(out, max_epochs=opts["max_epochs"])
-    assert np.array_equal(_coef(done), _coef(three)) and _history(done) == _history(three)
+    _assert_resumed_run_matches(binary, tmp_path, opts, 3, three)
 
 
 def test_rcd_dual_runs_made_before_its_threads_keep_one():
