@@ -121,42 +121,59 @@ def same_store_or_nothing(path, data) -> str:
 
 
 # -- SIGKILL --------------------------------------------------------------------------------------
+def _timed_convert(svm, store, delay_from, delay, poll=0.002):
+    """Run ``ooc convert`` in a child and SIGKILL it ``delay`` s after ``delay_from`` ('start', or
+    'partial': the moment its own hidden partial store appears; None: never). Returns the exit
+    status and the seconds to the partial and to the end (the partial's None if it was not seen)."""
+    parent, name = os.path.split(str(store))
+    t0 = time.monotonic()
+    p = subprocess.Popen(ooc_exe() + ["convert", str(svm), str(store), *CONVERT],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    t_partial, t_end = None, t0 + 120
+    while p.poll() is None:
+        now = time.monotonic()
+        assert now < t_end, "convert did not end in 120 s"
+        if t_partial is None and any(f.startswith(f".{name}.partial-") or f.startswith(f"{name}.partial-")
+                                     for f in os.listdir(parent)):
+            t_partial = now - t0
+        start = {"start": 0.0, "partial": t_partial}.get(delay_from) if delay_from else None
+        if start is not None and now - t0 >= start + delay:
+            os.killpg(p.pid, signal.SIGKILL)
+            break
+        time.sleep(poll)
+    p.wait()
+    return p.returncode, t_partial, time.monotonic() - t0
+
+
 def test_sigkill_convert_at_random_moments(data, tmp_path):
     rng = random.Random(SEED)
-    procs = []
-    for i in range(3):
+    # the kill moments are drawn within an uninterrupted child's own timing on this machine now,
+    # so a loaded machine (slower) or an idle one (faster) still sees kills mid-conversion
+    rc, t_partial, t_total = _timed_convert(data["svm"], tmp_path / "timing.zarr", None, 0.0)
+    assert rc == 0 and t_partial is not None, (rc, t_partial)
+    outcomes, trials = [], []
+    for i in range(8):
+        # half the kills are timed from the start, half from the moment the partial store exists;
+        # after three trials, more only until one kill has landed mid-conversion
+        if i >= 3 and any(rc == -signal.SIGKILL for rc, _ in outcomes):
+            break
         store = tmp_path / f"s{i}.zarr"
-        p = subprocess.Popen(ooc_exe() + ["convert", str(data["svm"]), str(store), *CONVERT],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        # half the kills are timed from the start, half from the moment the partial store exists
-        procs.append((p, store, "start" if i % 2 else "partial", rng.uniform(0.0, 2.5 if i % 2 else 1.0)))
-    outcomes = []
-    t_end = time.monotonic() + 60
-    for p, store, mode, delay in procs:
-        if mode == "partial":
-            while p.poll() is None and not any(".partial-" in f for f in os.listdir(tmp_path)):
-                assert time.monotonic() < t_end
-                time.sleep(0.005)
-            time.sleep(delay)
-        else:
-            while p.poll() is None and time.monotonic() < t_end and delay > 0:
-                time.sleep(0.01)
-                delay -= 0.01
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        outcomes.append((p.returncode, same_store_or_nothing(str(store), data)))
+        mode = "start" if i % 2 else "partial"
+        span = t_total if mode == "start" else t_total - t_partial
+        rc, _, _ = _timed_convert(data["svm"], store, mode, rng.uniform(0.0, 0.9 * span) / (1 + i // 3))
+        outcomes.append((rc, same_store_or_nothing(str(store), data)))
+        trials.append(store)
     # hidden partials of killed converts never open as a store
     for f in os.listdir(tmp_path):
         if ".partial-" in f:
             with pytest.raises(StoreError):
                 open_store(str(tmp_path / f))
     # and the next convert to the same path works
-    for _, store, _, _ in procs:
+    for store in trials:
         r = invoke("convert", data["svm"], store, *CONVERT, "--overwrite")
         assert r.exit_code == 0, r.stderr
         assert same_store_or_nothing(str(store), data) == "complete"
-    assert any(rc == -signal.SIGKILL for rc, _ in outcomes), outcomes
+    assert any(rc == -signal.SIGKILL for rc, _ in outcomes), (t_partial, t_total, outcomes)
 
 
 def _wait_for(cond, timeout=60.0):
