@@ -102,10 +102,17 @@ class SynthSource:
         ids = np.sort(self._perm[ranks], axis=1)
         dup = np.zeros_like(ids, dtype=bool)
         dup[:, 1:] = ids[:, 1:] == ids[:, :-1]
-        if dup.any():
+        if k == self.cols:  # every feature in every row (dense data)
+            ids = np.broadcast_to(np.arange(k, dtype=ids.dtype), ids.shape).copy()
+        elif dup.any():
             ids = ids.copy()
             for r in np.flatnonzero(dup.any(axis=1)):
                 row = np.unique(ids[r])
+                if 2 * k > self.cols:
+                    # most features in every row: draw the missing ones from the others at once (topping
+                    # up by uniform draws, as below, would take a coupon collector's time per row)
+                    rest = np.setdiff1d(np.arange(self.cols), row, assume_unique=True)
+                    row = np.sort(np.concatenate((row, rng.choice(rest, size=k - len(row), replace=False))))
                 while len(row) < k:
                     extra = rng.integers(0, self.cols, size=k - len(row))
                     row = np.unique(np.concatenate((row, extra)))
