@@ -5,7 +5,10 @@ Two problems, each written by ``ooc synth`` (``--values normalized``, Zipf featu
 * ``binary``: ``--rows`` (1M) x 2**20 features, 20 nonzeros a row, L2 logistic regression at
   ``--l2`` (1e-6); ``ooc train STORE --threads T --tol 1e-6`` (the certified relative gap), for
   T = 1 .. ``--max-threads``;
-* ``ovr``: 50k x 2**18 features, 58 classes, one-vs-rest logistic regression, same ``--tol``.
+* ``ovr``: 50k x 2**18 features, 58 classes, one-vs-rest logistic regression, same ``--tol``;
+* ``primal``: ``rcd-primal`` (NSync) on a dense store, 400k x 64 Gaussian features (``ooc synth
+  --nnz-per-row 64 --values gaussian``), L2 logistic at ``--primal-l2`` (1e-3), same ``--tol``:
+  every column is heavy, its steps' rows over the threads (``ooc.kernels.rcd_threads``).
 
 ooc's time is the ``seconds`` of its ``--json`` (training, not process start or conversion), after
 one untimed run that loads (or compiles) the kernels.
@@ -47,12 +50,12 @@ def ooc_exe() -> list[str]:
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "ooc.cli"]
 
 
-def synth(path: str, rows: int, cols: int, task: str, classes: int) -> None:
+def synth(path: str, rows: int, cols: int, task: str, classes: int, nnz: int = 20, *extra: str) -> None:
     if os.path.exists(path):
         return
-    subprocess.run(ooc_exe() + ["synth", path, "--rows", str(rows), "--cols", str(cols), "--nnz-per-row", "20",
-                                "--task", task, "--classes", str(classes), "--layout", "rows", "--dtype", "float64"],
-                   check=True, capture_output=True)
+    subprocess.run(ooc_exe() + ["synth", path, "--rows", str(rows), "--cols", str(cols), "--nnz-per-row", str(nnz),
+                                "--task", task, "--classes", str(classes), "--layout", "rows", "--dtype", "float64",
+                                *extra], check=True, capture_output=True)
 
 
 def cpu_times() -> list[int] | None:
@@ -79,9 +82,9 @@ def steal_pct(before: list[int] | None) -> float | None:
     return round(100.0 * d[7] / total, 1) if total > 0 else None
 
 
-def ooc_train(store: str, out: str, threads: int, l2: float, tol: float) -> dict:
+def ooc_train(store: str, out: str, threads: int, l2: float, tol: float, solver: str = "sdca") -> dict:
     t0 = cpu_times()
-    p = subprocess.run(ooc_exe() + ["train", store, "--out", out, "--overwrite", "--solver", "sdca", "--l2", str(l2),
+    p = subprocess.run(ooc_exe() + ["train", store, "--out", out, "--overwrite", "--solver", solver, "--l2", str(l2),
                                     "--tol", str(tol), "--threads", str(threads), "--max-epochs", "300", "--json"],
                        capture_output=True, text=True, check=True)
     r = json.loads(p.stdout.strip().splitlines()[-1])
@@ -137,6 +140,9 @@ def main(argv=None):
     ap.add_argument("--classes", type=int, default=58)
     ap.add_argument("--l2", type=float, default=1e-6)
     ap.add_argument("--ovr-l2", type=float, default=1e-4)
+    ap.add_argument("--primal-rows", type=int, default=400_000)
+    ap.add_argument("--primal-cols", type=int, default=64)
+    ap.add_argument("--primal-l2", type=float, default=1e-3)
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--max-threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--peer-tols", default="1e-3,1e-4,1e-5,1e-6,1e-7,1e-8")
@@ -156,6 +162,17 @@ def main(argv=None):
                   "ooc": runs, **{f"threads_{t}_over_1": round(runs[t]["seconds"] / runs[1]["seconds"], 3)
                                   for t in threads[1:]},
                   "same_primal": len({r["primal"] for r in runs.values()}) == 1, "target_2_over_1": 0.6}
+
+    # rcd-primal: one problem's columns over the threads (dense: heavy columns, their rows split)
+    dense = os.path.join(args.workdir, "dense.zarr")
+    synth(dense, args.primal_rows, args.primal_cols, "binary", 2, args.primal_cols, "--values", "gaussian",
+          "--layout", "both")
+    ooc_train(dense, os.path.join(args.workdir, "warm-up"), 1, args.primal_l2, 1e-1, "rcd-primal")
+    runs = {t: ooc_train(dense, os.path.join(args.workdir, f"primal-{t}"), t, args.primal_l2, args.tol, "rcd-primal")
+            for t in threads}
+    out["primal"] = {"rows": args.primal_rows, "cols": args.primal_cols, "l2": args.primal_l2, "solver": "rcd-primal",
+                     "ooc": runs, **{f"threads_{t}_over_1": round(runs[t]["seconds"] / runs[1]["seconds"], 3)
+                                     for t in threads[1:]}}
 
     # binary: one problem
     binary = os.path.join(args.workdir, "binary.zarr")

@@ -46,6 +46,14 @@ Problem (``docs/training.rst``), ``X`` is ``n x d`` with rows = examples (the pa
     of the two duals certifies. (With ``l2 = 0`` the unpenalised intercept keeps the
     Lipschitzing term with the same radius: the certificate then assumes ``|w_B| <= B_rad``.)
 
+``rcd-primal`` on threads (one problem, a fixed or per-epoch sampling; :mod:`ooc.kernels.rcd_threads`)
+    A drawn *heavy* column (``HEAVY_NNZ`` nonzeros or more) takes the exact step with its rows cut
+    over the threads; from ``LIGHT_ROUND_THREADS`` threads on, the draws between two heavy ones go
+    over the threads in rounds, each row's curvature multiplied by the threads touching it (a step
+    safe for every draw); below, one thread steps them. The gap pass splits the rows, each thread
+    with its own ``A^T phi'``. One-vs-rest puts the classes on the threads (the same bits). Runs of
+    ``row_threads`` scheme below :data:`~ooc.solvers.row_threads.RCD_PRIMAL_SCHEME` keep one thread.
+
 ``rcd-primal --sampling working-set`` (pure L1; ``auto``'s choice for ``--l2 0``)
     Not random: after the gap pass of an epoch (the certificate above, which also gives every
     ``r_j``), the working set is the support of ``w`` and the features with the largest
@@ -135,7 +143,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._cpu import map_threads
+from .._cpu import MIN_THREAD_WORK, map_threads
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.rcd import (
     axpy,
@@ -155,9 +163,21 @@ from ..kernels.rcd import (
     ws_col_grads,
 )
 from ..kernels.rcd_lazy import dual_lazy_pass, primal_lazy_pass
+from ..kernels.rcd_threads import (
+    HEAVY_NNZ,
+    LIGHT_ROUND_THREADS,
+    ROUND_NNZ,
+    heavy_apply_part,
+    heavy_grad_part,
+    owned_cd_steps,
+    round_combine,
+    round_prepare,
+    round_stamp,
+    route_rounds,
+)
 from ..kernels.sdca import sdca_pass
 from ..objectives.losses import Logistic, has_curv
-from ..objectives.penalties import primal_value, require_l2
+from ..objectives.penalties import primal_value, require_l2, soft_threshold_scalar
 from ..runs.rundir import OnDisk, RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.planner import RCD_PRIMAL, budget_option, fixed_bytes, refuse_or_warn
@@ -180,7 +200,7 @@ from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock
 from .registry import RCD_DUAL_SOLVER, RCD_PRIMAL_SOLVER, acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
-from .row_threads import RCD_DUAL_SCHEME, ROW_THREADS_SCHEME
+from .row_threads import MIN_ROW_THREADS, RCD_DUAL_SCHEME, RCD_PRIMAL_SCHEME, ROW_THREADS_SCHEME
 
 PAGINGS = ("shuffled", "gap")
 #: the working-set method's constants (pure L1): the first size, the inner gap asked for (a
@@ -435,15 +455,54 @@ class RCDPrimalSolver(StoreSolver):
         self.nrb = len(self.rb_ptr) - 1
         # sampling "blocks": the column blocks, then the intercept as a virtual one
         self.nblk = self.ncb + (1 if self.bias > 0 else 0)
+        #: compute threads (--threads): one-vs-rest classes side by side, or one problem's drawn columns
+        self.threads = max(1, int(options.get("threads") or 1))
         #: the split of --memory (ooc.schedule.planner): margins, labels, weights in memory or mapped; the cache
-        self.plan = plan_memory(self.footprint, st, budget_option(options), k=self.k,
-                                vectors=options.get("margin_store"), warn=False,
-                                fixed=fixed_bytes(self.footprint, st, self.k, self.dim))
+        self.plan = self._plan_memory(options, 1)
+        self._col_threads = self.col_threads()
+        t = self._col_threads if self._col_threads >= LIGHT_ROUND_THREADS else 1
+        if t > 1:
+            # the light columns' rounds need the margins in memory and each thread's change of them (18 bytes
+            # a row: its float64 change, its two byte stamps, a moved row's place), charged to the budget
+            both = self._plan_memory(options, t)
+            if both.vectors_in_memory:
+                self.plan = both
+            else:
+                t = 1
+        #: threads that share the light columns' rounds (1: those columns take one thread's steps)
+        self._light_threads = t
         refuse_or_warn(self.plan, options.get("memory_limit"), int(options.get("memory_held") or 0))
         self.in_memory = self.plan.vectors_in_memory
         self.cache = BlockCache(self.plan.cache_bytes)
         self._alloc_vectors()
         self._column_constants()
+
+    def _plan_memory(self, options: dict, light_threads: int):
+        fixed = fixed_bytes(self.footprint, self.store, self.k, self.dim)
+        if self.gap_threads() > 1:
+            fixed += 8 * (self.dim + 16) * self.gap_threads()  # the gap pass's A^T phi' of each thread
+        if light_threads > 1:
+            fixed += 18 * self.n * light_threads
+        return plan_memory(self.footprint, self.store, budget_option(options), k=self.k,
+                           vectors=options.get("margin_store"), warn=False, fixed=fixed)
+
+    def gap_threads(self) -> int:
+        """Threads that share one problem's gap pass (its rows in ``T`` ranges, each with its own
+        ``A^T phi'``, added in order): ``--threads`` for a single problem in runs of
+        :data:`RCD_PRIMAL_SCHEME` and later; else 1 (one-vs-rest classes go on the threads instead)."""
+        scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
+        return self.threads if self.k == 1 and self.threads >= MIN_ROW_THREADS and scheme >= RCD_PRIMAL_SCHEME else 1
+
+    def col_threads(self) -> int:
+        """Threads that share one problem's drawn columns (:mod:`ooc.kernels.rcd_threads`): ``--threads``
+        for a single problem with a fixed or per-epoch sampling (the per-step samplings rescore after
+        every step, the working sets run Newton steps), in runs of :data:`RCD_PRIMAL_SCHEME` and later;
+        else 1. The heavy columns' steps split their rows over them; the light columns' rounds need
+        :data:`LIGHT_ROUND_THREADS` of them and the margins in memory (else one thread steps them)."""
+        scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
+        ok = (self.k == 1 and self.threads >= MIN_ROW_THREADS and scheme >= RCD_PRIMAL_SCHEME
+              and self.sampling not in PER_STEP and self.sampling != WORKING_SET)
+        return self.threads if ok else 1
 
     # -- O(n) vectors: margins, labels, weights -------------------------------------------------------------
     def _vec(self, name: str, shape) -> np.ndarray:
@@ -519,14 +578,41 @@ class RCDPrimalSolver(StoreSolver):
         pf = Prefetcher(range(self.nrb), load, self.cache, lambda blk: blk.nbytes, depth=1,
                         key=lambda b: (L.ROWS, b), pool=pool)
         C = np.asarray(self.C)
+        T = self.gap_threads()
+        if T > 1 and getattr(self, "_t_parts", None) is None:
+            # each thread's row 64 bytes apart from the next one's at least (no cache line written by two)
+            self._t_parts = np.zeros((T, self.dim + 8 - self.dim % 8 + 8))[:, : self.dim]
+        parts = self._t_parts if T > 1 else None
+        if parts is not None:
+            parts[...] = 0.0
         for b, blk in pf:
             s, e = blk.start, blk.stop
             indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
-            for c in range(self.k):
-                ps, ds = primal_gap_rows(pb.loss, indptr, blk.indices, blk.data, np.asarray(self.Y[c, s:e]), C[s:e],
-                                         w[c], self.bias, np.asarray(self.Z[c, s:e]), t[c])
+            if parts is not None:
+                # one problem: its rows in T consecutive ranges, each thread with its own A^T phi' (added in order)
+                cuts = [(e - s) * q // T for q in range(T + 1)]
+
+                def rows(q, indptr=indptr, blk=blk, s=s, cuts=cuts):
+                    a, b_ = cuts[q], cuts[q + 1]
+                    return primal_gap_rows(pb.loss, indptr[a:b_ + 1], blk.indices, blk.data,
+                                           np.asarray(self.Y[0, s + a:s + b_]), C[s + a:s + b_], w[0], self.bias,
+                                           np.asarray(self.Z[0, s + a:s + b_]), parts[q])
+
+                for ps, ds in map_threads(rows, range(T), T, work=len(blk.data)):
+                    psum[0] += ps
+                    dsum[0] += ds
+                continue
+
+            def one(c, indptr=indptr, blk=blk, s=s, e=e):  # problem c alone: the same sums whatever the threads
+                return primal_gap_rows(pb.loss, indptr, blk.indices, blk.data, np.asarray(self.Y[c, s:e]), C[s:e],
+                                       w[c], self.bias, np.asarray(self.Z[c, s:e]), t[c])
+
+            for c, (ps, ds) in enumerate(map_threads(one, range(self.k), self.threads, work=self.k * len(blk.data))):
                 psum[c] += ps
                 dsum[c] += ds
+        if parts is not None:
+            for q in range(T):
+                t[0] += parts[q]
         P = D = 0.0
         G = np.zeros(self.dim)
         R = t / self.n
@@ -614,11 +700,109 @@ class RCDPrimalSolver(StoreSolver):
         else:
             weights = self._fixed_weights(lo, hi)
         draws = draw_in_block(weights, us)
-        for c in range(self.k):
-            primal_cd_pass(pb.loss, Rows(indptr, blk.indices, blk.data), lo, Labels(np.asarray(self.Y[c]), C),
-                           np.asarray(self.Z[c]), w[c], draws, self.M[lo:hi],
-                           Reg(self.l2, self.l1, float(self.n), float(self.bias)))
-        return self.k * int(self.col_nnz[lo + draws].sum())
+        work = self.k * int(self.col_nnz[lo + draws].sum())
+        cols = Rows(indptr, blk.indices, blk.data)
+        reg = Reg(self.l2, self.l1, float(self.n), float(self.bias))
+        if self._col_threads > 1:
+            self._threaded_steps(cols, lo, draws, w[0], reg, work)
+            return work
+
+        def one(c):  # problem c alone (its own margins and coefficients): the same whatever the threads
+            primal_cd_pass(pb.loss, cols, lo, Labels(np.asarray(self.Y[c]), C), np.asarray(self.Z[c]), w[c], draws,
+                           self.M[lo:hi], reg)
+
+        map_threads(one, range(self.k), self.threads, work=work)
+        return work
+
+    def _threaded_steps(self, cols: Rows, lo: int, draws: np.ndarray, w: np.ndarray, reg: Reg, work: int) -> None:
+        """One problem's draws of a column block on :meth:`col_threads` threads (:mod:`ooc.kernels.rcd_threads`).
+
+        The draws are taken in order: a heavy column's step (``HEAVY_NNZ`` nonzeros or more) on its own,
+        its rows over the threads; the light draws between two heavy ones in rounds, each thread
+        stepping its columns against its own change of the margins, with each row's curvature times
+        the threads that touch it. The per-thread arrays are clean again at the end: a checkpoint
+        between blocks holds none of it.
+        """
+        T = self._col_threads
+        if self._light_threads > 1 and getattr(self, "_us", None) is None:
+            self._us = np.zeros((T, self.n))
+            self._marks = np.zeros((T, self.n), dtype=np.uint8)  # round stamps (1..255)
+            self._listed = np.zeros((T, self.n), dtype=np.uint8)
+            self._moved = np.zeros((T, self.n), dtype=np.int64)
+            self._round = 0
+        ip = cols.indptr
+        nnz = ip[draws + 1] - ip[draws]
+        heavy = np.flatnonzero(nnz >= HEAVY_NNZ)
+        # below MIN_THREAD_WORK a phase runs in the caller: the same numbers, without the hand-offs
+        self._phase_threads = 1 if work // max(len(heavy) + 1, 1) < MIN_THREAD_WORK else T
+        scratch = (np.zeros(len(ip) - 1, dtype=np.int32), np.full(len(ip) - 1, -1, dtype=np.int64))
+        q = 0
+        for h in list(heavy) + [len(draws)]:
+            if h > q and self._light_threads > 1:
+                self._light_rounds(cols, lo, draws[q:h], w, reg, scratch)
+            elif h > q:
+                primal_cd_pass(self.pb.loss, cols, lo, Labels(np.asarray(self.Y[0]), np.asarray(self.C)),
+                               np.asarray(self.Z[0]), w, draws[q:h], self.M[lo:lo + len(ip) - 1], reg)
+            if h < len(draws):
+                self._heavy_step(cols, lo, int(draws[h]), w, reg)
+            q = h + 1
+
+    def _light_rounds(self, cols: Rows, lo: int, draws: np.ndarray, w: np.ndarray, reg: Reg, scratch) -> None:
+        T = self._col_threads
+        us, marks, listed, moved = self._us, self._marks, self._listed, self._moved
+        routed = np.empty_like(draws)
+        ptr = np.zeros((len(draws) + 1) * T + 1, dtype=np.int64)
+        rounds = route_rounds(cols.indptr, draws, T, ROUND_NNZ, routed, ptr, *scratch)
+        labels = Labels(np.asarray(self.Y[0]), np.asarray(self.C))
+        z = np.asarray(self.Z[0])
+        n_moved = np.zeros(T, dtype=np.int64)
+        rows = [self.n * t // T for t in range(T + 1)]  # each thread adds the changes of its range of z
+        for q in range(rounds):
+            self._round += 1
+            r8 = round_stamp(self._round)
+            if r8 == 1:  # the byte stamps wrapped: older marks must not pass for this round's
+                marks[...] = 0
+                listed[...] = 0
+            part = [routed[ptr[q * T + t]:ptr[q * T + t + 1]] for t in range(T)]
+
+            def prepare(t, part=part, r8=r8):
+                round_prepare(cols, moved[t], int(n_moved[t]), us[t], part[t], marks[t], r8)
+
+            def steps(t, part=part, r8=r8):
+                n_moved[t] = owned_cd_steps(self.pb.loss, cols, lo, labels, z, us, marks, t, r8, w, part[t], self.beta,
+                                            reg, moved[t], listed[t])
+
+            def combine(t, r8=r8):
+                round_combine(moved, n_moved, z, us, listed, r8, rows[t], rows[t + 1])
+
+            for phase in (prepare, steps, combine):
+                map_threads(phase, range(T), self._phase_threads)
+        for t in range(T):
+            round_prepare(cols, moved[t], int(n_moved[t]), us[t], routed[:0], marks[t], 0)
+
+    def _heavy_step(self, cols: Rows, lo: int, jl: int, w: np.ndarray, reg: Reg) -> None:
+        """NSync's step on one heavy column, its nonzeros cut into ``T`` ranges (sums added in order)."""
+        T = self._col_threads
+        p0, p1 = int(cols.indptr[jl]), int(cols.indptr[jl + 1])
+        cuts = [p0 + (p1 - p0) * t // T for t in range(T + 1)]
+        labels = Labels(np.asarray(self.Y[0]), np.asarray(self.C))
+        z = np.asarray(self.Z[0])
+        parts = map_threads(lambda t: heavy_grad_part(self.pb.loss, cols, jl, labels, z, cuts[t], cuts[t + 1]),
+                            range(T), self._phase_threads)
+        mj = float(self.M[lo + jl])
+        if not mj > 0.0:
+            return
+        j = lo + jl
+        g = 0.0
+        for part in parts:
+            g += part
+        g = g / self.n + self.l2 * w[j]
+        wn = soft_threshold_scalar(w[j] - g / mj, self.l1 / mj)
+        d = float(wn - w[j])
+        if d == 0.0:
+            return
+        w[j] = wn
+        map_threads(lambda t: heavy_apply_part(cols, d, z, cuts[t], cuts[t + 1]), range(T), self._phase_threads)
 
     def _plan(self, epoch: int, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Block counts of the epoch and the visiting order (blocks with updates only)."""

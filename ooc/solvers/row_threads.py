@@ -32,12 +32,16 @@ MIN_ROW_THREADS = 2
 #: the iterates takes a new number, and a resume keeps the run's. A run without it split one problem's
 #: rows from 3 threads on, with the former scheme; 2 (:data:`REPLICAS_SCHEME`): sdca and acc-sdca on
 #: the replicas (:mod:`ooc.kernels.sdca_threads`) where :func:`rows_split_pays`; 3: rcd-dual too
-#: (:data:`RCD_DUAL_SCHEME`; a run made before keeps rcd-dual on one thread).
-ROW_THREADS_SCHEME = 3
+#: (:data:`RCD_DUAL_SCHEME`; a run made before keeps rcd-dual on one thread); 4: rcd-primal's columns too
+#: (:data:`RCD_PRIMAL_SCHEME`).
+ROW_THREADS_SCHEME = 4
 #: The scheme from which sdca and acc-sdca split one problem's rows on the replicas from 2 threads on.
 REPLICAS_SCHEME = 2
 #: The scheme from which rcd-dual splits one problem's draws over the threads (rows owned by threads).
 RCD_DUAL_SCHEME = 3
+#: The scheme from which rcd-primal splits one problem's drawn columns over the threads
+#: (:mod:`ooc.kernels.rcd_threads`; a run made before keeps rcd-primal on one thread).
+RCD_PRIMAL_SCHEME = 4
 #: Fewest rows a thread's share of one problem must have for the threads to split it: below, a pass
 #: is a few mini-batches whose meetings and synchronizations cost more than they share (the tests'
 #: problems of hundreds of rows, split, made the suite run 2.5x longer).
