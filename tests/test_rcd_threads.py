@@ -22,7 +22,7 @@ import scipy.sparse as sp
 import ooc
 from ooc.kernels.args import Labels, Reg, Rows
 from ooc.kernels.rcd import primal_cd_pass
-from ooc.kernels.rcd_threads import owned_cd_steps, round_combine, round_prepare, route_rounds
+from ooc.kernels.rcd_threads import RoundArrays, owned_cd_steps, round_combine, round_prepare, route_rounds
 from ooc.objectives.losses import Logistic, Squared
 
 T_ = importlib.import_module("ooc.train")
@@ -69,15 +69,13 @@ def _one_round(loss, Xc, y, z, w, parts, l2, l1, beta):
     n = len(y)
     T = len(parts)
     cols = Rows(Xc.indptr.astype(np.int64), Xc.indices, Xc.data)
-    us, marks = np.zeros((T, n)), np.zeros((T, n), dtype=np.uint8)
-    listed, moved = np.zeros((T, n), dtype=np.uint8), np.zeros((T, n), dtype=np.int64)
+    arrays = RoundArrays.zeros(T, n)
     lab, reg = Labels(y, np.ones(n)), Reg(l2, l1, float(n), 0.0)
     for t in range(T):
-        round_prepare(cols, moved[t], 0, us[t], parts[t], marks[t], 7)
-    n_moved = np.array([owned_cd_steps(loss, cols, 0, lab, z, us, marks, t, 7, w, parts[t], beta, reg, moved[t],
-                                       listed[t]) for t in range(T)])
+        round_prepare(cols, arrays, t, 0, parts[t], 7)
+    n_moved = np.array([owned_cd_steps(loss, cols, 0, lab, z, w, parts[t], beta, reg, arrays, t, 7) for t in range(T)])
     for lo, hi in ((0, n // 2), (n // 2, n)):  # the combine by row ranges, in any split of the rows
-        round_combine(moved, n_moved, z, us, listed, 7, lo, hi)
+        round_combine(arrays, n_moved, z, 7, lo, hi)
 
 
 @pytest.mark.parametrize("loss,beta", [(Logistic(), 0.25), (Squared(), 1.0)])

@@ -45,14 +45,16 @@ cleared when it wraps). Results depend
 on ``T`` and :data:`ROUND_NNZ` and on nothing else about the threads.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from ooc.objectives.losses import loss_deriv
 from ooc.objectives.penalties import soft_threshold_scalar
 
-__all__ = ["ROUND_NNZ", "HEAVY_NNZ", "LIGHT_ROUND_THREADS", "route_rounds", "round_stamp", "round_prepare", "owned_cd_steps",
-           "round_combine", "heavy_grad_part", "heavy_apply_part"]
+__all__ = ["ROUND_NNZ", "HEAVY_NNZ", "LIGHT_ROUND_THREADS", "RoundArrays", "route_rounds", "round_stamp",
+           "round_prepare", "owned_cd_steps", "round_combine", "heavy_grad_part", "heavy_apply_part"]
 
 #: Nonzeros per thread per round (a trajectory constant: changing it changes the iterates).
 #: Between two rounds the threads meet three times (mark, step, combine).
@@ -70,6 +72,22 @@ HEAVY_NNZ = 1 << 16
 #: it ran in the time of one thread's (24.4 s against 24.3 s for the whole run); from 3 threads on
 #: that cost is shared by more of them.
 LIGHT_ROUND_THREADS = 3
+
+
+class RoundArrays(NamedTuple):
+    r"""The threads' arrays of the rounds, each ``(T, n)``: ``us`` (float64) each thread's change of the
+    margins, ``marks`` (uint8) its round stamp on the rows it touches, ``listed`` (uint8) its stamp on
+    the rows it moved, ``moved`` (int64) the list of those rows. 18 bytes a row a thread."""
+
+    us: np.ndarray
+    marks: np.ndarray
+    listed: np.ndarray
+    moved: np.ndarray
+
+    @classmethod
+    def zeros(cls, T: int, n: int) -> "RoundArrays":
+        return cls(np.zeros((T, n)), np.zeros((T, n), dtype=np.uint8), np.zeros((T, n), dtype=np.uint8),
+                   np.zeros((T, n), dtype=np.int64))
 
 
 @njit(cache=True, nogil=True)
@@ -134,10 +152,14 @@ def round_stamp(r):
 
 
 @njit(cache=True, nogil=True)
-def round_prepare(cols, moved, n_moved, u, draws, mark, r8):
-    r"""One thread before a round: clear its ``u`` on the ``n_moved`` rows ``moved`` of its previous round
-    (added to ``z`` since), then set its ``mark[i] = r8`` on the rows of this round's columns ``draws``."""
+def round_prepare(cols, arrays, t, n_moved, draws, r8):
+    r"""Thread ``t`` before a round: clear its ``us[t]`` on the ``n_moved`` rows of its previous round's list
+    ``moved[t]`` (added to ``z`` since), then set its ``marks[t, i] = r8`` on the rows of this round's
+    columns ``draws`` (``arrays`` a :class:`RoundArrays`)."""
     indptr, indices, _ = cols
+    u = arrays.us[t]
+    moved = arrays.moved[t]
+    mark = arrays.marks[t]
     for q in range(n_moved):
         u[moved[q]] = 0.0
     for q in range(draws.shape[0]):
@@ -147,21 +169,24 @@ def round_prepare(cols, moved, n_moved, u, draws, mark, r8):
 
 
 @njit(cache=True, nogil=True)
-def owned_cd_steps(loss, cols, col0, labels, z, us, marks, t, r8, w, draws, beta, reg, moved, listed):
+def owned_cd_steps(loss, cols, col0, labels, z, w, draws, beta, reg, arrays, t, r8):
     r"""Thread ``t``'s proximal steps of a round on its drawn columns (module docstring).
 
     For local column ``jl`` (global ``j = col0 + jl``), with ``omega_i`` the threads whose mark of
     row ``i`` is ``r8``: ``g = 1/n sum_i c_i phi'(z_i + omega_i u_i) x_ij + l2 w_j``, ``M = beta/n
     sum_i omega_i c_i x_ij^2 + l2``, ``w_j <- soft_threshold(w_j - g/M, l1/M)``, ``u += (w_j' -
-    w_j) X_{:j}`` (``u = us[t]``). ``z`` is read only; ``w`` written only at the thread's own
-    columns. A row moved for the first time in the round goes to ``moved`` (the thread's
-    ``listed[i] = r8``). Returns the number of rows in ``moved``.
+    w_j) X_{:j}`` (``u = us[t]``, ``arrays`` a :class:`RoundArrays`). ``z`` is read only; ``w``
+    written only at the thread's own columns. A row moved for the first time in the round goes to
+    ``moved[t]`` (``listed[t, i] = r8``). Returns the number of rows in ``moved[t]``.
     """
     indptr, indices, data = cols
     y, c = labels
     l2, l1, n_total, _ = reg
+    marks = arrays.marks
     T = marks.shape[0]
-    u = us[t]
+    u = arrays.us[t]
+    listed = arrays.listed[t]
+    moved = arrays.moved[t]
     k = 0
     for q in range(draws.shape[0]):
         jl = draws[q]
@@ -200,11 +225,12 @@ def owned_cd_steps(loss, cols, col0, labels, z, us, marks, t, r8, w, draws, beta
 
 
 @njit(cache=True, nogil=True)
-def round_combine(moved, n_moved, z, us, listed, r8, lo, hi):
+def round_combine(arrays, n_moved, z, r8, lo, hi):
     r"""Add a round's changes of the rows ``lo <= i < hi`` to ``z``: ``z_i += us[s, i]`` over the threads
     ``s`` that moved row ``i`` (``listed[s, i] == r8``), in order -- the same sum whatever the
     threads' timing. ``moved[s, :n_moved[s]]`` are the rows thread ``s`` moved; a row is added at
     its first appearance, in the list of the lowest thread that moved it."""
+    us, listed, moved = arrays.us, arrays.listed, arrays.moved
     T = listed.shape[0]
     for s in range(T):
         for q in range(n_moved[s]):

@@ -167,6 +167,7 @@ from ..kernels.rcd_threads import (
     HEAVY_NNZ,
     LIGHT_ROUND_THREADS,
     ROUND_NNZ,
+    RoundArrays,
     heavy_apply_part,
     heavy_grad_part,
     owned_cd_steps,
@@ -724,11 +725,8 @@ class RCDPrimalSolver(StoreSolver):
         between blocks holds none of it.
         """
         T = self._col_threads
-        if self._light_threads > 1 and getattr(self, "_us", None) is None:
-            self._us = np.zeros((T, self.n))
-            self._marks = np.zeros((T, self.n), dtype=np.uint8)  # round stamps (1..255)
-            self._listed = np.zeros((T, self.n), dtype=np.uint8)
-            self._moved = np.zeros((T, self.n), dtype=np.int64)
+        if self._light_threads > 1 and getattr(self, "_rounds", None) is None:
+            self._rounds = RoundArrays.zeros(T, self.n)
             self._round = 0
         ip = cols.indptr
         nnz = ip[draws + 1] - ip[draws]
@@ -749,7 +747,7 @@ class RCDPrimalSolver(StoreSolver):
 
     def _light_rounds(self, cols: Rows, lo: int, draws: np.ndarray, w: np.ndarray, reg: Reg, scratch) -> None:
         T = self._col_threads
-        us, marks, listed, moved = self._us, self._marks, self._listed, self._moved
+        arrays = self._rounds
         routed = np.empty_like(draws)
         ptr = np.zeros((len(draws) + 1) * T + 1, dtype=np.int64)
         rounds = route_rounds(cols.indptr, draws, T, ROUND_NNZ, routed, ptr, *scratch)
@@ -761,24 +759,23 @@ class RCDPrimalSolver(StoreSolver):
             self._round += 1
             r8 = round_stamp(self._round)
             if r8 == 1:  # the byte stamps wrapped: older marks must not pass for this round's
-                marks[...] = 0
-                listed[...] = 0
+                arrays.marks[...] = 0
+                arrays.listed[...] = 0
             part = [routed[ptr[q * T + t]:ptr[q * T + t + 1]] for t in range(T)]
 
             def prepare(t, part=part, r8=r8):
-                round_prepare(cols, moved[t], int(n_moved[t]), us[t], part[t], marks[t], r8)
+                round_prepare(cols, arrays, t, int(n_moved[t]), part[t], r8)
 
             def steps(t, part=part, r8=r8):
-                n_moved[t] = owned_cd_steps(self.pb.loss, cols, lo, labels, z, us, marks, t, r8, w, part[t], self.beta,
-                                            reg, moved[t], listed[t])
+                n_moved[t] = owned_cd_steps(self.pb.loss, cols, lo, labels, z, w, part[t], self.beta, reg, arrays, t, r8)
 
             def combine(t, r8=r8):
-                round_combine(moved, n_moved, z, us, listed, r8, rows[t], rows[t + 1])
+                round_combine(arrays, n_moved, z, r8, rows[t], rows[t + 1])
 
             for phase in (prepare, steps, combine):
                 map_threads(phase, range(T), self._phase_threads)
         for t in range(T):
-            round_prepare(cols, moved[t], int(n_moved[t]), us[t], routed[:0], marks[t], 0)
+            round_prepare(cols, arrays, t, int(n_moved[t]), routed[:0], 0)
 
     def _heavy_step(self, cols: Rows, lo: int, jl: int, w: np.ndarray, reg: Reg) -> None:
         """NSync's step on one heavy column, its nonzeros cut into ``T`` ranges (sums added in order)."""
