@@ -26,8 +26,8 @@ data optimization``, 2016, partial separability) with each row's own ``omega_i``
 the data's largest, as in Fercoq and Richtarik's APPROX (``v_j = sum_i omega_i A_ij^2``) --
 but deterministic: ``omega_i`` counts the round's actual threads, so no step needs the
 expectation over a sampling. Each step cannot increase ``H_t``, hence ``F`` never increases.
-Where a row is touched by one thread (most rows of a sparse block, whose columns are cut
-into ``T`` ranges) its margin and curvature are one thread's: the step is serial NSync's.
+Where a row is touched by one thread (most rows of a round on sparse data) its margin and
+curvature are one thread's: the step is serial NSync's.
 
 A *heavy* column (:data:`HEAVY_NNZ` nonzeros or more: the hot features of hashed text, every
 column of dense data) is not put in a round: when drawn it takes one thread's exact step,
@@ -41,8 +41,8 @@ threads add the changes by row ranges (thread ``t`` the rows of its ``1/T`` of `
 writing the ``z`` of the rows it moved, or the marks of a row beside another thread's, bounced
 lines between the cores and cost more than the steps saved). Each thread's marks and list
 stamps are bytes of its own, ``marks[t, i]``, holding the round's number modulo 255 (all
-cleared when it wraps). Results depend
-on ``T`` and :data:`ROUND_NNZ` and on nothing else about the threads.
+cleared when it wraps). Results depend on ``T``, :data:`ROUND_NNZ` and :data:`HEAVY_NNZ`, and on
+nothing else about the threads.
 """
 
 from typing import NamedTuple
