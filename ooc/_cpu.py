@@ -130,6 +130,11 @@ def compute_pool(threads: int) -> ThreadPoolExecutor | None:
 MIN_THREAD_WORK = 1 << 16
 
 
+def even_cuts(lo: int, hi: int, parts: int) -> list[int]:
+    """The ``parts + 1`` bounds that cut ``[lo, hi)`` into ``parts`` consecutive ranges of sizes within one."""
+    return [lo + (hi - lo) * k // parts for k in range(parts + 1)]
+
+
 def map_threads(fn, items, threads: int, work: int | None = None) -> list:
     """``[fn(x) for x in items]``, on ``threads`` compute threads when more than one and more than one item.
 

@@ -120,32 +120,52 @@ def col_curvature(indptr, indices, data, c, beta, n_total, l2, u_out, m_out):
 
 
 @njit(cache=True, nogil=True)
-def _col_grad(loss, cols, jl, labels, z, n_total):
-    indptr, indices, data = cols
+def grad_sum(loss, cols, labels, z, p0, p1):
+    r"""``sum_p c_i phi'(z_i, y_i) x_p`` over the nonzeros ``p0 <= p < p1`` of a CSC block (``i`` their rows)."""
+    _, indices, data = cols
     y, c = labels
     g = 0.0
-    for p in range(indptr[jl], indptr[jl + 1]):
+    for p in range(p0, p1):
         i = indices[p]
         ci = c[i]
         if ci > 0.0:
             g += ci * loss_deriv(loss, z[i], y[i]) * np.float64(data[p])
-    return g / n_total
+    return g
+
+
+@njit(cache=True, nogil=True)
+def move_margins(cols, d, z, p0, p1):
+    r"""``z_i += d x_p`` over the nonzeros ``p0 <= p < p1`` of a CSC block (a coordinate's move of ``d``)."""
+    _, indices, data = cols
+    for p in range(p0, p1):
+        z[indices[p]] += d * np.float64(data[p])
+
+
+@njit(cache=True, nogil=True)
+def prox_coord(wj, grad, mj, l2, l1):
+    r"""NSync's proximal step on ``w_j``: ``soft_threshold(w_j - (grad + l2 w_j) / M, l1 / M)``, with
+    ``grad = 1/n sum_i c_i phi'(z_i) x_ij`` and ``M = mj > 0`` the coordinate's curvature bound."""
+    return soft_threshold_scalar(wj - (grad + l2 * wj) / mj, l1 / mj)
+
+
+@njit(cache=True, nogil=True)
+def _col_grad(loss, cols, jl, labels, z, n_total):
+    indptr = cols[0]
+    return grad_sum(loss, cols, labels, z, indptr[jl], indptr[jl + 1]) / n_total
 
 
 @njit(cache=True, nogil=True)
 def _prox_step(loss, cols, jl, j, labels, z, w, mj, reg):
     if not mj > 0.0:
         return 0.0
-    indptr, indices, data = cols
+    indptr = cols[0]
     l2, l1, n_total, _ = reg
-    g = _col_grad(loss, cols, jl, labels, z, n_total) + l2 * w[j]
     wj = w[j]
-    wn = soft_threshold_scalar(wj - g / mj, l1 / mj)
+    wn = prox_coord(wj, _col_grad(loss, cols, jl, labels, z, n_total), mj, l2, l1)
     d = wn - wj
     if d != 0.0:
         w[j] = wn
-        for p in range(indptr[jl], indptr[jl + 1]):
-            z[indices[p]] += d * np.float64(data[p])
+        move_margins(cols, d, z, indptr[jl], indptr[jl + 1])
     return d
 
 

@@ -50,17 +50,17 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ooc.kernels.rcd import prox_coord
 from ooc.objectives.losses import loss_deriv
-from ooc.objectives.penalties import soft_threshold_scalar
 
 __all__ = ["ROUND_NNZ", "HEAVY_NNZ", "LIGHT_ROUND_THREADS", "RoundArrays", "route_rounds", "round_stamp",
-           "round_prepare", "owned_cd_steps", "round_combine", "heavy_grad_part", "heavy_apply_part"]
+           "round_prepare", "owned_cd_steps", "round_combine"]
 
 #: Nonzeros per thread per round (a trajectory constant: changing it changes the iterates).
 #: Between two rounds the threads meet three times (mark, step, combine).
 ROUND_NNZ = 1 << 16
 #: A drawn column with at least this many nonzeros takes an exact step of its own between two
-#: rounds, its rows cut over the threads (:func:`heavy_grad_part`, :func:`heavy_apply_part`):
+#: rounds, its rows cut over the threads (:func:`ooc.kernels.rcd.grad_sum`, :func:`~ooc.kernels.rcd.move_margins`):
 #: such a column would touch nearly every row a round touches and make ``omega_i = T`` for all
 #: of them; split by rows, its step is one thread's, and the threads share its work. (A trajectory
 #: constant; about 0.5 ms of work against the threads' two meetings of tens of microseconds.)
@@ -208,8 +208,7 @@ def owned_cd_steps(loss, cols, col0, labels, z, w, draws, beta, reg, arrays, t, 
         if not mj > 0.0:
             continue
         wj = w[j]
-        g = g / n_total + l2 * wj
-        wn = soft_threshold_scalar(wj - g / mj, l1 / mj)
+        wn = prox_coord(wj, g / n_total, mj, l2, l1)
         d = wn - wj
         if d == 0.0:
             continue
@@ -245,25 +244,3 @@ def round_combine(arrays, n_moved, z, r8, lo, hi):
             for v in range(s, T):
                 if listed[v, i] == r8:
                     z[i] += us[v, i]
-
-
-@njit(cache=True, nogil=True)
-def heavy_grad_part(loss, cols, jl, labels, z, p0, p1):
-    r"""``sum_p c_i phi'(z_i, y_i) x_ij`` over the nonzeros ``p0 <= p < p1`` of local column ``jl``."""
-    _, indices, data = cols
-    y, c = labels
-    g = 0.0
-    for p in range(p0, p1):
-        i = indices[p]
-        ci = c[i]
-        if ci > 0.0:
-            g += ci * loss_deriv(loss, z[i], y[i]) * np.float64(data[p])
-    return g
-
-
-@njit(cache=True, nogil=True)
-def heavy_apply_part(cols, d, z, p0, p1):
-    r"""``z_i += d x_ij`` over the nonzeros ``p0 <= p < p1`` of a column (rows distinct: no two threads meet)."""
-    _, indices, data = cols
-    for p in range(p0, p1):
-        z[indices[p]] += d * np.float64(data[p])

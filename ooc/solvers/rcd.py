@@ -143,20 +143,23 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._cpu import MIN_THREAD_WORK, map_threads
+from .._cpu import MIN_THREAD_WORK, even_cuts, map_threads
 from ..kernels.args import Labels, Reg, Rows
 from ..kernels.rcd import (
     axpy,
     col_curvature,
     dual_block_gaps,
+    grad_sum,
     line_loss,
     margin_sums,
+    move_margins,
     newton_cd_pass,
     newton_prep,
     newton_weights,
     primal_bias_steps,
     primal_cd_pass,
     primal_gap_rows,
+    prox_coord,
     quartz_pass,
     scaled_dual_loss,
     ws_cd_epoch,
@@ -168,8 +171,6 @@ from ..kernels.rcd_threads import (
     LIGHT_ROUND_THREADS,
     ROUND_NNZ,
     RoundArrays,
-    heavy_apply_part,
-    heavy_grad_part,
     owned_cd_steps,
     round_combine,
     round_prepare,
@@ -178,7 +179,7 @@ from ..kernels.rcd_threads import (
 )
 from ..kernels.sdca import sdca_pass
 from ..objectives.losses import Logistic, has_curv
-from ..objectives.penalties import primal_value, require_l2, soft_threshold_scalar
+from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import OnDisk, RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.planner import RCD_PRIMAL, budget_option, fixed_bytes, refuse_or_warn
@@ -353,7 +354,7 @@ class RCDDualSolver(BlockLoopSolver):
         m = blk.stop - blk.start
         gaps = np.zeros(m)
         T = self.one_problem_threads()  # one problem's rows in T consecutive ranges, their sums added in order
-        cuts = [m * t // T for t in range(T + 1)]
+        cuts = even_cuts(0, m, T)
         for c in range(self.k):
             yc, ac = pb.sub_labels(blk.y, c), np.ascontiguousarray(alpha[c])
 
@@ -591,7 +592,7 @@ class RCDPrimalSolver(StoreSolver):
             indptr = np.ascontiguousarray(blk.indptr, dtype=np.int64)
             if parts is not None:
                 # one problem: its rows in T consecutive ranges, each thread with its own A^T phi' (added in order)
-                cuts = [(e - s) * q // T for q in range(T + 1)]
+                cuts = even_cuts(0, e - s, T)
 
                 def rows(q, indptr=indptr, blk=blk, s=s, cuts=cuts):
                     a, b_ = cuts[q], cuts[q + 1]
@@ -742,7 +743,7 @@ class RCDPrimalSolver(StoreSolver):
                 primal_cd_pass(self.pb.loss, cols, lo, Labels(np.asarray(self.Y[0]), np.asarray(self.C)),
                                np.asarray(self.Z[0]), w, draws[q:h], self.M[lo:lo + len(ip) - 1], reg)
             if h < len(draws):
-                self._heavy_step(cols, lo, int(draws[h]), w, reg)
+                self._heavy_step(cols, lo, int(draws[h]), w)
             q = h + 1
 
     def _light_rounds(self, cols: Rows, lo: int, draws: np.ndarray, w: np.ndarray, reg: Reg, scratch) -> None:
@@ -754,7 +755,7 @@ class RCDPrimalSolver(StoreSolver):
         labels = Labels(np.asarray(self.Y[0]), np.asarray(self.C))
         z = np.asarray(self.Z[0])
         n_moved = np.zeros(T, dtype=np.int64)
-        rows = [self.n * t // T for t in range(T + 1)]  # each thread adds the changes of its range of z
+        rows = even_cuts(0, self.n, T)  # each thread adds the changes of its range of z
         for q in range(rounds):
             self._round += 1
             r8 = round_stamp(self._round)
@@ -777,29 +778,27 @@ class RCDPrimalSolver(StoreSolver):
         for t in range(T):
             round_prepare(cols, arrays, t, int(n_moved[t]), routed[:0], 0)
 
-    def _heavy_step(self, cols: Rows, lo: int, jl: int, w: np.ndarray, reg: Reg) -> None:
+    def _heavy_step(self, cols: Rows, lo: int, jl: int, w: np.ndarray) -> None:
         """NSync's step on one heavy column, its nonzeros cut into ``T`` ranges (sums added in order)."""
-        T = self._col_threads
-        p0, p1 = int(cols.indptr[jl]), int(cols.indptr[jl + 1])
-        cuts = [p0 + (p1 - p0) * t // T for t in range(T + 1)]
-        labels = Labels(np.asarray(self.Y[0]), np.asarray(self.C))
-        z = np.asarray(self.Z[0])
-        parts = map_threads(lambda t: heavy_grad_part(self.pb.loss, cols, jl, labels, z, cuts[t], cuts[t + 1]),
-                            range(T), self._phase_threads)
-        mj = float(self.M[lo + jl])
+        j = lo + jl
+        mj = float(self.M[j])
         if not mj > 0.0:
             return
-        j = lo + jl
+        T = self._col_threads
+        cuts = even_cuts(int(cols.indptr[jl]), int(cols.indptr[jl + 1]), T)
+        labels = Labels(np.asarray(self.Y[0]), np.asarray(self.C))
+        z = np.asarray(self.Z[0])
+        parts = map_threads(lambda t: grad_sum(self.pb.loss, cols, labels, z, cuts[t], cuts[t + 1]), range(T),
+                            self._phase_threads)
         g = 0.0
         for part in parts:
             g += part
-        g = g / self.n + self.l2 * w[j]
-        wn = soft_threshold_scalar(w[j] - g / mj, self.l1 / mj)
+        wn = prox_coord(w[j], g / self.n, mj, self.l2, self.l1)
         d = float(wn - w[j])
         if d == 0.0:
             return
         w[j] = wn
-        map_threads(lambda t: heavy_apply_part(cols, d, z, cuts[t], cuts[t + 1]), range(T), self._phase_threads)
+        map_threads(lambda t: move_margins(cols, d, z, cuts[t], cuts[t + 1]), range(T), self._phase_threads)
 
     def _plan(self, epoch: int, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Block counts of the epoch and the visiting order (blocks with updates only)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._cpu import compute_pool, gather_prefetch_pays
+from .._cpu import compute_pool, even_cuts, gather_prefetch_pays
 from ..kernels.sdca import block_primal_loss, rows_primal_loss
 from ..kernels.sdca_threads import (
     HOT_FEATURES,
@@ -221,7 +221,7 @@ class RowThreads:
                 owner_split(order[start:stop], T, alpha.shape[0], seq, owner_cuts)
                 cuts = owner_cuts.tolist()
             else:
-                seq, cuts = order, [start + (stop - start) * k // T for k in range(T + 1)]
+                seq, cuts = order, even_cuts(start, stop, T)
             # thread 0's slice runs here while the pool runs the others
             futures = [pool.submit(local_steps, loss, rows, labels, alpha, seq[cuts[k]:cuts[k + 1]], u[k], reg,
                                    sigma, snap) for k in range(1, T)]
