@@ -11,7 +11,17 @@ import warnings
 import numpy as np
 
 from ._cpu import resolve_threads
-from ._memlimit import auto_budget, counts_whole_process, held_bytes, kernels_loaded, process_limit, work_budget
+from ._memguard import governed
+from ._memguard import peak as memguard_peak
+from ._memlimit import (
+    auto_budget,
+    counts_whole_process,
+    governor_reserve,
+    held_bytes,
+    kernels_loaded,
+    process_limit,
+    work_budget,
+)
 from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import Start, diagnose
@@ -233,7 +243,7 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
         smooth = 1.0 / float(pb.loss.smoothness)
         if smooth <= 0:  # the hinge: no rate at all, and no other solver takes it with pure L1
             raise ValueError(f"pure L1 (--l2 0) through --solver sdca needs a smooth loss to certify; {_PURE_L1_HINGE}")
-        r2 = float(np.max(store.row_sqnorm)) if store.n_rows else 0.0
+        r2 = store.row_sqnorm_sum_max()[1] if store.n_rows else 0.0
         passes = r2 / (o["l2_added"] * store.n_rows * smooth) if smooth > 0 else math.inf
         if passes > 100 * o["max_epochs"]:
             raise ValueError(f"pure L1 (--l2 0) through --solver sdca adds an L2 of {o['l2_added']:.2g} (--tol / r^2, "
@@ -605,6 +615,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     # what the process holds comes off --memory first: measured before the store is read, with the
     # reader's buffers it will hold once it is (the cut below reads already)
     memory = _memory_budget(o, st.reader_bytes())
+    ceiling = memory.pop("ceiling")
     # the solvers visit training blocks (the store's cut to --block-bytes), never the store's own
     pb = make_problem(st.with_blocks(o["train_block_bytes"]), o)
     solver = driver_class(o["solver_used"], o["distributed"], o["multiclass"])(
@@ -625,7 +636,10 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     # Numba's one-time start in a process (its compiler context, ~0.45 s, then the first kernel from the
     # disk cache) is the process's start, like the imports: paid here, before the run's clock starts
     row_order(2, 0, 0, 0)
-    res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
+    # the plan checked against the process itself: above the ceiling, cached blocks are given back
+    with governed(ceiling, reserve=governor_reserve(ceiling)):
+        res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
+    peak_rss = memguard_peak()
     kernels_loaded()
     # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
     del solver
@@ -645,6 +659,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         # what training was given (bytes it may add to the process) and where that figure came from
         "memory_budget": memory["memory"],
         "memory_source": memory["memory_limit"].source if "memory_limit" in memory else "--memory",
+        # the whole process's largest resident size while it trained (measured), and its ceiling
+        "peak_rss": peak_rss, "memory_ceiling": ceiling,
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
     result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
@@ -712,13 +728,13 @@ def _memory_budget(o: dict, reader: int = 0) -> dict:
         budget = auto_budget(limit, held)
         log.info("memory: auto, %s for training (%s %s, the process holds %s)", format_bytes(budget),
                  limit.source, format_bytes(limit.bytes), format_bytes(held))
-        return {"memory": budget, "memory_limit": limit, "memory_held": held}
+        return {"memory": budget, "memory_limit": limit, "memory_held": held, "ceiling": held + budget}
     budget = work_budget(o["memory_bytes"], held)
     if not counts_whole_process():  # a Python caller: memory is what training adds to its process
-        return {"memory": budget, "memory_held": 0}
+        return {"memory": budget, "memory_held": 0, "ceiling": held + budget}
     log.info("memory: --memory %s, %s for training (the process holds %s)", format_bytes(o["memory_bytes"]),
              format_bytes(budget), format_bytes(held))
-    return {"memory": budget, "memory_held": held}
+    return {"memory": budget, "memory_held": held, "ceiling": held + budget}
 
 
 def plot_convergence(rd: RunDir) -> str:

@@ -766,7 +766,7 @@ class BlockLoopSolver(StoreSolver):
         """
         if not (self.resident_ok and self.k == 1 and self.duals.kind == "memory" and 1 < self.mix < self.nb):
             return False
-        nnz = int(np.sum(self.store.row_nnz, dtype=np.int64))
+        nnz = int(self.store.nnz)
         idx, val = self._row_dtypes()
         held = nnz * (idx.itemsize + val.itemsize) + 8 * (self.n + 1) + 16 * self.n
         return held <= self.cache.budget
@@ -781,7 +781,7 @@ class BlockLoopSolver(StoreSolver):
         :meth:`_resident_group` first meets each)."""
         if self._resident is None:
             st, n = self.store, self.n
-            cum = np.concatenate([[0], np.cumsum(st.row_nnz, dtype=np.int64)])
+            cum = np.concatenate([[0], np.cumsum(st.read_row_nnz(0, n), dtype=np.int64)])
             self._nnz_ptr = cum[self.row_ptr]  # where each block's nonzeros go
             idx, val = self._row_dtypes()
             self._resident = TrainBlock(-1, 0, n, np.zeros(n + 1, dtype=np.int64), np.empty(int(cum[-1]), dtype=idx),
