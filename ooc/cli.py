@@ -367,7 +367,7 @@ def _format_fit(f: dict) -> list[str]:
             f"{_fmt_bytes(f['process_bytes'])} with its kernels, leaving {_fmt_bytes(f['work_bytes'])}")
     lines = [head]
     for name, fam in f["families"].items():
-        need = ("--memory" if src == "--memory" else "a limit of") + f" {_fmt_bytes(fam['smallest_memory'])}"
+        need = ("--memory" if src == "--memory" else "a limit of") + f" {_fmt_bytes(fam['smallest_memory'], up=True)}"
         how = [f"O(d) vectors {_fmt_bytes(fam['fixed'])}"]
         if "group" in fam:
             how.append(f"groups of {_fmt_bytes(fam['group'])} ({fam['blocks']} blocks of <= "
@@ -379,10 +379,10 @@ def _format_fit(f: dict) -> list[str]:
     return lines
 
 
-def _fmt_bytes(n) -> str:
+def _fmt_bytes(n, up: bool = False) -> str:
     from .store.ingest import format_bytes
 
-    return format_bytes(n)
+    return format_bytes(n, up=up)
 
 
 def format_info(i: dict) -> str:

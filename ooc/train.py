@@ -637,7 +637,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     # disk cache) is the process's start, like the imports: paid here, before the run's clock starts
     row_order(2, 0, 0, 0)
     # the plan checked against the process itself: above the ceiling, cached blocks are given back
-    with governed(ceiling, reserve=governor_reserve(ceiling)):
+    with governed(ceiling, reserve=governor_reserve(ceiling or 0)):
         res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
     peak_rss = memguard_peak()
     kernels_loaded()
@@ -730,8 +730,10 @@ def _memory_budget(o: dict, reader: int = 0) -> dict:
                  limit.source, format_bytes(limit.bytes), format_bytes(held))
         return {"memory": budget, "memory_limit": limit, "memory_held": held, "ceiling": held + budget}
     budget = work_budget(o["memory_bytes"], held)
-    if not counts_whole_process():  # a Python caller: memory is what training adds to its process
-        return {"memory": budget, "memory_held": 0, "ceiling": held + budget}
+    if not counts_whole_process():
+        # a Python caller: memory is what training adds to its process, whose own size moves with what the
+        # caller does; no ceiling on the whole process is known, so the governor only measures
+        return {"memory": budget, "memory_held": 0, "ceiling": None}
     log.info("memory: --memory %s, %s for training (the process holds %s)", format_bytes(o["memory_bytes"]),
              format_bytes(budget), format_bytes(held))
     return {"memory": budget, "memory_held": held, "ceiling": held + budget}

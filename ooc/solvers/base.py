@@ -234,8 +234,16 @@ class BlockLoopSolver(StoreSolver):
         self.mix = min(max(1, int(options.get("mix_blocks") or 1)), max(self.nb, 1))
         #: the split of --memory (ooc.schedule.planner): duals in memory or paged, the group being worked
         #: on, the groups read meanwhile (read_depth, ahead_blocks) and the cache (the rest)
+        #: whether one problem's pass on one thread keeps its replica (replica_one_thread): dropped when
+        #: --memory cannot hold it, since the numbers are the same without it (two O(d) vectors fewer)
+        self._one_thread_replica = True
         self.plan = plan_memory(self.footprint, self.store, budget_option(options), k=self.k, mix=self.mix,
                                 vectors=options.get("dual_store"), warn=False, fixed=self._fixed_bytes())
+        if self.plan.warning and self.replica_one_thread and self.k == 1 and self._fixed_bytes(False) < self.plan.fixed:
+            lean = plan_memory(self.footprint, self.store, budget_option(options), k=self.k, mix=self.mix,
+                               vectors=options.get("dual_store"), warn=False, fixed=self._fixed_bytes(replica=False))
+            if not lean.warning:
+                self.plan, self._one_thread_replica = lean, False
         refuse_or_warn(self.plan, options.get("memory_limit"), int(options.get("memory_held") or 0))
         self.duals = make_duals(rundir, self.row_ptr, self.k, self.plan.vectors_in_memory)
         self.read_depth, self.ahead_blocks = self.plan.read_depth, self.plan.ahead_blocks
@@ -274,19 +282,26 @@ class BlockLoopSolver(StoreSolver):
         return threads if cls.threads_one_problem and k == 1 and threads >= least else 1
 
     @classmethod
-    def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float, threads: int = 1) -> int:
+    def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float, threads: int = 1, replica: bool = True) -> int:
         """What a solver of this class holds whatever the plan, on ``store`` as it reads it: the
         footprint's rows terms (:func:`ooc.schedule.planner.fixed_bytes`) with its own count of
         ``O(d)`` vectors (:meth:`held_vectors`: its state, the result) in place of the family's,
-        and the threads' replicas when one problem's pass runs on ``threads`` threads."""
+        and the threads' replicas when one problem's pass runs on ``threads`` threads (or, with
+        ``replica``, on one thread for a solver with ``replica_one_thread``)."""
         fixed = fixed_bytes(cls.footprint, store, k, dim, mix)
         t = cls.row_threads(k, threads)
-        replicas = t > 1 or (cls.replica_one_thread and k == 1)
+        replicas = t > 1 or (replica and cls.replica_one_thread and k == 1)
         return (fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * cls.held_vectors(float(l1))
                 + (RowThreads.held_bytes(t, dim, l1) if replicas else 0))
 
-    def _fixed_bytes(self) -> int:
-        return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), self.threads)
+    def _fixed_bytes(self, replica: bool = True) -> int:
+        # one problem's threads as this run decides them (its split rule may keep the pass on one thread:
+        # then no replica per thread is held)
+        try:
+            threads = self.one_problem_threads() if self.k == 1 else self.threads
+        except AttributeError:  # a solver whose own settings are made after the plan: count every thread's
+            threads = self.threads
+        return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), threads, replica)
 
     def one_problem_threads(self) -> int:
         """Threads that share this run's one problem: :meth:`row_threads` (``run.json`` says which scheme
@@ -305,7 +320,7 @@ class BlockLoopSolver(StoreSolver):
         (:meth:`one_problem_threads` > 1), or, for a solver with ``replica_one_thread``, on one thread,
         whose replica keeps the pass's snapshot beside ``w`` (one cache line a nonzero instead of two:
         the same numbers, :class:`~ooc.solvers.row_threads.RowThreads`)."""
-        return self.one_problem_threads() > 1 or (self.replica_one_thread and self.k == 1)
+        return self.one_problem_threads() > 1 or (self.replica_one_thread and self.k == 1 and self._one_thread_replica)
 
     def step_l2(self) -> float:
         """The L2 weight of the problem the Prox-SDCA steps solve (acc-sdca's inner one is larger)."""
@@ -314,7 +329,7 @@ class BlockLoopSolver(StoreSolver):
     def row_pass(self) -> RowThreads:
         """One problem's pass on the threads (:class:`ooc.solvers.row_threads.RowThreads`), made once."""
         if getattr(self, "_row_pass", None) is None:
-            self._row_pass = RowThreads(self.store.col_nnz, self.one_problem_threads(), self.dim, self.pb.bias > 0,
+            self._row_pass = RowThreads(self.store.read_col_nnz(), self.one_problem_threads(), self.dim, self.pb.bias > 0,
                                         float(self.pb.penalty.l1))
         return self._row_pass
 
@@ -612,6 +627,7 @@ class BlockLoopSolver(StoreSolver):
         return self.cache.hit_rate
 
     def result(self) -> dict:
+        self._row_pass = None  # the replicas go before the result's copy is made (never both held)
         return {"w": self.export_w(self.w_prev).copy(), **self.duals.final(self._cur)}
 
     def certified_w(self) -> np.ndarray:

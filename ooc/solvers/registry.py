@@ -176,9 +176,15 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
         fixed = (cls.fixed_for(view, k, view.n_cols, m, 0.0, available_cpus()) if hasattr(cls, "fixed_for")
                  else fixed_bytes(fp, view, k, view.n_cols, m))
         p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
-        least = held + p.minimum
-        fam = {"fits": p.warning is None, "fixed": p.fixed,
-               "smallest_memory": least if memory is not None else limit_that_works(least),
+        if p.warning and hasattr(cls, "fixed_for"):  # as the solver does: without a one-thread replica
+            lean = plan(fp, view, budget, k=k, mix=m, warn=False,
+                        fixed=cls.fixed_for(view, k, view.n_cols, m, 0.0, available_cpus(), replica=False))
+            p = lean if lean.minimum < p.minimum else p
+        # the figure a refusal names (ooc.schedule.planner.refuse_or_warn): with the margin and headroom; a
+        # run fits when its memory is at least that
+        least = limit_that_works(held + p.minimum)
+        fam = {"fits": p.warning is None and out["memory"] >= least, "fixed": p.fixed,
+               "smallest_memory": least,
                "vectors": "memory" if p.vectors_in_memory else "paged", "vector_bytes": p.vector_bytes,
                "cache": p.cache_bytes}
         if fp.policy == "row-groups":

@@ -26,6 +26,7 @@ labels, in bounded pieces), then taken in scipy's canonical form, row chunk by r
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
@@ -119,12 +120,18 @@ def memory_budget(text, option: str = "--memory") -> int:
     return work_budget(parse_memory(text, option))
 
 
-def format_bytes(n) -> str:
-    """Bytes -> ``'512 B'``, ``'1.5 MiB'``, ``'2.0 GiB'`` (what :func:`parse_bytes` reads back)."""
+def format_bytes(n, up: bool = False) -> str:
+    """Bytes -> ``'512 B'``, ``'1.5 MiB'``, ``'2.0 GiB'`` (what :func:`parse_bytes` reads back).
+
+    ``up``: rounded up, never down, for a limit named as one that works (``1.23 GiB`` is ``1.3 GiB``:
+    a user who passes the figure back gets at least what was asked for).
+    """
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+            if unit == "B":
+                return f"{int(math.ceil(n)) if up else int(n)} B"
+            return f"{math.ceil(n * 10) / 10 if up else n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover - the loop returns at TiB
 

@@ -232,6 +232,10 @@ class Store:
         """Nonzeros of rows ``start..stop-1`` without keeping the ``(n,)`` array (:attr:`row_nnz` keeps it)."""
         return self._read_row_vector(ROW_NNZ, start, stop)
 
+    def read_col_nnz(self) -> np.ndarray:
+        """:attr:`col_nnz` without keeping it (a caller that needs it once: 8 bytes a column)."""
+        return self._cached[COL_NNZ] if COL_NNZ in self._cached else self.backend.read(COL_NNZ)
+
     def read_row_sqnorm(self, start: int, stop: int) -> np.ndarray:
         """Squared norms of rows ``start..stop-1`` without keeping the ``(n,)`` array."""
         return self._read_row_vector(ROW_SQNORM, start, stop)
