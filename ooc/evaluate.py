@@ -91,8 +91,9 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
     budget = memory_budget(memory)
     if is_store:
         # the store's blocks cut to what the budget holds: a block, its CSR copy for the kernel, the
-        # labels and the predictions (about three block sizes at once)
-        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget // 4, 1 << 16))))
+        # labels and the predictions (about three block sizes at once: 3/8 of it; evaluate keeps its
+        # ROC AUC scores in half of it, SCORES_SHARE)
+        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget // 8, 1 << 16))))
         _too_wide(source, "the store", st.n_cols, model)
         vals = st.label_values
         for b in range(st.n_blocks(L.ROWS)):
@@ -193,6 +194,10 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
             yield model.predict_from_margins(m)
 
 
+#: The share of ``--memory`` (1 / this) that ``evaluate`` lets its ROC AUC scores take.
+SCORES_SHARE = 2
+
+
 def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=None) -> dict:
     """Metrics of the run's model on ``source`` (:func:`evaluate_model` of ``RUN/model``)."""
     return evaluate_model(LinearModel.load(run), source, memory, threads, progress)
@@ -230,7 +235,9 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
 
         cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if "gamma" in loss_spec(model.loss).params else 0.0)
     classify = model.task in (L.BINARY, L.MULTICLASS)
-    scores = ClassificationMetrics(len(model.classes_)) if classify else RegressionMetrics()
+    # ROC AUC keeps every row's scores: at most SCORES_SHARE of the budget, else it is skipped and says so
+    keep = memory_budget(memory) // SCORES_SHARE
+    scores = ClassificationMetrics(len(model.classes_), keep_bytes=keep) if classify else RegressionMetrics()
     n = 0
     correct = 0
     loss_sum = 0.0

@@ -263,6 +263,10 @@ def test_evaluate_reads_blocks_that_fit_its_budget(data, big_blocks, tmp_path):
     run = ooc.train(big_blocks, str(tmp_path / "r"), **dict(OPTS, max_epochs=20))
     small = evaluate(run.path, big_blocks.path, memory="1KiB")
     large = evaluate(run.path, big_blocks.path, memory="1GiB")
+    # ROC AUC keeps every row's score: beyond half of --memory it is skipped and says why, never computed
+    # above the limit; every other figure is the same
+    assert small.pop("roc_auc") is None and "more than --memory leaves" in small.pop("roc_auc_skipped")
+    assert large.pop("roc_auc") is not None and "roc_auc_skipped" not in large
     assert small == large
     a = np.concatenate(list(iter_predictions(run.path, big_blocks.path, memory="1KiB")))
     b = np.concatenate(list(iter_predictions(run.path, big_blocks.path, memory="auto")))
