@@ -31,7 +31,7 @@ from typing import Iterator, Protocol
 from ._malloc import trim
 from ._memlimit import rss_bytes
 
-__all__ = ["Shrinkable", "governed", "check", "register", "ceiling", "peak", "shrunk", "SAMPLE_SECONDS"]
+__all__ = ["Shrinkable", "governed", "check", "room", "register", "ceiling", "peak", "shrunk", "SAMPLE_SECONDS"]
 
 #: How often the sampling thread reads the resident size while a ceiling is set.
 SAMPLE_SECONDS = 0.02
@@ -81,20 +81,35 @@ def shrunk() -> int:
     return _S.shrunk
 
 
-def check(where: str = "") -> int:
+def room(nbytes: int) -> bool:
+    """Whether ``nbytes`` more fit under the ceiling less the reserve, after the governor made what room
+    it can (trim, shrink). Called before a large allocation that may be skipped or made smaller (a copy
+    kept in a cache) or that is about to happen anyway (a group's arrays): the excess is taken off the
+    caches before the bytes are allocated, not after. True when no ceiling is set."""
+    cap = _S.ceiling
+    if cap is None:
+        return True
+    need = int(nbytes)
+    if rss_bytes() + need <= cap - _S.reserve:
+        return True
+    return check("before an allocation", need) + need <= cap - _S.reserve
+
+
+def check(where: str = "", extra: int = 0) -> int:
     """Read the resident size; above ``ceiling - reserve``, trim the heap and shrink (module docstring).
 
-    Returns the resident size after the check. Cheap (one read of ``/proc/self/statm``) when under.
+    ``extra``: bytes about to be allocated (:func:`room`), counted as held. Returns the resident size
+    after the check. Cheap (one read of ``/proc/self/statm``) when under.
     """
     rss = rss_bytes()
     cap = _S.ceiling
     if rss > _S.peak:
         _S.peak = rss
-    if cap is None or rss <= cap - _S.reserve:
+    if cap is None or rss + extra <= cap - _S.reserve:
         return rss
     with _S.lock:  # one shrinker at a time (the sampler and a phase boundary may both get here)
         rss = rss_bytes()
-        target = cap - _S.reserve
+        target = cap - _S.reserve - int(extra)
         if rss <= target:
             return rss
         trim()

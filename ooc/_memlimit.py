@@ -160,11 +160,16 @@ def counts_whole_process() -> bool:
 
 def work_budget(memory: int | None, held: int | None = None) -> int:
     """Bytes the work may add to this process for a memory option parsed to ``memory`` (None: ``auto``);
-    ``held``: what the process holds (default :func:`rss_bytes`)."""
+    ``held``: what the process holds (default :func:`rss_bytes`). On the command line (the whole
+    process) an explicit ``memory`` leaves ``held`` and :func:`margin` unplanned, as ``auto`` does."""
     held = rss_bytes() if held is None else held
     if memory is None:
         return auto_budget(held=held)
-    return max(0, int(memory) - (held if _WHOLE_PROCESS else 0))
+    if not _WHOLE_PROCESS:
+        return max(0, int(memory))
+    # the whole process: the same margin as auto's is left unplanned (the allocator's slack, a kernel's
+    # first load, transients between two of the governor's readings), so that the peak stays under it
+    return max(0, int(memory) - held - margin(int(memory)))
 
 
 #: What the memory governor keeps free below a ceiling (:func:`governor_reserve`): at least this ...

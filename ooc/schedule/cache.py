@@ -93,7 +93,8 @@ class BlockCache:
 
     def fits(self, size: int) -> bool:
         """Whether a block of ``size`` bytes would be kept (callers skip making a copy that would not)."""
-        return 0 < size <= self.budget
+        # and whether the process has room for the copy under its ceiling (ooc._memguard), made first
+        return 0 < size <= self.budget and _memguard.room(size)
 
     def add(self, key: Hashable, value: Any, size: int) -> None:
         """Count a load of ``size`` bytes from the store (a miss) and keep ``value`` if it fits.

@@ -157,12 +157,12 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
     O(d) vectors and what a pass holds at once), ``fixed`` (the O(d) vectors), and the plan:
     ``vectors`` ('memory' or 'paged'), ``group``/``read_ahead`` (row-groups), ``cache``.
     """
-    from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, auto_budget, limit_that_works, process_limit
+    from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, Limit, auto_budget, limit_that_works, process_limit
 
     view = store.with_blocks(block_bytes)
     held = TRAIN_PROCESS_BYTES + KERNELS_BYTES + store.reader_bytes()
     limit = process_limit() if memory is None else None
-    budget = auto_budget(limit, held) if memory is None else max(0, int(memory) - held)
+    budget = auto_budget(limit, held) if memory is None else auto_budget(Limit(int(memory), "--memory"), held)
     k = len(store.classes) if store.label_kind == MULTICLASS and store.classes else 1
     out = {"memory": int(memory) if memory is not None else limit.bytes,
            "memory_source": "--memory" if memory is not None else limit.source,
