@@ -313,7 +313,10 @@ def _info_options() -> list:
     return [click.Option(["--block-bytes"], default=d["block_bytes"], show_default=True,
                          help="The training option of that name."),
             click.Option(["--mix-blocks"], type=int, default=d["mix_blocks"], show_default=True,
-                         help="The training option of that name.")]
+                         help="The training option of that name."),
+            click.Option(["--threads"], type=click.IntRange(min=0), default=0, show_default=True,
+                         help="The training option of that name (0: every core this process may use): "
+                              "one problem's threads each hold a replica of the model.")]
 
 
 @main.command(cls=_ConfigOptions)
@@ -326,7 +329,7 @@ def _info_options() -> list:
               help="RUN: how many of the largest weights to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_user_errors
-def info(store, memory, block_bytes, mix_blocks, top, as_json):
+def info(store, memory, block_bytes, mix_blocks, threads, top, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes, and
     whether a run fits --memory. Or describe the run directory RUN: its objective, the certificate
     (duality gap against --tol), and the features of largest weight."""
@@ -349,7 +352,7 @@ def info(store, memory, block_bytes, mix_blocks, top, as_json):
     with open_store(store) as st:
         i = _store_info(st)
         i["auto"] = explain_auto(i, st.has_layout("cols"))
-        i["memory_fit"] = memory_fit(st, cfg.memory_bytes, cfg.train_block_bytes, cfg.mix_blocks)
+        i["memory_fit"] = memory_fit(st, cfg.memory_bytes, cfg.train_block_bytes, cfg.mix_blocks, threads)
         f = st.attrs.get("factor")
         # the factor (ooc.store.factorize) is reported here, not in Store.info, to keep it in one module
         i.update({"factorized": bool(f), "factor_k": f["k"] if f else None,

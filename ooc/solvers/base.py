@@ -291,8 +291,11 @@ class BlockLoopSolver(StoreSolver):
         fixed = fixed_bytes(cls.footprint, store, k, dim, mix)
         t = cls.row_threads(k, threads)
         replicas = t > 1 or (replica and cls.replica_one_thread and k == 1)
-        return (fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * cls.held_vectors(float(l1))
-                + (RowThreads.held_bytes(t, dim, l1) if replicas else 0))
+        # the result's copy (the last of held_vectors) is made once the replicas are gone (result()):
+        # the two are never held at once
+        copy = 8 * k * dim
+        return (fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * (cls.held_vectors(float(l1)) - 1)
+                + max(copy, RowThreads.held_bytes(t, dim, l1) if replicas else 0))
 
     def _fixed_bytes(self, replica: bool = True) -> int:
         # one problem's threads as this run decides them (its split rule may keep the pass on one thread:
