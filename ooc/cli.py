@@ -600,7 +600,9 @@ def append(store, newdata, out_store, input_format, memory, overwrite, as_json):
 @click.argument("input", type=click.Path())
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
               help="Write predictions here (default: stdout).")
-@click.option("--proba", is_flag=True, help="Print the probability of the positive class (logistic).")
+@click.option("--proba", is_flag=True,
+              help="Print each row's class probabilities, one column per class in the model's class order, "
+                   "summing to 1 (logistic, binary or one-vs-rest; other models are refused).")
 @click.option("--memory", default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
 @click.option("--threads", type=int, default=0, show_default=True,
@@ -621,11 +623,15 @@ def predict(run, input, out_file, proba, memory, threads, verbose):
     try:
         with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
             for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar):
-                fh.write("\n".join(_fmt_label(p) for p in pred))
+                fh.write("\n".join(" ".join(map(_fmt_proba, p)) if proba else _fmt_label(p) for p in pred))
                 if len(pred):
                     fh.write("\n")
     finally:
         bar.close()
+
+
+def _fmt_proba(x) -> str:
+    return repr(float(x))  # every digit: the columns sum to 1 as the model computed them
 
 
 def _fmt_label(x) -> str:

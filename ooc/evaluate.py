@@ -169,7 +169,8 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
 
 def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0,
                      progress=None) -> Iterator[np.ndarray]:
-    """Predicted labels (or positive-class probabilities) of ``source``, piece by piece.
+    """Predicted labels (or, with ``proba``, class probabilities: ``(rows, classes)``, each row summing
+    to 1, :meth:`~ooc.model.LinearModel.predict_proba`) of ``source``, piece by piece.
 
     ``source`` is a store or a file (svmlight, CSV, .npz, which may come without labels); its
     labels are not used. An svmlight
@@ -180,15 +181,16 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
     rows = 0
-    if proba and not loss_spec(model.loss).proba:
-        raise ValueError(f"--proba needs a logistic model (this one: {model.loss})")
+    why = model.proba_refusal() if proba else None
+    if why is not None:
+        raise ValueError(f"--proba: {why}")
     for piece in _iter_rows(model, source, memory, labels=False):
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         rows += len(m)
         if progress is not None:
             progress(progress_event(piece, rows))
         if proba:
-            yield 1.0 / (1.0 + np.exp(-m))
+            yield proba_from_margins(m)
         else:
             yield model.predict_from_margins(m)
 
