@@ -76,13 +76,22 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
     from .kernels.hash_bits import MAX_HASH_BITS
     from .store.backend import StoreError
     from .store.ingest import load_npz, matrix_chunks
-    from .store.readers import csv_layout, detect_format, iter_csv, iter_svmlight, iter_vw
+    from .store.readers import (
+        csv_layout,
+        detect_format,
+        input_size,
+        is_local,
+        is_stream,
+        iter_csv,
+        iter_svmlight,
+        iter_vw,
+    )
     from .store.store import backend_for_path, open_store
 
     # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
     # store, not parsed as text
     is_store = source.startswith("memory://") or os.path.isdir(source) or source.endswith((".h5", ".hdf5"))
-    if not is_store:
+    if not is_store and not is_stream(source):  # ('-', a pipe: a file's text, never a store)
         try:
             backend_for_path(source)
             is_store = True
@@ -103,10 +112,11 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
             yield _Piece(blk.indptr.astype(np.int64), blk.indices, blk.data, y, row=blk.start, done=blk.stop,
                          total=st.n_rows)
         return
-    if not os.path.exists(source):
+    if is_local(source) and not os.path.exists(source):
         raise InputError(source, "no such file or store")
     chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
-    size = os.path.getsize(source)  # text files: progress in input bytes (compressed ones too)
+    # text files: progress in input bytes (compressed ones too); a stream ('-', a pipe) has no size
+    size = input_size(source) or 0
     fmt = detect_format(source)
     if fmt == "npz":
         rows, y = load_npz(source, labels_required=labels)
