@@ -113,7 +113,12 @@ def _check_task(o: dict, loss, store) -> None:
             able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if CRAMMER_SINGER in s.multiclass)
             raise ValueError(f"--multiclass crammer-singer trains with {able} (not {o['solver']})")
     if kind == L.MULTICLASS and not loss.classification:
-        raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
+        # integer targets (counts, ratings, years) are read as classes by --label-kind auto
+        able = ", ".join(n for n, s in LOSS_REGISTRY.items() if s.classification)
+        raise ValueError(f"{store.path}: its labels were read as {len(store.attrs.get('classes') or [])} classes (integers are "
+                         f"multiclass under --label-kind auto), and --loss {o['loss']} is a regression loss: for "
+                         "regression targets convert the data again with 'ooc convert INPUT STORE --label-kind "
+                         f"regression', or train the classes with a classification loss ({able})")
     if kind == L.REGRESSION and loss.classification:
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
     class_weights_for(store, o["class_weight"])  # a mapping's labels against the store's classes

@@ -944,7 +944,9 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
-                progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
+                # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
+                progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows,
+                          "total_rows": getattr(make_chunks, "n_rows", None)})
         if w.n_rows == 0:
             raise InputError(source_desc, "no data rows")
         attrs = w.finish_rows(n_features, label_kind)
