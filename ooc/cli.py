@@ -160,6 +160,7 @@ class _OneLineErrors(click.Group):
             # SIGTERM stops any command like Ctrl-C; --memory counts the whole process
             with interrupts.stop_on_signals(), _whole_process():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
+                sys.stdout.flush()  # what is still buffered: a closed stdout is found here, not at exit
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "ooc"
             click.echo(f"ooc: error: {e.format_message()} (see '{where} --help')", err=True)

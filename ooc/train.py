@@ -409,8 +409,15 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
 
 
 def resume(run: str, max_epochs: int | None = None, progress=None, store=None, threads: int | None = None,
-           **options) -> Run:
+           keep_better: bool = True, **options) -> Run:
     """Continue a run from its last checkpoint; bit-for-bit the same as never stopping.
+
+    A finished run's model is never replaced by a worse one: ``max_epochs`` at or below the
+    epoch it finished at is refused (``RunError``), and a resume that ends with a worse
+    certificate keeps the model (:func:`worse_certificate`; a warning says why).
+    ``keep_better=False`` replaces it with the state reached whatever its certificate (the
+    estimators' ``partial_fit``: each call is one more pass, and a duality gap need not fall at
+    every pass).
 
     ``threads``: None keeps the run's count (``run.json``), the bit-exact resume; another count
     (0: every core) is recorded in ``run.json`` and used from the last checkpoint on: a
@@ -466,7 +473,7 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
                 cfg["max_epochs"] = int(max_epochs)
             rd.write_config(cfg)
         warm, start = _trajectory(rd, cfg, st, o)
-        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
+        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start, keep_better=keep_better)
 
 
 def finished_metrics(rd: RunDir) -> dict | None:
@@ -635,7 +642,8 @@ def _model(w: np.ndarray, o: dict, st, pb) -> LinearModel:
     return LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
 
 
-def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=None) -> Run:
+def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=None,
+             keep_better: bool = True) -> Run:
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
@@ -662,7 +670,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     # Numba's one-time start in a process (its compiler context, ~0.45 s, then the first kernel from the
     # disk cache) is the process's start, like the imports: paid here, before the run's clock starts
     row_order(2, 0, 0, 0)
-    found = finished_metrics(rd) if resume else None  # a resume never replaces it with a worse one
+    found = finished_metrics(rd) if resume and keep_better else None  # never replaced by a worse one
     res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
     kernels_loaded()
     # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
