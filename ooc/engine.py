@@ -27,8 +27,8 @@ The contract (:class:`ooc.solvers.base.StoreSolver` documents the methods):
   solver calls :meth:`EpochContext.tick` at a safe point and ``checkpoint_every`` seconds
   have passed. The engine's metadata (``seq, epoch, seconds, state_seconds, history_len,
   bytes_read``) is merged with the solver's own (:meth:`checkpoint_state`).
-* A run's final state is always durable (docs/training.rst, "Runs and checkpoints"): when the
-  checkpoint of an epoch end was skipped (``epoch_checkpoint_optional``), the state the run
+* A run's final state is always durable (docs/training.rst, "Runs, checkpoints and resume"):
+  when the checkpoint of an epoch end was skipped (``epoch_checkpoint_optional``), the state the run
   stops at (converged, ``max_epochs``, early stop) is checkpointed as it stands after its
   certifying pass, the history line of that certificate left out of the checkpoint so that a
   resume certifies it again from there (no epoch is run again). A stop signal (Ctrl-C,

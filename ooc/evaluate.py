@@ -190,10 +190,24 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     """
     model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
-    rows = 0
     why = model.proba_refusal() if proba else None
     if why is not None:
         raise ValueError(f"--proba: {why}")
+    yield from _with_streams_closed(_predictions(model, source, proba, memory, nthreads, progress))
+
+
+def _with_streams_closed(pieces):
+    """``pieces``, then the pipes they read closed (:func:`ooc.store.readers.forget_streams`), however it ends."""
+    from .store.readers import forget_streams
+
+    try:
+        yield from pieces
+    finally:
+        forget_streams()
+
+
+def _predictions(model, source, proba, memory, nthreads, progress):
+    rows = 0
     for piece in _iter_rows(model, source, memory, labels=False):
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         rows += len(m)
@@ -247,7 +261,7 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
     correct = 0
     loss_sum = 0.0
     logloss = 0.0
-    for piece in _iter_rows(model, source, memory):
+    for piece in _with_streams_closed(_iter_rows(model, source, memory)):
         _check_labels(model, source, piece)
         y = piece.labels
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)

@@ -1,5 +1,5 @@
 """A run's final state is durable, and a resume never replaces a model with a worse one
-(docs/training.rst, "Runs and checkpoints").
+(docs/training.rst, "Runs, checkpoints and resume").
 
 The engine may skip the checkpoints of epoch ends (a solver whose whole state is in every
 checkpoint, ``epoch_checkpoint_optional``); the tests make every skip happen (a checkpoint

@@ -48,7 +48,10 @@ def _inputs(tmp):
                  for i in range(N)).encode()
     buf = io.BytesIO()
     np.savez(buf, X=X, y=y)
-    files = {"svm": svm, "svm.gz": gzip.compress(svm), "csv": csv, "vw": vw, "npz": buf.getvalue()}
+    words = ["red", "green", "blue", "cat", "dog", "tree"]
+    text = "".join(f"{y[i]},{' '.join(words[j] for j in range(D) if X[i, j] > 0) or 'none'}\n"
+                   for i in range(N)).encode()
+    files = {"svm": svm, "svm.gz": gzip.compress(svm), "csv": csv, "vw": vw, "npz": buf.getvalue(), "text": text}
     paths = {}
     for ext, data in files.items():
         paths[ext] = tmp / f"d.{ext}"
@@ -62,6 +65,9 @@ def setup(tmp_path_factory):
     files, paths = _inputs(tmp)
     assert cli("convert", paths["svm"], tmp / "s.zarr").exit_code == 0
     ooc.train(str(tmp / "s.zarr"), str(tmp / "run"), loss="logistic", l2=1e-2, tol=1e-6)
+    # a model of hashed features: what a Vowpal Wabbit input is predicted with
+    assert cli("convert", paths["vw"], tmp / "v.zarr", "--hash-bits", "10").exit_code == 0
+    ooc.train(str(tmp / "v.zarr"), str(tmp / "vrun"), loss="logistic", l2=1e-2, tol=1e-6)
     return tmp, files, paths
 
 
@@ -108,11 +114,16 @@ def _store_content(path):
 
 
 @pytest.mark.parametrize("how", ["-", "fifo"])
-@pytest.mark.parametrize("fmt", ["svm", "svm.gz", "csv", "vw", "npz"])
+@pytest.mark.parametrize("fmt", ["svm", "svm.gz", "csv", "vw", "npz", "text"])
 @pytest.mark.parametrize("given", [False, True], ids=["sniffed", "input-format"])
 def test_convert_reads_every_format_from_a_stream(setup, tmp_path, how, fmt, given):
     tmp, files, paths = setup
-    opt = ["--input-format", {"svm": "svmlight", "svm.gz": "svmlight"}.get(fmt, fmt)] if given else []
+    if fmt == "text":  # raw text is never sniffed: --text gives it
+        if not given:
+            pytest.skip("raw text is read only when --text says so")
+        opt = ["--text", "0:1", "--hash-bits", "12"]
+    else:
+        opt = ["--input-format", {"svm": "svmlight", "svm.gz": "svmlight"}.get(fmt, fmt)] if given else []
     assert cli("convert", paths[fmt], tmp_path / "file.zarr", *opt).exit_code == 0
     res = _streamed(tmp_path, how, files[fmt], "convert", "{}", tmp_path / "stream.zarr", *opt)
     assert res.exit_code == 0, (res.stderr, res.exception)
@@ -120,13 +131,14 @@ def test_convert_reads_every_format_from_a_stream(setup, tmp_path, how, fmt, giv
 
 
 @pytest.mark.parametrize("how", ["-", "fifo"])
-@pytest.mark.parametrize("fmt", ["svm", "svm.gz", "csv", "npz"])
+@pytest.mark.parametrize("fmt", ["svm", "svm.gz", "csv", "npz", "vw"])
 @pytest.mark.parametrize("command", [["predict"], ["predict", "--proba"], ["evaluate", "--json"]])
 def test_predict_and_evaluate_read_every_format_from_a_stream(setup, tmp_path, how, fmt, command):
     tmp, files, paths = setup
-    want = cli(command[0], tmp / "run", paths[fmt], *command[1:])
+    run = tmp / ("vrun" if fmt == "vw" else "run")
+    want = cli(command[0], run, paths[fmt], *command[1:])
     assert want.exit_code == 0, want.stderr
-    res = _streamed(tmp_path, how, files[fmt], command[0], tmp / "run", "{}", *command[1:])
+    res = _streamed(tmp_path, how, files[fmt], command[0], run, "{}", *command[1:])
     assert res.exit_code == 0, (res.stderr, res.exception)
     if command[0] == "evaluate":
         a, b = json.loads(res.stdout), json.loads(want.stdout)
@@ -165,3 +177,22 @@ def test_a_closed_stdout_ends_quietly(setup, command):
     p.stdout.close()  # the reader leaves at once
     _, err = p.communicate(files["svm"], timeout=120)
     assert p.returncode == 141 and err.decode() == "", (args, p.returncode, err)
+
+
+def test_a_fifo_read_again_in_one_process_gives_its_new_content(setup, tmp_path):
+    """Each command's reading of a stream is its own: the same FIFO path written again is read anew
+    (not the head kept from the command before)."""
+    tmp, files, paths = setup
+    lines = files["svm"].splitlines(keepends=True)
+    halves = [b"".join(lines[:N // 2]), b"".join(lines[N // 2:])]
+    want = cli("predict", tmp / "run", paths["svm"]).stdout.splitlines()
+    got = []
+    for data in halves:
+        fifo = Fifo(tmp_path / "same-fifo", data)
+        try:
+            res = cli("predict", tmp / "run", fifo.path)
+        finally:
+            fifo.close()
+        assert res.exit_code == 0, res.stderr
+        got.append(res.stdout.splitlines())
+    assert got == [want[:N // 2], want[N // 2:]]

@@ -48,6 +48,7 @@ from .readers import (
     RowChunk,
     csv_layout,
     detect_format,
+    forget_streams,
     input_size,
     is_local,
     is_stream,
@@ -802,11 +803,14 @@ def convert(
         whose process is provably gone, see :func:`ooc.store.writer.remove_stale_temporaries`).
     """
     store = output_location(store)
-    plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
-                 block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
-                 threads)
-    t0 = time.perf_counter()
-    _build_and_publish(plan, label_kind, progress)
+    try:
+        plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
+                     block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
+                     threads)
+        t0 = time.perf_counter()
+        _build_and_publish(plan, label_kind, progress)
+    finally:
+        forget_streams()  # a pipe read here is this conversion's: a later one opens it again
     if progress:
         progress({"phase": "done", "seconds": time.perf_counter() - t0})
     return open_store(store)

@@ -53,6 +53,7 @@ __all__ = [
     "is_local",
     "is_stream",
     "read_whole",
+    "forget_streams",
     "input_size",
     "PieceKernel",
     "parse_block",
@@ -382,6 +383,18 @@ def _stream(path) -> _Stdin:
 
 def _open_stdin(path=STDIN):
     return io.BufferedReader(_stream(path).open(), buffer_size=1 << 20)
+
+
+def forget_streams() -> None:
+    """Close the local streams opened so far (:func:`_stream`): the end of a command's reading of them.
+
+    A later reading of the same path (a FIFO written again) opens it anew instead of finding the
+    kept head of the one before. Standard input stays (one per ``sys.stdin``).
+    """
+    while _STREAMS:
+        _, st = _STREAMS.popitem()
+        with contextlib.suppress(OSError):
+            st.stream.close()
 
 
 def read_whole(path) -> bytes:
