@@ -14,7 +14,6 @@ first signal only is remembered: the loop saves its state at the next safe point
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import signal
 import sys
@@ -43,9 +42,13 @@ def handler(signum, frame):
 
 
 def _force(signum: int) -> None:
-    """A deferred signal that found no safe point in time: stop the main thread now."""
+    """A deferred signal that found no safe point in time: stop the main thread now.
+
+    The signal is sent to the main thread again (not ``_thread.interrupt_main``, which would not
+    wake a wait in a system call): :func:`handler` then finds it pending and raises.
+    """
     if _defer and _pending is not None:
-        _thread.interrupt_main(signum)
+        signal.pthread_kill(threading.main_thread().ident, signum)
 
 
 def pending() -> bool:

@@ -182,3 +182,25 @@ def test_a_resume_that_ends_worse_keeps_the_model(store, tmp_path, slow_writes):
         kept = ooc.resume(run, max_epochs=res["epochs"] + 5).result
     assert kept["rel_gap"] == claimed["rel_gap"] and "kept_model" in kept
     assert np.array_equal(_coef(run), coef) and read_sealed_json(path)["rel_gap"] == claimed["rel_gap"]
+
+
+def test_a_deferred_signal_stops_a_wait_without_a_safe_point(monkeypatch):
+    """No safe point comes (the main thread waits in a system call): the signal stops it anyway,
+    ``DEFER_SECONDS`` after it came."""
+    import threading
+    import time
+
+    import ooc.interrupts as interrupts
+
+    monkeypatch.setattr(interrupts, "DEFER_SECONDS", 0.3)
+    with interrupts.stop_on_signals():
+        interrupts.defer(True)
+        try:
+            threading.Timer(0.1, os.kill, args=(os.getpid(), signal.SIGTERM)).start()
+            t0 = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                threading.Event().wait(30)
+            assert time.monotonic() - t0 < 10
+        finally:
+            interrupts.defer(False)
+    assert not interrupts.pending()
