@@ -46,6 +46,10 @@ def _user_errors(fn):
             return fn(*args, **kwargs)
         except click.ClickException:
             raise
+        except BrokenPipeError as exc:
+            if _stdout_closed():  # its reader had enough (``| head``): no error (click would exit 1)
+                _quiet_closed_stdout()
+            raise UserError(os_error_line(exc) or _first_line(exc)) from None
         except (InputError, StoreError, RunError, FileExistsError, FileNotFoundError, ValueError,
                 RuntimeError) as exc:
             raise UserError(_first_line(exc)) from None
@@ -156,6 +160,7 @@ class _OneLineErrors(click.Group):
             # SIGTERM stops any command like Ctrl-C; --memory counts the whole process
             with interrupts.stop_on_signals(), _whole_process():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
+                sys.stdout.flush()  # what is still buffered: a closed stdout is found here, not at exit
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "ooc"
             click.echo(f"ooc: error: {e.format_message()} (see '{where} --help')", err=True)
@@ -166,7 +171,41 @@ class _OneLineErrors(click.Group):
         except click.exceptions.Abort:
             click.echo("ooc: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError as e:
+            if not _stdout_closed():
+                from .fsutil import os_error_line
+
+                click.echo(f"ooc: error: {os_error_line(e) or e}", err=True)
+                sys.exit(1)
+            _quiet_closed_stdout()
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+#: the exit status of a command whose reader closed its stdout (``ooc predict ... | head``): a shell's
+#: for a process ended by SIGPIPE, which Python ignores
+EXIT_CLOSED_STDOUT = 128 + 13
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reading end is closed (its reader, ``head``, had enough)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        p = select.poll()
+        p.register(fd, 0)  # POLLERR comes whatever is asked: the reading end is gone
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (tests' captured stdout)
+        return False
+
+
+def _quiet_closed_stdout() -> None:
+    """End the command without a word when its stdout's reader left (Python's advice for SIGPIPE):
+    what is still buffered for stdout goes to /dev/null, not to an error at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(EXIT_CLOSED_STDOUT)
 
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -603,7 +642,9 @@ def append(store, newdata, out_store, input_format, memory, overwrite, as_json):
 @click.argument("input", type=click.Path())
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
               help="Write predictions here (default: stdout).")
-@click.option("--proba", is_flag=True, help="Print the probability of the positive class (logistic).")
+@click.option("--proba", is_flag=True,
+              help="Print each row's class probabilities, one column per class in the model's class order, "
+                   "summing to 1 (logistic, binary or one-vs-rest; other models are refused).")
 @click.option("--memory", default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
 @click.option("--threads", type=int, default=0, show_default=True,
@@ -611,7 +652,7 @@ def append(store, newdata, out_store, input_format, memory, overwrite, as_json):
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def predict(run, input, out_file, proba, memory, threads, verbose):
-    """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
+    """Predict the rows of INPUT (a store, or an svmlight/CSV/.npz file; '-' for stdin), one label per line."""
     from .evaluate import iter_predictions
     from .fsutil import atomic_output, contains
 
@@ -624,11 +665,15 @@ def predict(run, input, out_file, proba, memory, threads, verbose):
     try:
         with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
             for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar):
-                fh.write("\n".join(_fmt_label(p) for p in pred))
+                fh.write("\n".join(" ".join(map(_fmt_proba, p)) if proba else _fmt_label(p) for p in pred))
                 if len(pred):
                     fh.write("\n")
     finally:
         bar.close()
+
+
+def _fmt_proba(x) -> str:
+    return repr(float(x))  # every digit: the columns sum to 1 as the model computed them
 
 
 def _fmt_label(x) -> str:
@@ -647,7 +692,7 @@ def _fmt_label(x) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def evaluate(run, input, memory, threads, as_json, verbose):
-    """Score RUN's model on INPUT: the primal objective; accuracy, log loss, ROC AUC, precision,
+    """Score RUN's model on INPUT (a store or a file; '-' for stdin): the primal objective; accuracy, log loss, ROC AUC, precision,
     recall, F1 and the confusion matrix (classification); RMSE, MAE and R^2 (regression)."""
     from .evaluate import evaluate as do_evaluate
 

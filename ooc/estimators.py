@@ -356,7 +356,8 @@ class _OOCLinear(BaseEstimator):
 
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", _OocConvergenceWarning)
-                    run = resume(pf["run_dir"], max_epochs=self.n_iter_ + 1)
+                    # one more pass, its state the model whatever its gap (a gap need not fall every pass)
+                    run = resume(pf["run_dir"], max_epochs=self.n_iter_ + 1, keep_better=False)
         self._set_fitted(run, warn=False)
         self.run_ = self._pf["run_dir"] if self.run_dir is not None else None
         return self

@@ -76,13 +76,22 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
     from .kernels.hash_bits import MAX_HASH_BITS
     from .store.backend import StoreError
     from .store.ingest import load_npz, matrix_chunks
-    from .store.readers import csv_layout, detect_format, iter_csv, iter_svmlight, iter_vw
+    from .store.readers import (
+        csv_layout,
+        detect_format,
+        input_size,
+        is_local,
+        is_stream,
+        iter_csv,
+        iter_svmlight,
+        iter_vw,
+    )
     from .store.store import backend_for_path, open_store
 
     # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
     # store, not parsed as text
     is_store = source.startswith("memory://") or os.path.isdir(source) or source.endswith((".h5", ".hdf5"))
-    if not is_store:
+    if not is_store and not is_stream(source):  # ('-', a pipe: a file's text, never a store)
         try:
             backend_for_path(source)
             is_store = True
@@ -104,10 +113,11 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
             yield _Piece(blk.indptr.astype(np.int64), blk.indices, blk.data, y, row=blk.start, done=blk.stop,
                          total=st.n_rows)
         return
-    if not os.path.exists(source):
+    if is_local(source) and not os.path.exists(source):
         raise InputError(source, "no such file or store")
     chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
-    size = os.path.getsize(source)  # text files: progress in input bytes (compressed ones too)
+    # text files: progress in input bytes (compressed ones too); a stream ('-', a pipe) has no size
+    size = input_size(source) or 0
     fmt = detect_format(source)
     if fmt == "npz":
         rows, y = load_npz(source, labels_required=labels)
@@ -170,7 +180,8 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
 
 def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0,
                      progress=None) -> Iterator[np.ndarray]:
-    """Predicted labels (or positive-class probabilities) of ``source``, piece by piece.
+    """Predicted labels (or, with ``proba``, class probabilities: ``(rows, classes)``, each row summing
+    to 1, :meth:`~ooc.model.LinearModel.predict_proba`) of ``source``, piece by piece.
 
     ``source`` is a store or a file (svmlight, CSV, .npz, which may come without labels); its
     labels are not used. An svmlight
@@ -180,16 +191,31 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     """
     model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
+    why = model.proba_refusal() if proba else None
+    if why is not None:
+        raise ValueError(f"--proba: {why}")
+    yield from _with_streams_closed(_predictions(model, source, proba, memory, nthreads, progress))
+
+
+def _with_streams_closed(pieces):
+    """``pieces``, then the pipes they read closed (:func:`ooc.store.readers.forget_streams`), however it ends."""
+    from .store.readers import forget_streams
+
+    try:
+        yield from pieces
+    finally:
+        forget_streams()
+
+
+def _predictions(model, source, proba, memory, nthreads, progress):
     rows = 0
-    if proba and not loss_spec(model.loss).proba:
-        raise ValueError(f"--proba needs a logistic model (this one: {model.loss})")
     for piece in _iter_rows(model, source, memory, labels=False):
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         rows += len(m)
         if progress is not None:
             progress(progress_event(piece, rows))
         if proba:
-            yield 1.0 / (1.0 + np.exp(-m))
+            yield proba_from_margins(m)
         else:
             yield model.predict_from_margins(m)
 
@@ -242,7 +268,7 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
     correct = 0
     loss_sum = 0.0
     logloss = 0.0
-    for piece in _iter_rows(model, source, memory):
+    for piece in _with_streams_closed(_iter_rows(model, source, memory)):
         _check_labels(model, source, piece)
         y = piece.labels
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)

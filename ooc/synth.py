@@ -60,6 +60,7 @@ class SynthSource:
         for c in range(n_out):
             idx = rng.choice(top, size=min(informative, len(top)), replace=False)
             self.coef[c, idx] = rng.standard_normal(len(idx)) * 3.0
+        self.n_rows = self.rows  # for progress: the rows to come (nothing is parsed)
         self.description = (f"<synth rows={rows} cols={cols} nnz_per_row={nnz_per_row} task={task} "
                             f"seed={seed}>")
 

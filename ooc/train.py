@@ -123,7 +123,12 @@ def _check_task(o: dict, loss, store) -> None:
             able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if CRAMMER_SINGER in s.multiclass)
             raise ValueError(f"--multiclass crammer-singer trains with {able} (not {o['solver']})")
     if kind == L.MULTICLASS and not loss.classification:
-        raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
+        # integer targets (counts, ratings, years) are read as classes by --label-kind auto
+        able = ", ".join(n for n, s in LOSS_REGISTRY.items() if s.classification)
+        raise ValueError(f"{store.path}: its labels were read as {len(store.attrs.get('classes') or [])} classes (integers are "
+                         f"multiclass under --label-kind auto), and --loss {o['loss']} is a regression loss: for "
+                         "regression targets convert the data again with 'ooc convert INPUT STORE --label-kind "
+                         f"regression', or train the classes with a classification loss ({able})")
     if kind == L.REGRESSION and loss.classification:
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
     class_weights_for(store, o["class_weight"])  # a mapping's labels against the store's classes
@@ -414,8 +419,15 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
 
 
 def resume(run: str, max_epochs: int | None = None, progress=None, store=None, threads: int | None = None,
-           **options) -> Run:
+           keep_better: bool = True, **options) -> Run:
     """Continue a run from its last checkpoint; bit-for-bit the same as never stopping.
+
+    A finished run's model is never replaced by a worse one: ``max_epochs`` at or below the
+    epoch it finished at is refused (``RunError``), and a resume that ends with a worse
+    certificate keeps the model (:func:`worse_certificate`; a warning says why).
+    ``keep_better=False`` replaces it with the state reached whatever its certificate (the
+    estimators' ``partial_fit``: each call is one more pass, and a duality gap need not fall at
+    every pass).
 
     ``threads``: None keeps the run's count (``run.json``), the bit-exact resume; another count
     (0: every core) is recorded in ``run.json`` and used from the last checkpoint on: a
@@ -453,6 +465,11 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
         raise RunError(f"{run}: a distributed run made by an older ooc, whose rounds visited the rows in another "
                        "order: it cannot be resumed exactly; train it again (a finished run's model stays in "
                        f"{os.path.join(run, 'model')})")
+    finished = finished_metrics(rd)
+    if finished is not None and max_epochs is not None and int(max_epochs) <= int(finished["epochs"]):
+        raise RunError(f"{run}: the run finished at epoch {finished['epochs']} ({_certificate_words(finished)}); "
+                       f"--max-epochs {max_epochs} would not go past it and its model stays: give more than "
+                       f"{finished['epochs']}")
     # options added after the run was made take their defaults (the state format is the same)
     opts = TrainConfig.from_run_config(cfg).options()
     if max_epochs is not None:
@@ -466,7 +483,34 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
                 cfg["max_epochs"] = int(max_epochs)
             rd.write_config(cfg)
         warm, start = _trajectory(rd, cfg, st, o)
-        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
+        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start, keep_better=keep_better)
+
+
+def finished_metrics(rd: RunDir) -> dict | None:
+    """The metrics of the model a finished run holds (``RUN/model/metrics.json``), or None when it has none.
+
+    Raises ``RunError`` naming the file when it is damaged.
+    """
+    path = os.path.join(rd.model_dir, "metrics.json")
+    if not os.path.exists(path):
+        return None
+    try:
+        return read_sealed_json(path, required=False)
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+
+
+def _certificate_words(m: dict) -> str:
+    """A model's certificate in a few words: converged or not, and its relative gap."""
+    state = "converged" if m.get("converged") else "NOT converged"
+    return f"{state}, relative gap {float(m['rel_gap']):.3g}"
+
+
+def worse_certificate(new: dict, old: dict) -> bool:
+    """Whether the certificate ``new`` is worse than ``old``: it lost convergence or its relative gap grew."""
+    if bool(old.get("converged")) and not bool(new.get("converged")):
+        return True
+    return float(new["rel_gap"]) > float(old["rel_gap"])
 
 
 #: Options a run continued on new rows may change (its duals stay feasible, as for a warm start).
@@ -608,7 +652,8 @@ def _model(w: np.ndarray, o: dict, st, pb) -> LinearModel:
     return LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
 
 
-def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=None) -> Run:
+def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=None,
+             keep_better: bool = True) -> Run:
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
@@ -636,6 +681,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     # Numba's one-time start in a process (its compiler context, ~0.45 s, then the first kernel from the
     # disk cache) is the process's start, like the imports: paid here, before the run's clock starts
     row_order(2, 0, 0, 0)
+    found = finished_metrics(rd) if resume and keep_better else None  # never replaced by a worse one
     # the plan checked against the process itself: above the ceiling, cached blocks are given back
     with governed(ceiling, reserve=governor_reserve(ceiling or 0)):
         res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
@@ -647,6 +693,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     if not np.isfinite(w).all():  # never a NaN model with exit status 0
         raise RunError(f"{rd.path}: the coefficients are not finite (the iterates diverged: check the data for huge "
                        "values and the options); no model written")
+    if resume and found is not None and worse_certificate(res, found):
+        return _keep_model(rd, found, res)
     model = _model(w, o, st, pb)
     with disk_full_is_run_error(rd.path, "the model"):
         model.save(rd.model_dir)
@@ -684,6 +732,24 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
                       f"{o['tol']:g}: {result['stop_reason']}; {result['advice']}", ConvergenceWarning)
     return Run(rd.path, result)
+
+
+def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
+    """A resume ended at a worse certificate than the model it found (a run made before its final
+    state was checkpointed, resumed from an older state; or other threads): that model stays.
+
+    Its metrics are rewritten only to point at the final duals the resume left (warm starts and
+    appended rows read them; feasible duals either way).
+    """
+    kept = dict(found)
+    kept.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
+    kept["kept_model"] = (f"this resume ended at epoch {res['epochs']} ({_certificate_words(res)}), worse than "
+                          f"the model found (epoch {found['epochs']}, {_certificate_words(found)}), which stays")
+    with disk_full_is_run_error(rd.path, "the model's metrics"):
+        atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json({k: v for k, v in kept.items()
+                                                                                 if k != "kept_model"}))
+    warnings.warn(f"{rd.path}: {kept['kept_model']}")
+    return Run(rd.path, kept)
 
 
 def _advice(stall, o: dict, path: str, epochs: int) -> str:

@@ -126,7 +126,7 @@ class RunDir:
             except FileExistsError as exc:
                 raise RunError(str(exc)) from None
         try:
-            fsutil.check_parent(path)
+            fsutil.make_parents(path)  # --out a/b makes a/
         except OSError as exc:
             raise RunError(str(exc)) from None
         fsutil.remove_stale_temporaries(path)  # what runs killed while being created here left behind

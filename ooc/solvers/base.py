@@ -135,9 +135,11 @@ class StoreSolver:
     ``fresh()`` / ``restore(arrays, meta)``
         Start from the initial state, or from a checkpoint's arrays and metadata.
     ``checkpoint_state() -> (arrays, meta, background)``
-        The state to save now (at an epoch boundary, or at a safe point inside an epoch), the
-        solver's own metadata (its position inside the epoch, partial sums), and whether the
-        arrays may be written by a background thread while the run goes on.
+        The state to save now (at an epoch boundary, or at a safe point inside an epoch, or
+        after the pass that certified the state the run stops at), the solver's own metadata
+        (its position inside the epoch, partial sums), and whether the arrays may be written by
+        a background thread while the run goes on. Inside a pass that does not update, the
+        state saved is the epoch's start (nothing of the pass is kept).
     ``epoch_checkpoint_optional()``
         Whether the engine may skip the checkpoint of an epoch end: the whole state is in a
         checkpoint, so an older one stays valid (no dual file the next epoch overwrites).
@@ -601,13 +603,16 @@ class BlockLoopSolver(StoreSolver):
         # with the duals in memory the whole state is in the checkpoint: it can be written while the
         # next blocks are worked on (paged duals must be durable before their buffer is reused)
         arrays = {"w": self.w, **self.extra}
+        # a pass that does not update (certify-only, max_epochs) leaves the state at its epoch's start:
+        # saved as that, so that a resume allowed to update runs the pass again with its update
+        pos = self._pos if getattr(self, "_updating", True) else 0  # (between passes _pos is 0 anyway)
         # what equals w is not written again (restored as w): v when the kernels keep v = w, and the
         # pass's snapshot at a pass start, the epoch checkpoint (one O(d k) array instead of three)
         if self.v is not self.w:
             arrays["v"] = self.v
-        if not (self._pos == 0 and np.array_equal(self.w_prev, self.w)):
+        if not (pos == 0 and np.array_equal(self.w_prev, self.w)):
             arrays["w_prev"] = self.w_prev
-        meta = {"position": self._pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
+        meta = {"position": pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
         if self.fit_intercept:
             meta.update(alpha_sums=self._asum.tolist(), weight_sum=self._csum)
         return {**arrays, **self.duals.checkpoint_arrays()}, meta, self.duals.kind == "memory" and self._copy_checkpoints
@@ -705,6 +710,7 @@ class BlockLoopSolver(StoreSolver):
     def epoch(self, ctx) -> None:
         """One pass: the gap terms of ``S_e`` on every block, fused with its update (``ctx.update``)."""
         e, update = ctx.epoch, ctx.update
+        self._updating = update
         w, v, w_prev, psum, dsum = self.w, self.v, self.w_prev, self._psum, self._dsum
         if self._pos == 0:  # a pass in progress at a checkpoint (position > 0) is always an update pass
             self._start_pass()

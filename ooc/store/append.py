@@ -33,7 +33,7 @@ import os
 
 import numpy as np
 
-from ..fsutil import contains
+from ..fsutil import contains, make_parents
 from . import layout as L
 from .backend import MemoryBackend
 from .ingest import build_columns, convert, memory_budget
@@ -117,6 +117,8 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
     if not in_place:
         if "://" not in out and "://" not in old.path and contains(old.path, out):
             raise FileExistsError(f"{out}: is inside the store {old.path}; choose another output path")
+        if not memory_store:
+            make_parents(out)  # --out a/b.zarr makes a/
         check_output_store(out, exists, overwrite, source)
     mem = memory_budget(memory)
     remove_stale_temporaries(out)

@@ -49,12 +49,16 @@ from .readers import (
     RowChunk,
     csv_layout,
     detect_format,
+    forget_streams,
     input_size,
     is_local,
+    is_stream,
+    is_url,
     iter_csv,
     iter_svmlight,
     iter_text,
     iter_vw,
+    read_whole,
 )
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
@@ -533,7 +537,7 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
     """
     origin = _Origin(path)
     try:
-        z = np.load(path, allow_pickle=False)
+        z = np.load(_npz_file(path), allow_pickle=False)
     except ValueError:  # neither a zip nor an .npy: numpy would unpickle it
         raise origin.error("not an .npz archive (a zip of .npy arrays); pickled files are not read") from None
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
@@ -564,10 +568,20 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
     return rows, y
 
 
+def _npz_file(path):
+    """What ``np.load`` reads an .npz from: the path, or a stream input's bytes (a zip is read by
+    seeking; standard input and pipes cannot seek, and an .npz is loaded whole anyway)."""
+    if is_stream(path):
+        import io
+
+        return io.BytesIO(read_whole(path))
+    return path
+
+
 def load_npz_weights(path: str, n_rows: int) -> np.ndarray | None:
     """The checked per-row sample weights of an .npz (key ``sample_weight``), or None without them."""
     origin = _Origin(path)
-    with np.load(path, allow_pickle=False) as z:  # load_npz read it already: an archive
+    with np.load(_npz_file(path), allow_pickle=False) as z:  # load_npz read it already: an archive
         if "sample_weight" not in z.files:
             return None
         return check_weights(_npz_array(z, "sample_weight", origin), n_rows, "sample_weight", path)
@@ -639,8 +653,8 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         fmt = "text" if text_columns is not None else (fmt or detect_format(path))
         if weight_column is not None and fmt != "csv":
             raise ValueError(f"{path}: --weight-column is for CSV input (this file is {fmt})")
-        if fmt == "npz" and not is_local(path):
-            raise InputError(path, "an .npz archive is read from a local file only (not standard input or a URL)")
+        if fmt == "npz" and is_url(path):
+            raise InputError(path, "an .npz archive is read from a local file or standard input only (not a URL)")
         size = input_size(path)
         if fmt in ("vw", "text"):
             bits = check_hash_bits(hash_bits)
@@ -796,11 +810,14 @@ def convert(
         whose process is provably gone, see :func:`ooc.store.writer.remove_stale_temporaries`).
     """
     store = output_location(store)
-    plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
-                 block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
-                 threads)
-    t0 = time.perf_counter()
-    _build_and_publish(plan, label_kind, progress)
+    try:
+        plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
+                     block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
+                     threads)
+        t0 = time.perf_counter()
+        _build_and_publish(plan, label_kind, progress)
+    finally:
+        forget_streams()  # a pipe read here is this conversion's: a later one opens it again
     if progress:
         progress({"phase": "done", "seconds": time.perf_counter() - t0})
     return open_store(store)
@@ -938,7 +955,9 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
-                progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
+                # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
+                progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows,
+                          "total_rows": getattr(make_chunks, "n_rows", None)})
         if w.n_rows == 0:
             raise InputError(source_desc, "no data rows")
         attrs = w.finish_rows(n_features, label_kind)

@@ -20,6 +20,7 @@ import io
 import lzma
 import os
 import queue
+import stat
 import sys
 import threading
 import zlib
@@ -50,6 +51,9 @@ __all__ = [
     "STDIN",
     "is_url",
     "is_local",
+    "is_stream",
+    "read_whole",
+    "forget_streams",
     "input_size",
     "PieceKernel",
     "parse_block",
@@ -242,10 +246,28 @@ def is_local(path) -> bool:
     return path != STDIN and not is_url(path)
 
 
+def is_stream(path) -> bool:
+    """Whether ``path`` is read as a stream that cannot be rewound: ``'-'`` (standard input), or a
+    local pipe, FIFO, terminal or socket (``/dev/stdin`` of a pipe, a shell's ``<(...)``).
+
+    Such an input is read through :class:`_Stdin` (its head can be read again, the whole once).
+    """
+    path = os.fspath(path)
+    if path == STDIN:
+        return True
+    if is_url(path):
+        return False
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
 def input_size(path) -> int | None:
     """Bytes of an input (for progress), None when unknown (standard input, a URL that does not say)."""
     path = os.fspath(path)
-    if path == STDIN:
+    if is_stream(path):
         return None
     try:
         if is_url(path):
@@ -271,19 +293,43 @@ class _Stdin:
     refuses it with one line, naming the options that avoid it.
     """
 
-    def __init__(self, stream):
+    def __init__(self, stream, path=STDIN):
         self.stream = stream
+        self.path = path
         self.head = None
         self.past_head = False
+        self.whole = None
 
     def open(self):
+        if self.whole is not None:
+            return io.BytesIO(self.whole)
         if self.past_head:
-            raise InputError(STDIN, "standard input can be read only once, and this conversion had to start "
+            what = "standard input" if self.path == STDIN else f"{self.path} (a pipe)"
+            raise InputError(self.path, f"{what} can be read only once, and this conversion had to start "
                              "over (0-based feature ids with --zero-based auto, or ids beyond 2**31 - 1): "
                              "pass --zero-based yes (or no), or convert from a file")
         if self.head is None:
-            self.head = self.stream.read(STDIN_HEAD_BYTES)
+            self.head = _read_full(self.stream, STDIN_HEAD_BYTES)
         return _StdinFile(self)
+
+    def read_all(self) -> bytes:
+        """Everything, kept in memory for every later :meth:`open` (an archive read by seeking: .npz)."""
+        if self.whole is None:
+            with self.open() as f:
+                self.whole = f.read()
+        return self.whole
+
+
+def _read_full(stream, n: int) -> bytes:
+    """Up to ``n`` bytes of ``stream``, fewer only at its end (a pipe's ``read`` may return less)."""
+    parts, got = [], 0
+    while got < n:
+        b = stream.read(n - got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
 
 
 class _StdinFile(io.RawIOBase):
@@ -312,16 +358,48 @@ class _StdinFile(io.RawIOBase):
 
 
 _STDIN: _Stdin | None = None
+#: the local streams (pipes, FIFOs) opened so far, by path: each is opened once and its head kept
+_STREAMS: dict[str, _Stdin] = {}
 
 
-def _open_stdin():
+def _stream(path) -> _Stdin:
+    """The :class:`_Stdin` of a stream input (:func:`is_stream`), made at its first use."""
     global _STDIN
-    stream = getattr(sys.stdin, "buffer", None)
-    if stream is None:
-        raise InputError(STDIN, "cannot open: this process has no standard input")
-    if _STDIN is None or _STDIN.stream is not stream:  # a new sys.stdin (tests, embedding)
-        _STDIN = _Stdin(stream)
-    return io.BufferedReader(_STDIN.open(), buffer_size=1 << 20)
+    path = os.fspath(path)
+    if path == STDIN:
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise InputError(STDIN, "cannot open: this process has no standard input")
+        if _STDIN is None or _STDIN.stream is not stream:  # a new sys.stdin (tests, embedding)
+            _STDIN = _Stdin(stream)
+        return _STDIN
+    if path not in _STREAMS:
+        try:
+            _STREAMS[path] = _Stdin(open(path, "rb", buffering=0), path)
+        except OSError as e:
+            raise InputError(path, f"cannot open: {e.strerror or e}") from e
+    return _STREAMS[path]
+
+
+def _open_stdin(path=STDIN):
+    return io.BufferedReader(_stream(path).open(), buffer_size=1 << 20)
+
+
+def forget_streams() -> None:
+    """Close the local streams opened so far (:func:`_stream`): the end of a command's reading of them.
+
+    A later reading of the same path (a FIFO written again) opens it anew instead of finding the
+    kept head of the one before. Standard input stays (one per ``sys.stdin``).
+    """
+    while _STREAMS:
+        _, st = _STREAMS.popitem()
+        with contextlib.suppress(OSError):
+            st.stream.close()
+
+
+def read_whole(path) -> bytes:
+    """The whole of a stream input (:func:`is_stream`) as bytes, kept for every later reading of it."""
+    return _stream(path).read_all()
 
 
 def _open_url(url):
@@ -373,8 +451,9 @@ def open_text(path):
         The file cannot be opened or read.
     """
     path = os.fspath(path)
-    if path == STDIN:
-        raw = _open_stdin()
+    stream = is_stream(path)
+    if stream:  # never rewound: its kept head is read again (pipes, /dev/stdin, FIFOs)
+        raw = _open_stdin(path)
     elif is_url(path):
         raw = _open_url(path)
     else:
@@ -383,8 +462,8 @@ def open_text(path):
         except OSError as e:
             raise InputError(path, f"cannot open: {e.strerror or e}") from e
     try:
-        head = raw.peek(6)[:6] if path == STDIN else raw.read(6)
-        if path != STDIN:
+        head = raw.peek(6)[:6] if stream else raw.read(6)
+        if not stream:
             raw.seek(0)
     except (OSError, ValueError) as e:
         raw.close()
@@ -971,7 +1050,7 @@ def _first_lines(path, max_lines, max_bytes=1 << 20):
     leading tab is an empty first cell.
     """
     out = []
-    if os.fspath(path) == STDIN:  # what is read past the kept head could not be read again
+    if is_stream(path):  # what is read past the kept head could not be read again
         max_bytes = min(max_bytes, STDIN_HEAD_BYTES)
     with open_text(path) as f:
         head = f.read(max_bytes)
