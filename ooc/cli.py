@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import shlex
@@ -52,7 +51,7 @@ def _user_errors(fn):
             raise UserError(_first_line(exc)) from None
         except OSError as exc:  # permission denied, not a directory, a full disk ...: the path and the reason
             full = disk_full_error(exc)
-            line = os_error_line(exc)
+            line = _named_os_error(exc, os_error_line(exc), kwargs)
             raise UserError(line + (" (the disk is full: free some space and run the command again)"
                                     if full is not None else "")) from None
         except KeyboardInterrupt:
@@ -66,6 +65,20 @@ def _user_errors(fn):
                             "(run with OOC_DEBUG=1 for the traceback, and please report it)") from None
 
     return wrapper
+
+
+#: The arguments that name what a command writes, in the order looked for (train: ``out``, not its ``store``).
+_OUTPUT_ARGS = ("out_file", "out", "out_store", "store", "run")
+
+
+def _named_os_error(exc: OSError, line: str, kwargs: dict) -> str:
+    """``line`` naming a file: an error of a write to an open file (EFBIG, ENOSPC, EIO, ...) carries no
+    path, so the command's output (its argument that names it) is named instead."""
+    if exc.filename is not None or not line:
+        return line
+    target = next((kwargs[k] for k in _OUTPUT_ARGS if kwargs.get(k)), None)
+    reason = exc.strerror or line
+    return f"{target}: writing failed: {reason}" if target else line
 
 
 def _first_line(exc: BaseException) -> str:
@@ -96,18 +109,40 @@ def _training_warnings():
         yield
 
 
+#: Warnings meant for the authors of code that calls a library, not for the user of a command.
+_FOR_DEVELOPERS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning, ResourceWarning)
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Every warning raised while a command runs (ooc's, NumPy's ``RuntimeWarning``, a library's
+    ``UserWarning``) reaches the user as one line, ``ooc: warning: ...``, once per message, never
+    Python's two lines with the source line; the developers' kind (deprecations) are not shown. A
+    training's own rule (:func:`_training_warnings`) applies inside it."""
+    import warnings
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        ours = os.path.abspath(str(filename)).startswith(package)
+        if issubclass(category, _FOR_DEVELOPERS) and not ours:
+            return
+        text = " ".join(str(message).split())
+        text = text if ours and issubclass(category, UserWarning) else f"{category.__name__}: {text}"
+        if text not in seen:
+            seen.add(text)
+            click.echo(f"ooc: warning: {text}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show  # restored when the block ends
+        yield
+
+
 def _emit_json(obj: dict) -> None:
-    click.echo(json.dumps(obj, default=_json_default))
+    from .jsonout import dumps
 
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    click.echo(dumps(obj))  # strict JSON: a non-finite number is null (ooc.jsonout)
 
 
 @contextlib.contextmanager
@@ -155,7 +190,7 @@ class _OneLineErrors(click.Group):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             # SIGTERM stops any command like Ctrl-C; --memory counts the whole process
-            with interrupts.stop_on_signals(), _whole_process():
+            with interrupts.stop_on_signals(), _whole_process(), _one_line_warnings():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "ooc"
