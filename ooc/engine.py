@@ -79,6 +79,16 @@ def check_finite(cert: Certificate, epoch: int) -> None:
                    "computed, e.g. a squared loss of a label near 1e200; rescale the data or the labels)")
 
 
+def check_state(arrays: dict, epoch: int) -> None:
+    """Raise :class:`Diverged` if a solver state's in-memory arrays hold NaN or infinite values: a state
+    that blew up is named, not written (a checkpoint holding one is refused when read back)."""
+    for name, a in arrays.items():
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise Diverged(f"training diverged at epoch {epoch}: the solver's {name!r} holds non-finite values "
+                           "(labels or feature values too large for the loss to be computed, e.g. a value near "
+                           "1e200 whose square overflows; rescale the data or the labels)")
+
+
 def predicts_converged(recent: list[float], tol: float) -> bool:
     """Whether the state a pass starts from is predicted to be certified.
 
@@ -249,6 +259,7 @@ class _Engine:
             meta = {"seq": 0, "epoch": 0, "seconds": 0.0, "state_seconds": 0.0, "history_len": 0, "bytes_read": 0,
                     **self.base.meta}
             arrays, extra, _ = solver.checkpoint_state()
+            check_state(arrays, 0)
             rd.truncate_history(meta["history_len"])
             rd.save_checkpoint(arrays, {**meta, **extra})
         else:
@@ -279,6 +290,7 @@ class _Engine:
 
     def checkpoint(self) -> None:
         arrays, extra, background = self.solver.checkpoint_state()
+        check_state(arrays, self.epoch)
         self.seq += 1
         meta = {"seq": self.seq, "epoch": self.epoch, "seconds": self.elapsed(), "state_seconds": self.state_seconds,
                 "history_len": self.history_len, "bytes_read": self.bytes0 + self.solver.bytes_read(), **extra}

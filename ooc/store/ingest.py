@@ -41,6 +41,7 @@ from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
+from . import input_rules
 from . import layout as L
 from .backend import MemoryBackend, StoreError
 from .readers import (
@@ -54,6 +55,7 @@ from .readers import (
     iter_svmlight,
     iter_text,
     iter_vw,
+    overflow_limit,
 )
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
@@ -929,6 +931,7 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                 # text readers refuse these themselves, with the column; arrays end up here
                 raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
+            _check_label_range(chunk, out_dtype, source_desc)
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
@@ -948,6 +951,15 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
+
+
+def _check_label_range(chunk: RowChunk, dtype, source_desc: str) -> None:
+    """Labels must fit the store's value type as values do (:mod:`ooc.store.input_rules`); the text
+    readers refuse them with their exact line, arrays (.npz, in memory) end up here (line: row)."""
+    k = input_rules.first_bad_label(chunk.labels, overflow_limit(dtype))
+    if k is not None:
+        raise InputError(source_desc, input_rules.label_message(float(chunk.labels[k]), dtype),
+                         line=chunk.first_line + k)
 
 
 def _checked_weights(chunk: RowChunk, source_desc: str) -> np.ndarray | None:

@@ -32,6 +32,7 @@ from ooc._cpu import map_threads, resolve_threads
 from ooc.kernels import text as _k
 from ooc.kernels import vw as _kv
 from ooc.kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
+from ooc.store import input_rules as _rules
 
 __all__ = [
     "InputError",
@@ -364,8 +365,9 @@ def open_text(path):
     Returns
     -------
     file object
-        Binary, readable; decompresses on the fly. Reading a damaged or truncated compressed
-        file raises :class:`InputError` naming the file.
+        Binary, readable; decompresses on the fly; past a UTF-8 byte-order mark at the start of the
+        (decompressed) text. Reading a damaged or truncated compressed file raises :class:`InputError`
+        naming the file.
 
     Raises
     ------
@@ -391,8 +393,16 @@ def open_text(path):
         raise InputError(path, f"cannot read: {getattr(e, 'strerror', None) or e}") from e
     kind = _compression_of(head)
     if kind is None:
-        return raw
-    return io.BufferedReader(_Decompressed(path, raw, kind), buffer_size=1 << 20)
+        return _skip_bom(path, raw)
+    return _skip_bom(path, io.BufferedReader(_Decompressed(path, raw, kind), buffer_size=1 << 20))
+
+
+def _skip_bom(path, f):
+    try:
+        return _rules.skip_bom(f)
+    except InputError:
+        f.close()
+        raise
 
 
 def _input_position(f):
@@ -419,7 +429,8 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
 
     Each block is read straight into a new buffer behind the unfinished line the block before
     left (no copy of the block itself); ``buf[:nbuf]`` ends at its last newline. A line longer
-    than the buffer doubles the next read. An error is put on ``out`` too (the consumer
+    than the buffer doubles the next read, up to :func:`ooc.store.input_rules.max_line_bytes`
+    (then an error naming the line). An error is put on ``out`` too (the consumer
     re-raises it). Gives up without a word once ``stop`` is set or the ``consumer`` thread (the
     one that started the iteration) has ended: nobody will take what it puts.
     """
@@ -435,7 +446,11 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
 
     try:
         carry = b""  # the unfinished line at the end of the block before
+        lines = 0  # newlines before ``carry``, to name the line of one too long
+        longest = _rules.max_line_bytes(chunk_bytes)
         while not stop.is_set():
+            if len(carry) > longest:  # refused before its buffer grows past the memory the reading was given
+                raise InputError(path, _rules.line_too_long(longest), line=lines + 1)
             buf = bytearray(len(carry) + max(chunk_bytes, len(carry)))
             buf[:len(carry)] = carry
             n = len(carry) + _read_into(f, path, memoryview(buf)[len(carry):])
@@ -446,6 +461,7 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
                         return
                 break
             cut = buf.rfind(b"\n", 0, n) + 1
+            lines += buf.count(b"\n", 0, cut)
             carry = bytes(buf[cut:n])
             if cut and not put((np.frombuffer(buf, np.uint8), cut, _input_position(f))):
                 return
@@ -630,7 +646,7 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
                           kernel.stops, **kernel.fields)
     if k_all == 1:
         chunk = _parsed_chunk(path, parsed[0], outs(0), text, n, first_line, input_pos, weights=wts)
-        return _finish(kernel, chunk, text, n), int(rows[0])
+        return _finish(path, kernel, chunk, text, n), int(rows[0])
     # close up the pieces' slices, in order (each moves left, over what is already moved)
     m = nnz = 0
     first_row_line = 0
@@ -658,10 +674,15 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
     weights = wts[:m] if wts is not None and np.any(wts[:m] != 1.0) else None  # as _parsed_chunk
     chunk = RowChunk(labels[:m], indptr, _trim(indices, nnz), _trim(data, nnz), first_row_line, int(input_pos),
                      weights)
-    return _finish(kernel, chunk, text, n), total
+    return _finish(path, kernel, chunk, text, n), total
 
 
-def _finish(kernel: PieceKernel, chunk, text, n):
+def _finish(path, kernel: PieceKernel, chunk, text, n):
+    if chunk is not None and "dtype" in kernel.fields:  # labels must fit the store's value type, as values do
+        k = _rules.first_bad_label(chunk.labels, overflow_limit(kernel.fields["dtype"]))
+        if k is not None:
+            raise InputError(path, _rules.label_message(float(chunk.labels[k]), kernel.fields["dtype"]),
+                             line=_row_line(text, n, chunk.first_line, k))
     return chunk if chunk is None or kernel.finish is None else kernel.finish(chunk, text, n)
 
 
@@ -1067,8 +1088,8 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_colum
             path, f"unsupported delimiter {delimiter!r} (use one of , \\t ; or space)"
         )
     cells = _split_cells(first_text, delimiter)
-    if header == "auto":
-        header = not all(_is_number(c) for c in cells)
+    if header == "auto":  # only a line without numbers: one that mixes them with bad cells is data, and an error
+        header = _rules.is_header([c.decode("utf-8", "replace") for c in cells], lambda c: _is_number(c.encode()))
     ncols = len(cells)
     label_col = label_column + ncols if label_column < 0 else label_column
     if not 0 <= label_col < ncols:
@@ -1105,8 +1126,9 @@ def iter_csv(
     label_column : int, default 0
         Column holding the label; negative counts from the end.
     header : {'auto', True, False}
-        Whether the first non-empty line is a header; 'auto' says yes when one of its cells
-        is not a number.
+        Whether the first non-empty line is a header; 'auto' says yes when none of its cells
+        is a number (:func:`ooc.store.input_rules.is_header`): a first line that mixes numbers
+        with something else is data, and its bad cell an error with line and column.
     value_dtype : float32 or float64, default float64
         The type the feature cells will be stored as; a cell that overflows it is an error.
     weight_column : int, optional
@@ -1269,7 +1291,7 @@ def text_layout(path, label="0", text="1") -> TextLayout:
     # _first_lines cuts at '#', which raw text may hold: read the whole first line again
     with open_text(path) as f:
         for _ in range(no):
-            raw = f.readline()
+            raw = f.readline(1 << 20)  # as _first_lines reads: a line without its newline is not read whole
     head = raw.rstrip(b"\r\n")
     delimiter = "\t" if b"\t" in head else ","
     try:
