@@ -646,7 +646,8 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
                                        threads=threads)
             else:
                 cols = dict(zip(("label", "text"), text_columns)) if text_columns is not None else {}
-                make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, **cols)  # noqa: E731
+                make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype,  # noqa: E731
+                                         **cols)
             return _tag_n_cols(make, 1 << bits), size, path, True
         if fmt == "svmlight":
             return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)), \

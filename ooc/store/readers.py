@@ -646,7 +646,7 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
                           kernel.stops, **kernel.fields)
     if k_all == 1:
         chunk = _parsed_chunk(path, parsed[0], outs(0), text, n, first_line, input_pos, weights=wts)
-        return _finish(path, kernel, chunk, text, n), int(rows[0])
+        return _finish(kernel, chunk, text, n), int(rows[0])
     # close up the pieces' slices, in order (each moves left, over what is already moved)
     m = nnz = 0
     first_row_line = 0
@@ -674,15 +674,10 @@ def parse_block(path, buf, start, nbuf, first_line, input_pos, kernel: PieceKern
     weights = wts[:m] if wts is not None and np.any(wts[:m] != 1.0) else None  # as _parsed_chunk
     chunk = RowChunk(labels[:m], indptr, _trim(indices, nnz), _trim(data, nnz), first_row_line, int(input_pos),
                      weights)
-    return _finish(path, kernel, chunk, text, n), total
+    return _finish(kernel, chunk, text, n), total
 
 
-def _finish(path, kernel: PieceKernel, chunk, text, n):
-    if chunk is not None and "dtype" in kernel.fields:  # labels must fit the store's value type, as values do
-        k = _rules.first_bad_label(chunk.labels, overflow_limit(kernel.fields["dtype"]))
-        if k is not None:
-            raise InputError(path, _rules.label_message(float(chunk.labels[k]), kernel.fields["dtype"]),
-                             line=_row_line(text, n, chunk.first_line, k))
+def _finish(kernel: PieceKernel, chunk, text, n):
     return chunk if chunk is None or kernel.finish is None else kernel.finish(chunk, text, n)
 
 
@@ -782,6 +777,14 @@ _MESSAGES = {
     _k.ERR_EMPTY_CELL: "empty cell",
     _k.ERR_TOO_MANY_COLUMNS: "too many columns: expected {ncols}, {tok!r} is one more",
     _k.ERR_TOO_FEW_COLUMNS: "too few columns: expected {ncols}, found {found}",
+    _k.ERR_LABEL_TOO_LARGE: (
+        "label {tok!r} overflows {dtype} (largest {largest:.8g}); a label must fit the stored values' type: "
+        "store float64 values instead (--dtype float64)"
+    ),
+    _kv.ERR_LABEL_TOO_LARGE: (
+        "label {tok!r} overflows {dtype} (largest {largest:.8g}); a label must fit the stored values' type: "
+        "store float64 values instead (--dtype float64)"
+    ),
     _k.ERR_VALUE_TOO_LARGE: (
         "value {tok!r} overflows {dtype} (largest {largest:.8g}); store float64 values "
         "instead (--dtype float64)"
@@ -1310,7 +1313,8 @@ def text_layout(path, label="0", text="1") -> TextLayout:
     return TextLayout(delimiter, no if header else 0, lc, tc)
 
 
-def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT_HASH_BITS) -> Iterator[RowChunk]:
+def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT_HASH_BITS,
+              value_dtype=np.float64) -> Iterator[RowChunk]:
     """Stream a CSV/TSV of labeled raw text as hashed bag-of-words rows.
 
     Parameters
@@ -1325,6 +1329,8 @@ def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT
         (the first non-blank line). Other columns are ignored.
     hash_bits : int, default 18
         Unigrams and bigrams are hashed into ``2**hash_bits`` columns.
+    value_dtype : float32 or float64, default float64
+        The type the store holds; a label beyond its range is an error with its line.
 
     Yields
     ------
@@ -1342,6 +1348,7 @@ def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT
     """
     path = os.fspath(path)
     mask = (1 << check_hash_bits(hash_bits)) - 1
+    max_abs = overflow_limit(value_dtype)
     lay = text_layout(path, label, text)
     delim = _DELIMITERS[lay.delimiter]
     stops = b"\r\n" + bytes([delim])
@@ -1362,8 +1369,9 @@ def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT
             cap = 2 * _kv.count_words(view, n)
             outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
                     np.empty(cap, np.int64), np.empty(cap, np.float64))
-            parsed = _kv.parse_text(view, n, line, delim, lay.label_col, lay.text_col, mask, *outs)
-            yield _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, ncols=f"at least {need}")
+            parsed = _kv.parse_text(view, n, line, delim, lay.label_col, lay.text_col, mask, max_abs, *outs)
+            yield _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, ncols=f"at least {need}",
+                                **_value_fields(value_dtype))
             line += n_newlines
 
     yield from _some_rows(path, chunks())
