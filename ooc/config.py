@@ -73,7 +73,7 @@ class TrainConfig:
                        choices=SOLVER_NAMES)
     sampling: str = _opt("uniform", "rcd-primal/rcd-dual: uniform, importance, supportSet-uniform, adaptive, "
                                     "ada-uniform, ada-gap, gap-per-epoch; rcd-primal with pure L1: working-set "
-                                    "(auto's choice there).")
+                                    "(auto's choice there).", type=T.SAMPLING)
     tol: float = _opt(1e-6, "Relative duality gap to certify.", type=T.NONNEG_FLOAT)
     max_epochs: int = _opt(100, "Most passes over the data; the run stops there, converged or not.", type=T.NONNEG_INT)
     memory: str = _opt(AUTO_MEMORY, "Memory for the whole process (the command line; Python: what training adds): "
@@ -85,7 +85,8 @@ class TrainConfig:
                                       "rcd-primal for pure L1; a smooth loss; not with --bias). Off by default, "
                                       "in Python too.")
     class_weight: str | None = _opt(None, "balanced: weight each example by n / (classes x its class's count); or "
-                                          "LABEL=WEIGHT,... (original labels, e.g. 1=5,-1=1; others weigh 1).")
+                                          "LABEL=WEIGHT,... (original labels, e.g. 1=5,-1=1; others weigh 1).",
+                                 type=T.CLASS_WEIGHT)
     seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).", type=T.SEED)
     checkpoint_every: float = _opt(300.0, "Seconds between checkpoints inside an epoch (epoch ends: every one, or "
                                           "with the duals in memory, spaced so writing takes ~5 % of the run; "

@@ -233,6 +233,38 @@ class ColumnPair(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class Checked(click.ParamType):
+    """A text value whose meaning a lower layer owns (a sampling's name, a class-weight mapping): checked by
+    that layer's own normaliser (``check(value) -> normalised``, raising a ValueError that names the
+    option), while the command line parses; the value is kept as written."""
+
+    def __init__(self, name: str, normalise):
+        self.name = name
+        self._normalise = normalise
+
+    def check(self, value, name: str | None = None):
+        self._normalise(value)
+        return value
+
+    def convert(self, value, param, ctx):
+        try:
+            return self.check(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _sampling(value):
+    from .schedule.sampling import normalize_sampling
+
+    return normalize_sampling(value)
+
+
+def _class_weight(value):
+    from .solvers.problem import normalize_class_weight
+
+    return normalize_class_weight(value)
+
+
 def _fmt(x) -> str:
     if isinstance(x, int) and x >= 2**20 and x & (x + 1) == 0:  # 2**k - 1
         return f"2**{x.bit_length()} - 1"
@@ -270,6 +302,8 @@ BLOCK_BYTES = Bytes(64)
 DISTRIBUTED = Distributed()
 ADDRESS = Address()
 TEXT_COLUMNS = ColumnPair()
+SAMPLING = Checked("SAMPLING", _sampling)
+CLASS_WEIGHT = Checked("balanced|LABEL=WEIGHT,...", _class_weight)
 
 #: ``ooc synth``'s numbers (:func:`ooc.synth.synth` checks its arguments with the same types). Columns
 #: and classes size O(columns x classes) arrays of the planted model; the class count is bounded as
