@@ -449,11 +449,13 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
         lines = 0  # newlines before ``carry``, to name the line of one too long
         longest = _rules.max_line_bytes(chunk_bytes)
         while not stop.is_set():
-            if len(carry) > longest:  # refused before its buffer grows past the memory the reading was given
-                raise InputError(path, _rules.line_too_long(longest), line=lines + 1)
             buf = bytearray(len(carry) + max(chunk_bytes, len(carry)))
             buf[:len(carry)] = carry
             n = len(carry) + _read_into(f, path, memoryview(buf)[len(carry):])
+            # a block starts a line; the others it holds are shorter than the block's new bytes (at most
+            # ``longest``): only the first can be too long, refused before its buffer doubles again
+            if n > longest and buf.find(b"\n", 0, longest + 1) < 0:
+                raise InputError(path, _rules.line_too_long(longest), line=lines + 1)
             if n == len(carry):  # the end of the input
                 if carry:
                     tail = carry if carry.endswith(b"\n") else carry + b"\n"
