@@ -3,6 +3,7 @@ arguments are parsed (tests/option_cases.py); the Python API refuses the same va
 
 from __future__ import annotations
 
+import math
 import tempfile
 
 import click
@@ -59,3 +60,20 @@ def test_the_python_api_refuses_the_same_values(data):
     with pytest.raises(ValueError) as exc:
         TrainConfig.from_options({name: value})
     assert f"--{name.replace('_', '-')}" in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("param", ["l2", "l1", "tol", "max_epochs", "bias", "gamma", "seed", "memory"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, -1, 2**70, 2.5, "abc"])
+def test_the_estimators_refuse_them_too(param, value):
+    import numpy as np
+
+    import ooc
+
+    if param == "memory" and value == -1:
+        value = "-1GiB"
+    if value in (2**70, 2.5) and param not in ("max_epochs", "seed"):
+        pytest.skip("a finite real number: in range for a real-valued parameter")
+    X, y = np.eye(4), np.array([1.0, -1.0, 1.0, -1.0])
+    with pytest.raises(ValueError) as exc:
+        ooc.LinearClassifier(**{param: value}).fit(X, y)
+    assert str(exc.value).startswith(param), str(exc.value)  # named as the estimator spells it
