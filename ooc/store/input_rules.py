@@ -10,7 +10,8 @@ locates; the rules shared by all of them are written here once:
   (:func:`is_header`): a line that mixes numbers and something else is data, whose bad cell is an
   error naming the file, line and column;
 * labels, like values, must fit the store's value type: a label whose magnitude is beyond its
-  largest finite value is refused naming the file and line (:func:`check_label_range`);
+  largest finite value is refused naming the file and line (by the parsing kernels, in file order
+  with the other errors; :func:`first_bad_label` for arrays: .npz and in-memory matrices);
 * a line longer than :func:`max_line_bytes` of the reading buffer (a bound that follows
   ``--memory``) is refused naming the file and line, instead of a buffer growing past the memory
   the conversion was given.
