@@ -76,9 +76,15 @@ def _named_os_error(exc: OSError, line: str, kwargs: dict) -> str:
     path, so the command's output (its argument that names it) is named instead."""
     if exc.filename is not None or not line:
         return line
+    import errno
+
     target = next((kwargs[k] for k in _OUTPUT_ARGS if kwargs.get(k)), None)
     reason = exc.strerror or line
-    return f"{target}: writing failed: {reason}" if target else line
+    if target is None:
+        return line
+    # these only writing causes; another (EIO, EACCES) may be a read: named without saying which
+    writing = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+    return f"{target}: {'writing failed: ' if writing else ''}{reason}"
 
 
 def _first_line(exc: BaseException) -> str:
