@@ -66,6 +66,36 @@ class Certificate(NamedTuple):
         return self.gap / max(1.0, abs(self.primal))
 
 
+class Diverged(RuntimeError):
+    """A state whose objective is not a finite number: the run cannot certify anything from it.
+
+    A primal objective that is NaN or infinite (or a NaN dual) comes from values the arithmetic
+    cannot hold: labels or features so large that a loss overflows (a squared loss of a label
+    1e200), or steps that blew up. The run stops with one line naming the cause instead of going
+    on to ``max_epochs`` and reporting ``primal inf`` as a finished run; its last checkpoint stays.
+    """
+
+
+def check_finite(cert: Certificate, epoch: int) -> None:
+    """Raise :class:`Diverged` unless ``cert``'s primal objective is finite and its dual is a number
+    (``-inf`` is a dual's honest value where the dual point is infeasible: pure L1)."""
+    if math.isfinite(cert.primal) and not math.isnan(cert.dual):
+        return
+    raise Diverged(f"training diverged at epoch {epoch}: the primal objective is {cert.primal!r} and the dual "
+                   f"{cert.dual!r} (non-finite values: labels or feature values too large for the loss to be "
+                   "computed, e.g. a squared loss of a label near 1e200; rescale the data or the labels)")
+
+
+def check_state(arrays: dict, epoch: int) -> None:
+    """Raise :class:`Diverged` if a solver state's in-memory arrays hold NaN or infinite values: a state
+    that blew up is named, not written (a checkpoint holding one is refused when read back)."""
+    for name, a in arrays.items():
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise Diverged(f"training diverged at epoch {epoch}: the solver's {name!r} holds non-finite values "
+                           "(labels or feature values too large for the loss to be computed, e.g. a value near "
+                           "1e200 whose square overflows; rescale the data or the labels)")
+
+
 def predicts_converged(recent: list[float], tol: float) -> bool:
     """Whether the state a pass starts from is predicted to be certified.
 
@@ -236,6 +266,7 @@ class _Engine:
             meta = {"seq": 0, "epoch": 0, "seconds": 0.0, "state_seconds": 0.0, "history_len": 0, "bytes_read": 0,
                     **self.base.meta}
             arrays, extra, _ = solver.checkpoint_state()
+            check_state(arrays, 0)
             rd.truncate_history(meta["history_len"])
             rd.save_checkpoint(arrays, {**meta, **extra})
         else:
@@ -268,6 +299,7 @@ class _Engine:
 
     def checkpoint(self, history_len: int | None = None) -> None:
         arrays, extra, background = self.solver.checkpoint_state()
+        check_state(arrays, self.epoch)
         self.seq += 1
         meta = {"seq": self.seq, "epoch": self.epoch, "seconds": self.elapsed(), "state_seconds": self.state_seconds,
                 "history_len": self.history_len if history_len is None else history_len,
@@ -324,6 +356,7 @@ class _Engine:
             # (and recomputes the same gap, so the history keeps one line per state)
             ctx.retry = True
             return True
+        check_finite(cert, self.epoch)  # before the history: no state of a diverged run is recorded as certified
         entry = {"epoch": self.epoch, "seconds": self.state_seconds, "primal": cert.primal, "dual": cert.dual,
                  "gap": cert.gap, "rel_gap": rel, "nnz_w": int(solver.nnz_w()),
                  "bytes_read": self.bytes0 + solver.bytes_read(), "cache_hit_rate": solver.cache_hit_rate(),

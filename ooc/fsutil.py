@@ -507,7 +507,10 @@ def seal_json(obj: dict, indent: int | None = 2) -> bytes:
     """``obj`` as JSON with a checksum of its content under :data:`CHECKSUM_KEY` (see :func:`read_sealed_json`)."""
     import json
 
-    body = json.loads(json.dumps(obj, default=str))  # as it will read back (numpy scalars, paths as text)
+    from .jsonout import dumps
+
+    # as it will read back (numpy scalars, paths as text; strict JSON: a non-finite number is null)
+    body = json.loads(dumps(obj, default=str))
     body.pop(CHECKSUM_KEY, None)
     return json.dumps({**body, CHECKSUM_KEY: _json_digest(body)}, indent=indent).encode()
 

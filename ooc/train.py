@@ -122,6 +122,11 @@ def _check_task(o: dict, loss, store) -> None:
         if o["solver"] != AUTO and CRAMMER_SINGER not in solver_spec(o["solver"]).multiclass:
             able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if CRAMMER_SINGER in s.multiclass)
             raise ValueError(f"--multiclass crammer-singer trains with {able} (not {o['solver']})")
+    classes = store.attrs.get("classes") if kind in (L.BINARY, L.MULTICLASS) else None
+    if classes is not None and len(set(classes)) < 2 and loss.classification:
+        # one class: every model is "accuracy 1" on it and none is learned; refused, as scikit-learn does
+        raise ValueError(f"{store.path}: the labels hold one class only ({classes[0]!r} on all {store.n_rows} rows): "
+                         "classification needs at least 2 classes")
     if kind == L.MULTICLASS and not loss.classification:
         # integer targets (counts, ratings, years) are read as classes by --label-kind auto
         able = ", ".join(n for n, s in LOSS_REGISTRY.items() if s.classification)

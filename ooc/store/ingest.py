@@ -42,6 +42,7 @@ from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
+from . import input_rules
 from . import layout as L
 from .backend import MemoryBackend, StoreError
 from .readers import (
@@ -58,6 +59,7 @@ from .readers import (
     iter_svmlight,
     iter_text,
     iter_vw,
+    overflow_limit,
     read_whole,
 )
 from .stats import max_columns, too_many_columns
@@ -665,7 +667,8 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
                                        threads=threads)
             else:
                 cols = dict(zip(("label", "text"), text_columns)) if text_columns is not None else {}
-                make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, **cols)  # noqa: E731
+                make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype,  # noqa: E731
+                                         **cols)
             return _tag_n_cols(make, 1 << bits), size, path, True
         if fmt == "svmlight":
             return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)), \
@@ -953,6 +956,7 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                 # text readers refuse these themselves, with the column; arrays end up here
                 raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
+            _check_label_range(chunk, out_dtype, source_desc)
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
@@ -974,6 +978,15 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
+
+
+def _check_label_range(chunk: RowChunk, dtype, source_desc: str) -> None:
+    """Labels must fit the store's value type as values do (:mod:`ooc.store.input_rules`); the text
+    readers refuse them with their exact line, arrays (.npz, in memory) end up here (line: row)."""
+    k = input_rules.first_bad_label(chunk.labels, overflow_limit(dtype))
+    if k is not None:
+        raise InputError(source_desc, input_rules.label_message(float(chunk.labels[k]), dtype),
+                         line=chunk.first_line + k)
 
 
 def _checked_weights(chunk: RowChunk, source_desc: str) -> np.ndarray | None:
