@@ -161,7 +161,9 @@ def _whole_process():
     from . import _memlimit
 
     before = _memlimit.counts_whole_process()
-    _memlimit.whole_process(True)
+    # OOC_MEMORY_SCOPE=work: --memory is what the work adds, as for a Python caller (a supervisor that
+    # accounts for the process itself; the tests that drive the read-ahead gate on tiny stores)
+    _memlimit.whole_process(os.environ.get("OOC_MEMORY_SCOPE", "process") != "work")
     try:
         yield
     finally:
@@ -542,7 +544,7 @@ def _report(result: dict, as_json: bool) -> None:
 #: ``ooc train``'s options in the order ``--help`` lists them (their defaults, types, choices and
 #: help come from :class:`ooc.config.TrainConfig`).
 TRAIN_OPTION_ORDER = (
-    "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "block_bytes", "mix_blocks",
+    "loss", "gamma", "multiclass", "l2", "l1", "solver", "sampling", "paging", "duals", "block_bytes", "mix_blocks",
     "threads", "inner_passes", "dgpd_rounds", "dgpd_batch", "dgpd_growth", "dgpd_dual_step", "dgpd_fallback", "tol", "max_epochs", "validation",
     "validation_metric", "early_stop", "memory", "bias", "fit_intercept",
     "class_weight", "seed", "checkpoint_every", "distributed", "local_passes", "exchange", "sync_rows",

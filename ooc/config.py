@@ -43,6 +43,8 @@ DEFAULT_MIX_BLOCKS = 16
 #: Smallest ``--block-bytes``: one indptr slot and a few entries.
 MIN_TRAIN_BLOCK = 64
 PAGINGS = ("shuffled", "gap")
+#: --duals: where the O(n) vectors live (auto: by the memory plan)
+DUAL_STORES = ("auto", "memory", "paged")
 #: ``--validation-metric``'s choices (``auto``: accuracy for classification, rmse for regression).
 VALIDATION_METRICS = (AUTO, "accuracy", "logloss", "rmse", "primal")
 
@@ -116,6 +118,10 @@ class TrainConfig:
                               "that many blocks are resident).", type=T.POSITIVE_INT)
     paging: str = _opt("shuffled", "rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.",
                        PAGINGS)
+    duals: str = _opt("auto", "Where the O(n) vectors live (the duals; rcd-primal's margins; dgpd's labels, weights "
+                              "and norms): 'auto' in memory when they fit a quarter of --memory, 'memory', or "
+                              "'paged' (per block on disk, memory-mapped or streamed). The iterates do not "
+                              "depend on it.", DUAL_STORES)
     # dgpd's own options: their defaults are the solver's (ooc.solvers.registry.DGPD_DEFAULTS)
     dgpd_rounds: int = _opt(_DGPD["rounds"], "dgpd: rounds of updates on the active submatrix between two "
                                              "searches (>= 1).", type=T.POSITIVE_INT)

@@ -40,7 +40,8 @@ from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_duals_reader
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
-from .schedule.planner import MemoryLimitError
+from .schedule.planner import MemoryLimitError, refuse_or_warn
+from .schedule.planner import plan as plan_memory
 from .schedule.scheduler import row_order
 from .solvers.base import ProblemRefused
 from .solvers.dgpd import DenseDualFallback, DenseDualWarning
@@ -406,6 +407,9 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
     if _from_duals is not None:  # dgpd's active duals (its fallback, below)
         config["started_from"] = "dgpd's duals (a dense dual: --dgpd-fallback)"
         warm = _sparse_duals_reader(_from_duals, st.with_blocks(o["train_block_bytes"]).block_ptr(L.ROWS))
+    # a limit that cannot hold the leanest run is refused before RUN is made: with --overwrite, a refusal
+    # after the swap would leave neither the old run nor a new one
+    _refuse_before_run_dir(st, o)
     rd = RunDir.create(out, config, overwrite=overwrite, inputs=[st.path, warm_start])
     try:
         with rd.lock():
@@ -675,6 +679,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
                  "sync_rows": o["sync_rows"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
                  "threads": o["threads"], "resumed": resume, "row_threads_scheme": rd.config.get("row_threads", 1),
                  "sampling": o["sampling"], "paging": o["paging"],
+                 # --duals: the O(n) vectors' place forced (auto: the memory plan decides)
+                 **_vector_places(o.get("duals", "auto")),
                  "l1_radius": o.get("l1_radius"),
                  **{k: o[k] for k in DEFAULTS if k.startswith("dgpd_")},
                  "train_options": {**{k: o[k] for k in ("loss", "gamma", "l2", "l1", "bias", "fit_intercept",
@@ -785,7 +791,48 @@ def _advice(stall, o: dict, path: str, epochs: int) -> str:
     return f"try {other}, or a larger --tol (the gap may be at the precision of the data)"
 
 
-def _memory_budget(o: dict, reader: int = 0) -> dict:
+def _refuse_before_run_dir(st, o: dict) -> None:
+    """Refuse (:class:`MemoryLimitError`) a single-process run whose memory cannot hold even its leanest
+    plan: its ``O(d)`` vectors on one thread without a replica, what one pass holds at once, the ``O(n)``
+    vectors paged. A lower bound of what the solver checks itself once the run directory exists (it
+    refuses what this lets through only when its threads' replicas do not fit), so nothing that would
+    train is refused here."""
+    if o["distributed"]:
+        from .solvers.cocoa import check_local_workers
+
+        memory = _memory_budget(o, st.reader_bytes(), quiet=True)
+        check_local_workers(st, o["distributed"], st.n_cols + 1, memory["memory"], int(memory["memory_held"] or 0),
+                            memory.get("memory_limit"))
+        return
+    cls = driver_class(o["solver_used"], o["distributed"], o["multiclass"])
+    fixed_for = getattr(cls, "fixed_for", None)
+    footprint = getattr(cls, "footprint", None)
+    if fixed_for is None or footprint is None:
+        return
+    view = st.with_blocks(o["train_block_bytes"])
+    pb = make_problem(view, o)
+    dim = view.n_cols + (1 if pb.bias > 0 else 0)
+    mix = min(max(1, int(o["mix_blocks"] or 1)), max(view.n_blocks(L.ROWS), 1)) \
+        if footprint.policy == "row-groups" else 1
+    memory = _memory_budget(o, st.reader_bytes(), quiet=True)
+    memory.pop("ceiling")
+    p = plan_memory(footprint, view, memory["memory"], k=pb.n_sub, mix=mix, vectors="paged", warn=False,
+                    fixed=fixed_for(view, pb.n_sub, dim, mix, float(o["l1"]), 1, replica=False))
+    if p.warning and memory.get("memory_held"):  # (a Python caller's memory warns later instead)
+        refuse_or_warn(p, memory.get("memory_limit"), int(memory["memory_held"]))
+
+
+def _vector_places(duals: str) -> dict:
+    """The solvers' options for ``--duals``: the block solvers' ``dual_store``, rcd-primal's
+    ``margin_store`` and dgpd's ``dgpd_vectors`` ('auto': none, the plan decides)."""
+    if duals == "memory":
+        return {"dual_store": "memory", "margin_store": "memory", "dgpd_vectors": "memory"}
+    if duals == "paged":
+        return {"dual_store": "paged", "margin_store": "mapped", "dgpd_vectors": "streamed"}
+    return {}
+
+
+def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     """The solver's memory options: ``memory`` (bytes the work may add to this process), and under
     ``auto`` the limit it came from (``memory_limit``) and what the process held (``memory_held``).
 
@@ -797,16 +844,18 @@ def _memory_budget(o: dict, reader: int = 0) -> dict:
     if o["memory_bytes"] is None:
         limit = process_limit()
         budget = auto_budget(limit, held)
-        log.info("memory: auto, %s for training (%s %s, the process holds %s)", format_bytes(budget),
-                 limit.source, format_bytes(limit.bytes), format_bytes(held))
+        if not quiet:
+            log.info("memory: auto, %s for training (%s %s, the process holds %s)", format_bytes(budget),
+                     limit.source, format_bytes(limit.bytes), format_bytes(held))
         return {"memory": budget, "memory_limit": limit, "memory_held": held, "ceiling": held + budget}
     budget = work_budget(o["memory_bytes"], held)
     if not counts_whole_process():
         # a Python caller: memory is what training adds to its process, whose own size moves with what the
         # caller does; no ceiling on the whole process is known, so the governor only measures
         return {"memory": budget, "memory_held": 0, "ceiling": None}
-    log.info("memory: --memory %s, %s for training (the process holds %s)", format_bytes(o["memory_bytes"]),
-             format_bytes(budget), format_bytes(held))
+    if not quiet:
+        log.info("memory: --memory %s, %s for training (the process holds %s)", format_bytes(o["memory_bytes"]),
+                 format_bytes(budget), format_bytes(held))
     return {"memory": budget, "memory_held": held, "ceiling": held + budget}
 
 

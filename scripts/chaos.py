@@ -99,10 +99,13 @@ TRAIN_OLD = ["--l2", "1e-2", "--tol", "1e-9", "--max-epochs", "40", "--checkpoin
 SIGNAL_GRACE = 10.0
 KINDS = ("convert", "train", "checkpoint", "batch", "overwrite", "signal", "damage", "diskfull")
 DEFAULT_MIX = "convert=15,train=20,checkpoint=20,batch=7,overwrite=12,signal=10,damage=8,diskfull=8"
-PAGED = ["--memory", "4KiB"]
-#: --memory options of the train trials: duals in memory (the data cached), duals paged per block, and
-#: duals in memory with two groups read at once (three 4-block groups fit, the data does not)
-MEMORY_MODES = {"memory": [], "paged": PAGED, "read2": ["--memory", "128KiB"]}
+PAGED = ["--duals", "paged"]
+#: memory options of the train trials: duals in memory (the data cached), duals paged per block, and
+#: duals in memory with small training blocks in groups of 4 (many groups a pass). An explicit --memory
+#: is a ceiling on the whole process (the interpreter alone is ~150 MiB), so the modes no longer come
+#: from tiny --memory values, which are refused before the run starts
+MEMORY_MODES = {"memory": [], "paged": PAGED, "read2": ["--duals", "memory", "--block-bytes", "4KiB",
+                                                        "--mix-blocks", "4"]}
 BATCH_SPEC = """
 [batch]
 out = "{out}"

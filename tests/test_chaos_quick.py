@@ -39,7 +39,7 @@ from ooc.store.store import open_store
 ROWS, COLS, NNZ = 4000, 300, 12
 CONVERT = ["--block-bytes", "16KiB", "--memory", "1MiB", "--dtype", "float64"]
 TRAIN = ["--l2", "1e-3", "--tol", "1e-9", "--max-epochs", "30", "--checkpoint-every", "0", "--seed", "3"]
-PAGED = ["--memory", "4KiB"]  # duals paged per block from disk instead of kept in memory
+PAGED = ["--duals", "paged"]  # duals paged per block from disk instead of kept in memory
 SEED = int(os.environ.get("OOC_CHAOS_SEED", "0"))
 
 

@@ -74,7 +74,7 @@ def data(tmp_path_factory):
     other = str(root / "t.zarr")
     ooc.convert(X[:600], other, y=y[:600], block_bytes="16KiB", memory="1MiB", dtype="float64")
     refs = {}
-    for mode, extra in {"memory": [], "paged": ["--memory", "4KiB"]}.items():
+    for mode, extra in {"memory": [], "paged": ["--duals", "paged"]}.items():
         r = _invoke("train", store, "--out", root / f"ref-{mode}", *TRAIN, *extra)
         assert r.exit_code == 0, r.output
         refs[mode] = (extra, ooc.load_model(str(root / f"ref-{mode}")).coef_)

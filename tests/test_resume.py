@@ -47,7 +47,7 @@ N, D = 240, 24
 TRAIN_OPTS = ["--l2", "0.01", "--tol", "1e-10", "--max-epochs", "50", "--checkpoint-every", "0", "--seed", "7",
               "--mix-blocks", "4"]
 #: a cache budget so small that the duals are paged from disk (per-block files, two buffers)
-PAGED = ["--memory", "4KiB"]
+PAGED = ["--duals", "paged"]
 #: history fields that must match an uninterrupted run exactly (timings and I/O counters differ)
 EXACT = ("epoch", "primal", "dual", "gap", "rel_gap", "nnz_w")
 

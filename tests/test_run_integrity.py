@@ -25,7 +25,7 @@ import ooc
 from ooc.cli import main as cli
 
 TRAIN = ["--l2", "1e-3", "--tol", "1e-9", "--seed", "3", "--checkpoint-every", "0"]
-MODES = {"memory": [], "paged": ["--memory", "4KiB"]}
+MODES = {"memory": [], "paged": ["--duals", "paged"]}
 #: resumes run to this epoch (not to convergence: identical iterates are the point, and it is quick)
 END = "6"
 

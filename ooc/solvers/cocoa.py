@@ -556,6 +556,42 @@ def _warm(store_path, fingerprint, opts, memory, n_workers) -> int:
     return os.getpid()
 
 
+#: What one local Dask worker process holds before its work: the interpreter, numpy, Numba and its kernels,
+#: Zarr, and Dask's worker and nanny (measured like :data:`ooc._memlimit.TRAIN_PROCESS_BYTES`, plus Dask).
+WORKER_PROCESS_BYTES = 256 << 20
+
+
+def local_workers_need(store, workers: int, dim: int) -> int:
+    """Bytes ``workers`` local worker processes hold at least, all together: each its process
+    (:data:`WORKER_PROCESS_BYTES`) and its ``O(d)`` vectors and one block's (a CoCoA worker's fixed bytes)."""
+    return int(workers) * (WORKER_PROCESS_BYTES + fixed_bytes(COCOA_WORKER, store, 1, dim))
+
+
+def check_local_workers(store, distributed: str, dim: int, budget: int, held: int, limit=None) -> int:
+    """The budget left to the workers' work once ``--distributed local:K``'s K processes are charged to
+    ``budget`` (what the driver's --memory leaves for work: the workers are this machine's processes
+    too). Too small: :class:`~ooc.schedule.planner.MemoryLimitError` naming the smallest limit that works
+    (the command line, ``held`` > 0), else the workers plan with nothing to cache. A scheduler address
+    (workers elsewhere, each with its own memory): ``budget`` as it is."""
+    scheduler, workers = parse_distributed(distributed)
+    if scheduler or not workers:
+        return int(budget)
+    need = local_workers_need(store, workers, dim)
+    if need > budget and held:
+        from .._memlimit import limit_that_works
+        from ..schedule.planner import MemoryLimitError
+        from ..store.ingest import format_bytes
+
+        src = f"this process may use {format_bytes(limit.bytes)} ({limit.source})" if limit is not None else \
+            "--memory is less than this run holds at once"
+        raise MemoryLimitError(
+            f"{src}: --distributed {distributed} starts {workers} worker processes of about "
+            f"{format_bytes(need // workers, up=True)} each beside this one ({format_bytes(held)}); the smallest "
+            f"{'limit' if limit is not None else '--memory'} that works here is "
+            f"{format_bytes(limit_that_works(held + need), up=True)}, or fewer workers")
+    return max(0, int(budget) - workers * WORKER_PROCESS_BYTES)
+
+
 def _client(distributed: str, threads: int):
     """``(client, cluster)`` for ``--distributed local:N`` (its workers share the ``threads`` compute threads
     of this machine: ``threads // N`` each, at least one) or a scheduler address."""
@@ -642,6 +678,9 @@ class CoCoASolver(StoreSolver):
         partition's tasks run by another (the same numbers, see :func:`local_step`).
         """
         opt = self.opt
+        # local workers are processes of this machine: charged to --memory before they start
+        self._memory = check_local_workers(self.store, opt["distributed"], self.dim, budget_option(opt),
+                                           int(opt.get("memory_held") or 0), opt.get("memory_limit"))
         self._client = _client(opt["distributed"], int(opt.get("threads") or 1))
         workers = sorted(self._client[0].scheduler_info()["workers"])
         if not workers:
@@ -660,7 +699,7 @@ class CoCoASolver(StoreSolver):
         # training (and its clock) starts
         client = self._client[0]
         client.gather([client.submit(_warm, self.store.path, self.store.fingerprint, self._task_options(),
-                                     budget_option(opt), K, pure=False, workers=[w]) for w in workers])
+                                     self._memory, K, pure=False, workers=[w]) for w in workers])
 
     def _task_options(self) -> dict:
         """The options every task of this run gets (a worker's context is made once for them)."""
@@ -741,12 +780,12 @@ class CoCoASolver(StoreSolver):
             counts["sent"] += sum(a.nbytes for a in msg if isinstance(a, np.ndarray)) * len(todo)
             if certify:
                 futures = [client.submit(local_certificate, self.store.path, self.store.fingerprint, topts,
-                                         budget_option(opt), self.rd.path, parts[k], msg, rnd, k, K,
+                                         self._memory, self.rd.path, parts[k], msg, rnd, k, K,
                                          self.rd.dual_checksums(parts[k]), pure=False, **where(k))
                            for k in todo]
             else:
                 futures = [client.submit(local_step, self.store.path, self.store.fingerprint, topts,
-                                         budget_option(opt), self.rd.path, parts[k], msg, rnd, k, K, update, passes,
+                                         self._memory, self.rd.path, parts[k], msg, rnd, k, K, update, passes,
                                          self.rd.dual_checksums(parts[k]) if step == 0 else {}, step, segments,
                                          attempt, pure=False, **where(k))
                            for k in todo]
