@@ -9,8 +9,7 @@ issued when ``max_epochs`` stops the solver before the relative duality gap reac
 or the path of an ooc store (then ``y`` must be None: the labels are in the store). An
 array or matrix is copied into an in-process store for the duration of the fit;
 ``predict``/``decision_function`` also accept a store path (streamed block by block), which
-must not have more columns than the data ``fit`` saw (``n_features_in_``; fewer is fine: its
-trailing features never occur). A sparse matrix's index arrays are checked
+must have as many columns as the data ``fit`` saw (``n_features_in_``). A sparse matrix's index arrays are checked
 (:func:`ooc.store.ingest.check_sparse_structure`) before scikit-learn's validation passes it to
 scipy's compiled code, which trusts them.
 
@@ -401,9 +400,9 @@ class _OOCLinear(BaseEstimator):
             from .store import open_store
 
             st = open_store(X)
-            if st.n_cols > self.n_features_in_:
-                # scikit-learn refuses an X of another width; a store may have fewer columns (its
-                # trailing features never occur), but more would be features this model never saw
+            if st.n_cols != self.n_features_in_:
+                # scikit-learn refuses an X of another width: a store's columns are its input's width
+                # (convert with --n-features to widen one whose last features never occur)
                 raise ValueError(f"{os.fspath(X)}: the store has {st.n_cols} features but {type(self).__name__} "
                                  f"was fitted on {self.n_features_in_}")
             out = []

@@ -594,7 +594,9 @@ def _model(w: np.ndarray, o: dict, st, pb) -> LinearModel:
     meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "fit_intercept": o["fit_intercept"],
             "gamma": o["gamma"], "store": st.path,
             "multiclass": o["multiclass"],
-            "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
+            "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows,
+            # how the store's input was read: predict, evaluate and --validation read new files so
+            L.RECIPE: st.attrs.get(L.RECIPE)}
     return LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
 
 

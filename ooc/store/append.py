@@ -38,6 +38,7 @@ from . import layout as L
 from .backend import MemoryBackend
 from .ingest import build_columns, convert, memory_budget
 from .readers import InputError
+from .recipe import Options, Recipe, follow
 from .store import Store, open_store
 from .writer import StoreWriter, Temporary, check_output_store, publish, remove_path, remove_stale_temporaries
 
@@ -78,7 +79,7 @@ def _check_new_labels(old: Store, y: np.ndarray, source: str, first_row: int) ->
 
 
 def append(store, source, out: str | os.PathLike | None = None, *, y=None, sample_weight=None, memory="auto",
-           input_format: str | None = None, overwrite: bool = False) -> Store:
+           input_format: str | None = None, overwrite: bool = False, options: Options | None = None) -> Store:
     """Write the rows of ``store`` followed by the rows of ``source`` as a store at ``out``.
 
     Parameters
@@ -87,13 +88,17 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         The store to extend (it needs the row layout; a factorized store is refused).
     source : path, matrix
         The new rows, as :func:`ooc.convert` reads them (an in-memory matrix needs ``y``, and
-        takes ``sample_weight``). Feature ids are read with the store's index base (``index_base``).
+        takes ``sample_weight``). A file is read with the store's input recipe
+        (:mod:`ooc.store.recipe`: its format, index base, hash bits, text columns, CSV columns).
         Sample weights carry over: a row without one (in either store) weighs 1.
     out : path, optional
         Where the new store goes; default ``store`` itself, replaced atomically (do not
         append to a store a run is training on meanwhile: write to another path).
     memory : bytes or str
         Bound on the conversion's memory (as :func:`ooc.convert`).
+    input_format, options : str, Options, optional
+        What the user said about how to read ``source`` (``--input-format``, ``--index-base``,
+        ``--hash-bits``, ``--text``, ``--weight-column``): each must agree with the store's recipe.
     overwrite : bool
         Replace an existing ``out`` other than ``store`` (only an ooc store).
 
@@ -118,17 +123,22 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         if "://" not in out and "://" not in old.path and contains(old.path, out):
             raise FileExistsError(f"{out}: is inside the store {old.path}; choose another output path")
         check_output_store(out, exists, overwrite, source)
+    # how the new rows are read: as the store's input was (options that differ are refused first)
+    owner = f"the store {old.path}"
+    recipe = Recipe.from_attrs(old.attrs, old.path)
+    opts = (options or Options())._replace(input_format=input_format or (options.input_format if options else None))
+    reading = follow(recipe, opts, owner) if isinstance(source, (str, os.PathLike)) else None
     mem = memory_budget(memory)
     remove_stale_temporaries(out)
     tmp = Temporary(out)
     new_rows = _scratch_path(out)
     try:
         # the new rows, parsed and validated on their own (bad input refused before anything else)
-        index_base = int(old.attrs.get("index_base", 0))
         new = convert(source, new_rows, y=y, sample_weight=sample_weight, layout="rows", memory=mem, dtype=str(old.dtype),
-                      input_format=input_format, zero_based=index_base == 0, label_kind=L.REGRESSION,
-                      block_bytes=int(old.attrs["block_bytes"]))
+                      label_kind=L.REGRESSION, block_bytes=int(old.attrs["block_bytes"]), recipe=reading,
+                      recipe_owner=owner)
         try:
+            _check_width(old, new, recipe, source)
             _write(old, new, tmp, mem, str(source) if isinstance(source, (str, os.PathLike)) else "a matrix")
         finally:
             new.close()
@@ -142,6 +152,18 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         tmp.release()
         remove_path(new_rows)
     return open_store(out)
+
+
+def _check_width(old: Store, new: Store, recipe: Recipe, source) -> None:
+    """Refuse new rows of another width where the width is the input's (not the largest id seen):
+    CSV, .npz and arrays declare theirs, hashed inputs have ``2**hash_bits`` columns. svmlight
+    rows may bring new feature ids (the grown store gets more columns)."""
+    if recipe.format in ("svmlight", None) and new.attrs.get(L.RECIPE, {}).get("format") == "svmlight":
+        return
+    if new.n_cols != old.n_cols:
+        name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the new rows"
+        raise InputError(name, f"has {new.n_cols} feature columns but the store {old.path} has {old.n_cols} "
+                               "(another feature space)")
 
 
 def _scratch_path(out: str) -> str:
@@ -175,6 +197,8 @@ def _write(old: Store, new: Store, tmp: Temporary, memory: int, source: str) -> 
                            st.read_weights(blk.start, blk.stop))
         attrs = w.finish_rows(max(old.n_cols, new.n_cols), old.label_kind)
         attrs["index_base"] = int(old.attrs.get("index_base", 0))
+        if L.RECIPE in old.attrs:  # the grown store's rows were all read one way: the old store's
+            attrs[L.RECIPE] = old.attrs[L.RECIPE]
         attrs["source"] = f"{old.attrs.get('source', old.path)} + {source}"
         attrs[LINEAGE] = lineage(old) + [{"fingerprint": old.fingerprint, "n_rows": old.n_rows,
                                           "n_cols": old.n_cols}]
