@@ -99,7 +99,8 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     ``labels=False`` (prediction) lets an .npz come without labels (the pieces then hold zeros).
     """
     from .store.backend import StoreError
-    from .store.recipe import Options, Recipe, check_same_columns, follow, open_input
+    from .store.ingest import open_input
+    from .store.recipe import Options, Recipe, check_same_columns, follow
     from .store.store import backend_for_path, open_store
 
     # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a

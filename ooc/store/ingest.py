@@ -40,14 +40,24 @@ from .._memlimit import work_budget
 from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
-from ..kernels.hash_bits import DEFAULT_HASH_BITS
+from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 from . import layout as L
 from .backend import MemoryBackend, StoreError
 from .readers import (
     InputError,
     RowChunk,
+    csv_layout,
+    detect_format,
+    format_from_name,
+    input_size,
+    is_local,
+    iter_csv,
+    iter_svmlight,
+    iter_text,
+    iter_vw,
+    text_layout,
 )
-from .recipe import HASHED, Options, Recipe, check_path, from_options, open_input
+from .recipe import HASHED, STRICT, Options, Recipe, check_path, fmt_name, from_options
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
 from .writer import (
@@ -639,6 +649,97 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
     sw = None if sample_weight is None else check_weights(sample_weight, rows.n_rows)
     return (_matrix_source(rows, yy, chunk_bytes, rows_per_chunk, sw), None, f"<{type(source).__name__}>", True,
             Recipe("matrix", dtype=str(dtype)))
+
+
+class Source(NamedTuple):
+    """An opened input: ``make()`` gives its :class:`~ooc.store.readers.RowChunk` s (svmlight ids as
+    written; other formats 0-based columns), ``total`` its size in bytes (None: unknown), ``n_cols``
+    its declared column count (None: svmlight), ``recipe`` how it is read (the CSV layout found)."""
+
+    make: Callable
+    total: int | None
+    n_cols: int | None
+    recipe: Recipe
+    n_rows: int | None = None
+
+
+def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: int, dtype, threads: int = 1,
+               labels_required: bool = True, owner: str | None = None, n_cols_hint: int | None = None) -> Source:
+    """Open the file ``path`` to be read as ``recipe`` says: the one place input files are opened.
+
+    ``recipe.format`` None reads the file by its own format (:func:`ooc.store.readers.detect_format`);
+    a hashed file then needs ``hash_bits``, else ``n_cols_hint`` (a power of two) gives them. With
+    ``owner`` (a recipe that is someone's), a file whose name says another format than a strict
+    recipe's is refused.
+
+    Raises
+    ------
+    InputError
+        The file is missing, named as another format, or (CSV) lacks the recorded columns.
+    """
+    fmt = recipe.format
+    if owner is not None and fmt in STRICT:
+        named = format_from_name(path)
+        if named is not None and named != fmt and not (fmt == "text" and named == "csv"):
+            raise InputError(path, f"is named as {fmt_name(named)}, but {owner}'s input was {fmt_name(fmt)}: new "
+                                   f"input is read as {fmt_name(fmt)} (pass --input-format {fmt} to read it so)"
+                             if fmt != "text" else
+                             f"is named as {fmt_name(named)}, but {owner}'s input was raw text")
+    if fmt is None:
+        fmt = detect_format(path)
+        recipe = recipe._replace(format=fmt)
+    size = input_size(path)
+    if fmt in HASHED:
+        bits = recipe.hash_bits
+        if bits is None:
+            if n_cols_hint is not None:
+                bits = n_cols_hint.bit_length() - 1
+                if n_cols_hint != 1 << bits:
+                    raise InputError(path, f"a {fmt_name(fmt)} file is hashed into 2**B columns, but there are "
+                                           f"{n_cols_hint}: they were not made from hashed data")
+            else:
+                bits = DEFAULT_HASH_BITS
+        bits = check_hash_bits(bits)
+        recipe = recipe._replace(hash_bits=bits)
+        if fmt == "vw":
+            def make():
+                return iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype, threads=threads)
+        else:
+            if recipe.text_columns is None:
+                raise InputError(path, "raw text needs its label and text columns (--text LABEL:TEXT)")
+            label, text = recipe.text_columns
+            text_layout(path, label, text)  # the columns exist (else one line now, not mid-read)
+
+            def make():
+                return iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, label=label, text=text)
+        return Source(make, size, 1 << bits, recipe)
+    if fmt == "svmlight":
+        def make():
+            return iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)
+        return Source(make, size, None, recipe)
+    if fmt == "csv":
+        label_col = 0 if recipe.csv_label_column is None else recipe.csv_label_column
+        lay = csv_layout(path, recipe.csv_delimiter, label_col, "auto", recipe.csv_weight_column)
+        # the weight column as the user gave it (-1: the last, in every file), the rest as found
+        recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
+                                 csv_header=bool(lay.header_line))
+
+        def make():
+            return iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
+                            value_dtype=dtype, weight_column=lay.weight_col, threads=threads)
+        return Source(make, size, lay.n_features, recipe)
+    if fmt == "npz":
+        if not is_local(path):
+            raise InputError(path, "an .npz archive is read from a local file only (not standard input or a URL)")
+        rows, y = load_npz(path, labels_required=labels_required)
+        if y is None:
+            y = np.zeros(rows.n_rows)
+        sw = load_npz_weights(path, rows.n_rows)
+
+        def make():
+            return matrix_chunks(rows, y, chunk_bytes, rows_per_chunk, sw)
+        return Source(make, None, rows.n_cols, recipe, rows.n_rows)
+    raise ValueError(f"unknown input format {fmt!r}")
 
 
 def _matrix_source(rows: MatrixRows, y, chunk_bytes: int, rows_per_chunk: int, weights=None):

@@ -7,8 +7,8 @@ weight) column is taken out. Reading later input any other way gives other colum
 same numbers, silently. So ``ooc convert`` records the recipe in the store (attribute
 :data:`ooc.store.layout.RECIPE`, :meth:`Recipe.as_attr`), training copies it into the model
 (``model.json``'s ``meta.input_recipe``), and every later reader of new input (``ooc append``,
-``ooc predict``, ``ooc evaluate``, ``ooc train --validation``) goes through :func:`open_input`
-with it. Options the user passes to those commands are checked against it (:func:`follow`):
+``ooc predict``, ``ooc evaluate``, ``ooc train --validation``) goes through
+:func:`ooc.store.ingest.open_input` with it. Options the user passes to those commands are checked against it (:func:`follow`):
 one that differs is refused with one line naming the option and the recorded value.
 
 Rules for a file read with a recipe (docs/formats.rst, "Input recipe"):
@@ -25,11 +25,11 @@ Rules for a file read with a recipe (docs/formats.rst, "Input recipe"):
 from __future__ import annotations
 
 import os
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 from . import layout as L
-from .readers import InputError, csv_layout, detect_format, format_from_name, input_size
+from .readers import InputError, detect_format
 
 #: Version of the recipe attribute's layout (a dict; new keys may be added, none removed).
 RECIPE_VERSION = 1
@@ -162,7 +162,7 @@ class Recipe(NamedTuple):
             return (f"CSV, delimiter {self.csv_delimiter!r}, {'a' if self.csv_header else 'no'} header, label column "
                     f"{self.csv_label_column}{w}, index base 0 (columns)")
         if fmt in ("npz", "matrix", "generated"):
-            return f"{_fmt_name(fmt)}, index base 0 (columns)"
+            return f"{fmt_name(fmt)}, index base 0 (columns)"
         if self.index_base is not None:
             return f"index base {self.index_base} (a store without an input recipe)"
         return None
@@ -221,7 +221,7 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
                                csv_weight_column=opts.weight_column)
     if given_fmt is not None and given_fmt != fmt:
         opt = _shown("--text", opts.text_columns) if opts.text_columns is not None else f"--input-format {given_fmt}"
-        raise ValueError(f"{opt}: {owner}'s input was {_fmt_name(fmt)}; new input is read the same way "
+        raise ValueError(f"{opt}: {owner}'s input was {fmt_name(fmt)}; new input is read the same way "
                          "(leave the option out)")
     text = None if opts.text_columns is None else tuple(str(c) for c in opts.text_columns)
     checks = (("--index-base", opts.index_base, recipe.index_base, fmt == "svmlight"),
@@ -232,7 +232,7 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
         if given is None or (applies and given == recorded):
             continue
         if not applies:
-            raise ValueError(f"{_shown(option, given)}: {owner}'s input was {_fmt_name(fmt)}, which {option} "
+            raise ValueError(f"{_shown(option, given)}: {owner}'s input was {fmt_name(fmt)}, which {option} "
                              "does not apply to")
         was = _shown(option, recorded) if recorded is not None else f"no {option}"
         raise ValueError(f"{_shown(option, given)}: {owner}'s input was read with {was}; new input is read "
@@ -240,7 +240,7 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
     return recipe
 
 
-def _fmt_name(fmt: str | None) -> str:
+def fmt_name(fmt: str | None) -> str:
     return {"svmlight": "svmlight", "csv": "CSV", "npz": "an .npz archive", "vw": "Vowpal Wabbit text",
             "text": "raw text (--text)", "matrix": "an in-memory matrix", "generated": "generated rows (ooc synth)",
             None: "of unknown format"}.get(fmt, str(fmt))
@@ -267,108 +267,10 @@ def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner
              ("CSV weight column", ours.csv_weight_column, theirs.csv_weight_column))
     for what, a, b in diffs:
         if a != b:
-            shown = {"format": _fmt_name}.get(what, repr)
+            shown = {"format": fmt_name}.get(what, repr)
             raise ValueError(f"{their_owner}: its input was read with {what} {shown(b)}, but {our_owner}'s with "
                              f"{shown(a)}: its columns are other features (convert its input again as {our_owner}'s "
                              "was)")
-
-
-class Source(NamedTuple):
-    """An opened input: ``make()`` gives its :class:`~ooc.store.readers.RowChunk` s (svmlight ids as
-    written; other formats 0-based columns), ``total`` its size in bytes (None: unknown), ``n_cols``
-    its declared column count (None: svmlight), ``recipe`` how it is read (the CSV layout found)."""
-
-    make: Callable
-    total: int | None
-    n_cols: int | None
-    recipe: Recipe
-    n_rows: int | None = None
-
-
-def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: int, dtype, threads: int = 1,
-               labels_required: bool = True, owner: str | None = None, n_cols_hint: int | None = None) -> Source:
-    """Open the file ``path`` to be read as ``recipe`` says: the one place input files are opened.
-
-    ``recipe.format`` None reads the file by its own format (:func:`ooc.store.readers.detect_format`);
-    a hashed file then needs ``hash_bits``, else ``n_cols_hint`` (a power of two) gives them. With
-    ``owner`` (a recipe that is someone's), a file whose name says another format than a strict
-    recipe's is refused.
-
-    Raises
-    ------
-    InputError
-        The file is missing, named as another format, or (CSV) lacks the recorded columns.
-    """
-    from .ingest import load_npz, load_npz_weights, matrix_chunks
-    from .readers import iter_csv, iter_svmlight, iter_text, iter_vw, text_layout
-
-    fmt = recipe.format
-    if owner is not None and fmt in STRICT:
-        named = format_from_name(path)
-        if named is not None and named != fmt and not (fmt == "text" and named == "csv"):
-            raise InputError(path, f"is named as {_fmt_name(named)}, but {owner}'s input was {_fmt_name(fmt)}: new "
-                                   f"input is read as {_fmt_name(fmt)} (pass --input-format {fmt} to read it so)"
-                             if fmt != "text" else
-                             f"is named as {_fmt_name(named)}, but {owner}'s input was raw text")
-    if fmt is None:
-        fmt = detect_format(path)
-        recipe = recipe._replace(format=fmt)
-    size = input_size(path)
-    if fmt in HASHED:
-        bits = recipe.hash_bits
-        if bits is None:
-            if n_cols_hint is not None:
-                bits = n_cols_hint.bit_length() - 1
-                if n_cols_hint != 1 << bits:
-                    raise InputError(path, f"a {_fmt_name(fmt)} file is hashed into 2**B columns, but there are "
-                                           f"{n_cols_hint}: they were not made from hashed data")
-            else:
-                bits = DEFAULT_HASH_BITS
-        bits = check_hash_bits(bits)
-        recipe = recipe._replace(hash_bits=bits)
-        if fmt == "vw":
-            def make():
-                return iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype, threads=threads)
-        else:
-            if recipe.text_columns is None:
-                raise InputError(path, "raw text needs its label and text columns (--text LABEL:TEXT)")
-            label, text = recipe.text_columns
-            text_layout(path, label, text)  # the columns exist (else one line now, not mid-read)
-
-            def make():
-                return iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, label=label, text=text)
-        return Source(make, size, 1 << bits, recipe)
-    if fmt == "svmlight":
-        def make():
-            return iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)
-        return Source(make, size, None, recipe)
-    if fmt == "csv":
-        label_col = 0 if recipe.csv_label_column is None else recipe.csv_label_column
-        lay = csv_layout(path, recipe.csv_delimiter, label_col, "auto", recipe.csv_weight_column)
-        # the weight column as the user gave it (-1: the last, in every file), the rest as found
-        recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
-                                 csv_header=bool(lay.header_line))
-
-        def make():
-            return iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
-                            value_dtype=dtype, weight_column=lay.weight_col, threads=threads)
-        return Source(make, size, lay.n_features, recipe)
-    if fmt == "npz":
-        from .readers import is_local
-
-        if not is_local(path):
-            raise InputError(path, "an .npz archive is read from a local file only (not standard input or a URL)")
-        rows, y = load_npz(path, labels_required=labels_required)
-        if y is None:
-            import numpy as np
-
-            y = np.zeros(rows.n_rows)
-        sw = load_npz_weights(path, rows.n_rows)
-
-        def make():
-            return matrix_chunks(rows, y, chunk_bytes, rows_per_chunk, sw)
-        return Source(make, None, rows.n_cols, recipe, rows.n_rows)
-    raise ValueError(f"unknown input format {fmt!r}")
 
 
 def check_path(path: str) -> None:
