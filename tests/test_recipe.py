@@ -5,7 +5,7 @@ Invariants (docs/formats.rst, "Input recipe"):
 - ``ooc append STORE INPUT`` reads INPUT exactly as STORE's input was read: appending the very
   file STORE was converted from gives twice STORE's rows, whatever the format and its options
   (svmlight 0- or 1-based, VW and raw text with any ``--hash-bits``, CSV with a weight column);
-  ``ooc predict RUN INPUT`` on that file gives what it gives on STORE.
+  ``ooc predict RUN INPUT`` on that file gives what it gives on STORE (the same margins).
 - An option passed to append/predict/evaluate that differs from the recipe is refused with one line
   naming the option and the recorded value; one that agrees is accepted.
 - The index base of svmlight input is an option (``--index-base``), printed by convert and info, with
@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import ooc
 from ooc.cli import main
+from ooc.model import LinearModel
 
 WORDS = ["good", "bad", "film", "plot", "actor", "dull", "great", "x_1", "été"]
 
@@ -115,6 +116,14 @@ def test_append_reads_new_input_as_the_store_did(tmp_path_factory, case):
     np.testing.assert_array_equal(yg, np.concatenate([ya, ya]))
     if wa is not None:
         np.testing.assert_array_equal(wg, np.concatenate([wa, wa]))
+    # predict reads the file as the store was read: the same margins as on the store itself
+    with ooc.open_store(str(d / "s.zarr")) as s:
+        meta = {"input_recipe": s.attrs["input_recipe"], "index_base": s.attrs["index_base"], "store": s.path}
+        coef = np.random.default_rng(len(text)).normal(size=s.n_cols)
+        LinearModel(coef, 0.25, s.label_values, "squared", "regression", meta).save(str(d / "model"))
+    on_file = ok("predict", d / "model", src).stdout.split()
+    on_store = ok("predict", d / "model", d / "s.zarr").stdout.split()
+    assert on_file == on_store and len(on_file) == A.shape[0]
     # the options recorded may be passed again; any other value is refused by name
     ok("append", d / "s.zarr", src, "--out", d / "g2.zarr", *[x for kv in recorded.items() for x in kv])
     for option, value in recorded.items():
@@ -204,3 +213,16 @@ def test_index_base_contradicting_zero_based_is_refused(tmp_path):
     src.write_text("1 1:1\n0 2:1\n")
     line = one_line_error(run_cli("convert", src, tmp_path / "s.zarr", "--index-base", "0", "--zero-based", "no"))
     assert "index_base" in line and "zero_based" in line
+
+
+def test_a_file_of_another_format_is_refused(tmp_path):
+    src = tmp_path / "a.svm"
+    src.write_text("1 1:1 2:0.5\n0 2:1 3:2\n")
+    ok("convert", src, tmp_path / "s.zarr")
+    other = tmp_path / "b.csv"
+    other.write_text("1,1,0.5,0\n0,0,1,2\n")
+    line = one_line_error(run_cli("append", tmp_path / "s.zarr", other, "--out", tmp_path / "g.zarr"))
+    assert str(other) in line and "CSV" in line and "svmlight" in line
+    line = one_line_error(run_cli("append", tmp_path / "s.zarr", other, "--out", tmp_path / "g.zarr",
+                                  "--input-format", "csv"))
+    assert "--input-format csv" in line and "svmlight" in line

@@ -682,9 +682,7 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
         named = format_from_name(path)
         if named is not None and named != fmt and not (fmt == "text" and named == "csv"):
             raise InputError(path, f"is named as {fmt_name(named)}, but {owner}'s input was {fmt_name(fmt)}: new "
-                                   f"input is read as {fmt_name(fmt)} (pass --input-format {fmt} to read it so)"
-                             if fmt != "text" else
-                             f"is named as {fmt_name(named)}, but {owner}'s input was raw text")
+                                   f"input is read the same way (convert it to {fmt_name(fmt)}, or name it so)")
     if fmt is None:
         fmt = detect_format(path)
         recipe = recipe._replace(format=fmt)
