@@ -151,6 +151,20 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
                      total=total, unit="B")
 
 
+def check_input(store, source: str, memory="auto") -> None:
+    """Refuse ``source`` (a file or a store) for a model trained on ``store`` before any training:
+    not read as the store's input was (its recipe), or of another width. Reads its first piece only.
+    """
+    model = LinearModel(np.zeros(store.n_cols), 0.0, None, "squared", L.REGRESSION,
+                        {L.RECIPE: store.attrs.get(L.RECIPE), "index_base": store.attrs.get("index_base", 0),
+                         "store": store.path})
+    rows = _iter_rows(model, source, memory, labels=False)
+    try:
+        next(rows, None)
+    finally:
+        rows.close()
+
+
 def _label(v) -> str:
     """A label as the user wrote it: ``1``, ``-1``, ``2.5``."""
     return f"{float(v):g}"

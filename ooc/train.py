@@ -93,7 +93,7 @@ def _validate(opts: dict, store, resumed: bool = False) -> dict:
     _check_task(o, cfg.loss_spec, store)
     _choose_solver(o, cfg.loss_spec, store, resumed)
     if o["validation"] is not None:
-        check_validation(o, store.label_kind)
+        check_validation(o, store.label_kind, store)
     if o["validation"] is not None and o["solver_used"] == DGPD_SOLVER:
         raise ValueError("--validation scores the certified state, which dgpd records only after its update; "
                          "use another --solver")

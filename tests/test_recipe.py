@@ -226,3 +226,24 @@ def test_a_file_of_another_format_is_refused(tmp_path):
     line = one_line_error(run_cli("append", tmp_path / "s.zarr", other, "--out", tmp_path / "g.zarr",
                                   "--input-format", "csv"))
     assert "--input-format csv" in line and "svmlight" in line
+
+
+@pytest.mark.parametrize("bad", ["bits", "width"])
+def test_validation_data_is_read_as_the_store_before_training(tmp_path, bad):
+    src = tmp_path / "a.vw"
+    src.write_text("1 |f a b c\n-1 |f d e\n1 |g a:2\n-1 |g e\n")
+    ok("convert", src, tmp_path / "v.zarr", "--hash-bits", "8")
+    ok("train", tmp_path / "v.zarr", "--out", tmp_path / "good", "--validation", src, "--max-epochs", "2")
+    if bad == "bits":
+        ok("convert", src, tmp_path / "other.zarr", "--hash-bits", "9")
+        val, needle = tmp_path / "other.zarr", "hash bits 9"
+    else:
+        src = tmp_path / "a.svm"
+        src.write_text("1 1:1 3:1\n0 2:1 256:1\n")
+        ok("convert", src, tmp_path / "v.zarr", "--overwrite")
+        val = tmp_path / "w.svm"
+        val.write_text("1 1:1\n0 2:1 257:1\n")
+        needle = f"{val}:2: feature id 257 is beyond the model's 256 features"
+    line = one_line_error(run_cli("train", tmp_path / "v.zarr", "--out", tmp_path / "r", "--validation", val))
+    assert needle in line and str(val) in line
+    assert not (tmp_path / "r").exists()  # refused before the run started

@@ -189,6 +189,7 @@ def from_options(opts: Options, path: str | None, dtype) -> Recipe:
 
 
 def _shown(option: str, value) -> str:
+    """An option as the user types it: ``--hash-bits 12``, ``--text label:review``."""
     if option == "--text":
         return f"--text {value[0]}:{value[1]}"
     return f"{option} {value}"
@@ -241,6 +242,7 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
 
 
 def fmt_name(fmt: str | None) -> str:
+    """How messages name an input format (``'CSV'``, ``'Vowpal Wabbit text'``, ...)."""
     return {"svmlight": "svmlight", "csv": "CSV", "npz": "an .npz archive", "vw": "Vowpal Wabbit text",
             "text": "raw text (--text)", "matrix": "an in-memory matrix", "generated": "generated rows (ooc synth)",
             None: "of unknown format"}.get(fmt, str(fmt))
