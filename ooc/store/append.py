@@ -19,8 +19,12 @@ store is in NEW's lineage: NEW then starts with exactly the rows the run trained
 writer copied them, in order), so the run's duals are the first rows' duals of NEW.
 
 The new rows are parsed and validated by :func:`~ooc.store.ingest.convert` into a scratch
-store first (rows layout, the old store's dtype and index base), so bad input is refused
-with its file and line before anything is written at the store's path. Their labels must be
+store first (rows layout, the old store's dtype, and a file read with the old store's input
+recipe, :mod:`ooc.store.recipe`: format, index base, hash bits, text and CSV columns; options
+that differ from it are refused), so bad input is refused with its file and line before
+anything is written at the store's path. New rows of another width are refused for the inputs
+that declare theirs (CSV, .npz, arrays, hashed input); svmlight rows may bring new feature ids.
+The grown store keeps the old store's recipe. Their labels must be
 labels the old store has (binary and multiclass stores: a new class would be a different
 task); regression labels are any finite number. Cost: one read of the old store's rows and
 one write of everything (O(nnz)); memory as a conversion's.
