@@ -247,3 +247,24 @@ def test_validation_data_is_read_as_the_store_before_training(tmp_path, bad):
     line = one_line_error(run_cli("train", tmp_path / "v.zarr", "--out", tmp_path / "r", "--validation", val))
     assert needle in line and str(val) in line
     assert not (tmp_path / "r").exists()  # refused before the run started
+
+
+def test_a_store_without_a_recipe_appends_hashed_rows_at_its_width(tmp_path):
+    """Stores written before recipes have ``index_base`` only: hashed new rows take the store's
+    2**bits columns (its width), not the default 2**18."""
+    from ooc.store import layout as L
+    from ooc.store.integrity import seal_attrs
+    from ooc.store.store import BACKENDS
+
+    src = tmp_path / "a.vw"
+    src.write_text("1 |f a b c\n-1 |f d e\n")
+    ok("convert", src, tmp_path / "v.zarr", "--hash-bits", "10")
+    be = BACKENDS["zarr"].open(str(tmp_path / "v.zarr"), "r+")
+    be.set_attrs({L.RECIPE: None})
+    seal_attrs(be)
+    be.close()
+    assert ooc.open_store(str(tmp_path / "v.zarr")).info()["input_recipe"] is None
+    ok("append", tmp_path / "v.zarr", src, "--out", tmp_path / "g.zarr")
+    A, _, _ = _rows(tmp_path / "v.zarr")
+    G, _, _ = _rows(tmp_path / "g.zarr")
+    np.testing.assert_array_equal(G, np.vstack([A, A]))

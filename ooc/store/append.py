@@ -38,6 +38,7 @@ import os
 import numpy as np
 
 from ..fsutil import contains
+from ..kernels.hash_bits import MAX_HASH_BITS
 from . import layout as L
 from .backend import MemoryBackend
 from .ingest import build_columns, convert, memory_budget
@@ -132,6 +133,10 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
     recipe = Recipe.from_attrs(old.attrs, old.path)
     opts = (options or Options())._replace(input_format=input_format or (options.input_format if options else None))
     reading = follow(recipe, opts, owner) if isinstance(source, (str, os.PathLike)) else None
+    if reading is not None and recipe.format is None and reading.hash_bits is None and old.n_cols > 1 \
+            and old.n_cols & (old.n_cols - 1) == 0:
+        # a store from before recipes: hashed new rows get as many columns as it has (2**bits)
+        reading = reading._replace(hash_bits=min(old.n_cols.bit_length() - 1, MAX_HASH_BITS))
     mem = memory_budget(memory)
     remove_stale_temporaries(out)
     tmp = Temporary(out)
