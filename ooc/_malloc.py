@@ -35,3 +35,23 @@ def tune_malloc(mmap_threshold: int = 1 << 20, arena_max: int = 2) -> bool:
     mallopt.restype = ctypes.c_int
     _done = bool(mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold))) and bool(mallopt(_M_ARENA_MAX, int(arena_max)))
     return _done
+
+
+def trim() -> bool:
+    """Hand the heap's free memory back to the system (glibc's ``malloc_trim(0)``); False elsewhere.
+
+    Freed pieces smaller than the mmap threshold stay in the arenas, resident, until trimmed: the
+    memory governor (:mod:`ooc._memguard`) trims before it asks a cache to give anything up.
+    """
+    global _trim
+    if _trim is None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _trim = libc.malloc_trim
+            _trim.argtypes, _trim.restype = [ctypes.c_size_t], ctypes.c_int
+        except (OSError, AttributeError):
+            _trim = False
+    return bool(_trim and _trim(0))
+
+
+_trim = None

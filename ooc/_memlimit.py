@@ -29,7 +29,7 @@ from ._cgroup import control_files, read_text
 
 __all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
            "held_bytes", "kernels_loaded", "smallest_limit",
-           "MARGIN_MIN", "KERNELS_BYTES", "TRAIN_PROCESS_BYTES", "limit_that_works"]
+           "MARGIN_MIN", "KERNELS_BYTES", "governor_reserve", "TRAIN_PROCESS_BYTES", "limit_that_works"]
 
 #: Bytes left unplanned under ``auto`` at least (Numba's compiler, allocator slack, stacks).
 MARGIN_MIN = 32 << 20
@@ -160,11 +160,28 @@ def counts_whole_process() -> bool:
 
 def work_budget(memory: int | None, held: int | None = None) -> int:
     """Bytes the work may add to this process for a memory option parsed to ``memory`` (None: ``auto``);
-    ``held``: what the process holds (default :func:`rss_bytes`)."""
+    ``held``: what the process holds (default :func:`rss_bytes`). On the command line (the whole
+    process) an explicit ``memory`` leaves ``held`` and :func:`margin` unplanned, as ``auto`` does."""
     held = rss_bytes() if held is None else held
     if memory is None:
         return auto_budget(held=held)
-    return max(0, int(memory) - (held if _WHOLE_PROCESS else 0))
+    if not _WHOLE_PROCESS:
+        return max(0, int(memory))
+    # the whole process: the same margin as auto's is left unplanned (the allocator's slack, a kernel's
+    # first load, transients between two of the governor's readings), so that the peak stays under it
+    return max(0, int(memory) - held - margin(int(memory)))
+
+
+#: What the memory governor keeps free below a ceiling (:func:`governor_reserve`): at least this ...
+RESERVE_MIN = 16 << 20
+#: ... and this fraction of the ceiling.
+RESERVE_FRACTION = 0.05
+
+
+def governor_reserve(ceiling: int) -> int:
+    """Bytes the memory governor (:mod:`ooc._memguard`) keeps free below ``ceiling``: what a phase may
+    allocate between two of its checks."""
+    return max(RESERVE_MIN, int(ceiling * RESERVE_FRACTION))
 
 
 def kernels_loaded() -> None:

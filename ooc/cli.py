@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import shlex
@@ -20,8 +19,9 @@ from typing import Callable, NamedTuple
 import click
 
 from . import interrupts
+from . import options as T
 from ._version import __version__
-from .kernels.hash_bits import DEFAULT_HASH_BITS, MAX_HASH_BITS
+from .kernels.hash_bits import DEFAULT_HASH_BITS
 from .progress import ConvertProgress, EpochProgress, RowsProgress, wanted
 
 
@@ -46,12 +46,16 @@ def _user_errors(fn):
             return fn(*args, **kwargs)
         except click.ClickException:
             raise
+        except BrokenPipeError as exc:
+            if _stdout_closed():  # its reader had enough (``| head``): no error (click would exit 1)
+                _quiet_closed_stdout()
+            raise UserError(os_error_line(exc) or _first_line(exc)) from None
         except (InputError, StoreError, RunError, FileExistsError, FileNotFoundError, ValueError,
                 RuntimeError) as exc:
             raise UserError(_first_line(exc)) from None
         except OSError as exc:  # permission denied, not a directory, a full disk ...: the path and the reason
             full = disk_full_error(exc)
-            line = os_error_line(exc)
+            line = _named_os_error(exc, os_error_line(exc), kwargs)
             raise UserError(line + (" (the disk is full: free some space and run the command again)"
                                     if full is not None else "")) from None
         except KeyboardInterrupt:
@@ -65,6 +69,26 @@ def _user_errors(fn):
                             "(run with OOC_DEBUG=1 for the traceback, and please report it)") from None
 
     return wrapper
+
+
+#: The arguments that name what a command writes, in the order looked for (train: ``out``, not its ``store``).
+_OUTPUT_ARGS = ("out_file", "out", "out_store", "store", "run")
+
+
+def _named_os_error(exc: OSError, line: str, kwargs: dict) -> str:
+    """``line`` naming a file: an error of a write to an open file (EFBIG, ENOSPC, EIO, ...) carries no
+    path, so the command's output (its argument that names it) is named instead."""
+    if exc.filename is not None or not line:
+        return line
+    import errno
+
+    target = next((kwargs[k] for k in _OUTPUT_ARGS if kwargs.get(k)), None)
+    reason = exc.strerror or line
+    if target is None:
+        return line
+    # these only writing causes; another (EIO, EACCES) may be a read: named without saying which
+    writing = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+    return f"{target}: {'writing failed: ' if writing else ''}{reason}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -95,18 +119,40 @@ def _training_warnings():
         yield
 
 
+#: Warnings meant for the authors of code that calls a library, not for the user of a command.
+_FOR_DEVELOPERS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning, ResourceWarning)
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Every warning raised while a command runs (ooc's, NumPy's ``RuntimeWarning``, a library's
+    ``UserWarning``) reaches the user as one line, ``ooc: warning: ...``, once per message, never
+    Python's two lines with the source line; the developers' kind (deprecations) are not shown. A
+    training's own rule (:func:`_training_warnings`) applies inside it."""
+    import warnings
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        ours = os.path.abspath(str(filename)).startswith(package)
+        if issubclass(category, _FOR_DEVELOPERS) and not ours:
+            return
+        text = " ".join(str(message).split())
+        text = text if ours and issubclass(category, UserWarning) else f"{category.__name__}: {text}"
+        if text not in seen:
+            seen.add(text)
+            click.echo(f"ooc: warning: {text}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show  # restored when the block ends
+        yield
+
+
 def _emit_json(obj: dict) -> None:
-    click.echo(json.dumps(obj, default=_json_default))
+    from .jsonout import dumps
 
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    click.echo(dumps(obj))  # strict JSON: a non-finite number is null (ooc.jsonout)
 
 
 @contextlib.contextmanager
@@ -154,8 +200,9 @@ class _OneLineErrors(click.Group):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             # SIGTERM stops any command like Ctrl-C; --memory counts the whole process
-            with interrupts.stop_on_signals(), _whole_process():
+            with interrupts.stop_on_signals(), _whole_process(), _one_line_warnings():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
+                sys.stdout.flush()  # what is still buffered: a closed stdout is found here, not at exit
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "ooc"
             click.echo(f"ooc: error: {e.format_message()} (see '{where} --help')", err=True)
@@ -166,7 +213,41 @@ class _OneLineErrors(click.Group):
         except click.exceptions.Abort:
             click.echo("ooc: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError as e:
+            if not _stdout_closed():
+                from .fsutil import os_error_line
+
+                click.echo(f"ooc: error: {os_error_line(e) or e}", err=True)
+                sys.exit(1)
+            _quiet_closed_stdout()
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+#: the exit status of a command whose reader closed its stdout (``ooc predict ... | head``): a shell's
+#: for a process ended by SIGPIPE, which Python ignores
+EXIT_CLOSED_STDOUT = 128 + 13
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reading end is closed (its reader, ``head``, had enough)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        p = select.poll()
+        p.register(fd, 0)  # POLLERR comes whatever is asked: the reading end is gone
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (tests' captured stdout)
+        return False
+
+
+def _quiet_closed_stdout() -> None:
+    """End the command without a word when its stdout's reader left (Python's advice for SIGPIPE):
+    what is still buffered for stdout goes to /dev/null, not to an error at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(EXIT_CLOSED_STDOUT)
 
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -217,16 +298,13 @@ class _ConfigOptions(click.Command):
 
 # -- how input files are read ------------------------------------------------------------------
 def _text_columns(text_columns, input_format):
-    """``--text LABEL:TEXT`` as ``(label, text)`` (None without it), checked against ``--input-format``."""
+    """``--text LABEL:TEXT`` as ``(label, text)`` (None without it; its form is checked by its type,
+    :data:`ooc.options.TEXT_COLUMNS`), checked against ``--input-format``."""
     if text_columns is None:
         return None
     if input_format is not None:
         raise click.UsageError(f"--text reads raw text: it cannot go with --input-format {input_format}")
-    label_col, sep, text_col = text_columns.partition(":")
-    if not sep or not label_col.strip() or not text_col.strip():
-        raise click.UsageError(f"--text {text_columns!r}: expected LABEL:TEXT (two columns, e.g. 0:1 or "
-                               "label:review)")
-    return (label_col, text_col)
+    return T.TEXT_COLUMNS.check(text_columns, "--text")
 
 
 def _recipe_options(fn):
@@ -236,13 +314,13 @@ def _recipe_options(fn):
     opts = [
         click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz", "vw"]), default=None,
                      help="Format of the input file (default: the recipe's, else from its name and contents)."),
-        click.option("--index-base", type=click.Choice(["0", "1"]), default=None,
+        click.option("--index-base", type=T.INDEX_BASE, default=None,
                      help="svmlight: the first feature id (default: the recipe's)."),
-        click.option("--hash-bits", type=click.IntRange(1, MAX_HASH_BITS), default=None,
+        click.option("--hash-bits", type=T.HASH_BITS, default=None,
                      help="vw and --text: 2**BITS hashed columns (default: the recipe's)."),
-        click.option("--text", "text_columns", default=None, metavar="LABEL:TEXT",
+        click.option("--text", "text_columns", type=T.TEXT_COLUMNS, default=None, metavar="LABEL:TEXT",
                      help="Raw text: the label and text columns (default: the recipe's)."),
-        click.option("--weight-column", type=int, default=None, metavar="J",
+        click.option("--weight-column", type=T.WEIGHT_COLUMN, default=None, metavar="J",
                      help="CSV: the column of the sample weights (default: the recipe's)."),
     ]
     for o in reversed(opts):
@@ -268,19 +346,19 @@ def _recipe_given(kwargs: dict):
               help="Store backend.")
 @click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True,
               help="Matrix layouts to store: by rows (dual solvers), by columns (rcd-primal), or both.")
-@click.option("--memory", default="auto", show_default=True,
+@click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use: cgroup limit, RLIMIT_AS, available RAM).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
               help="Type of the stored values.")
 @click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz", "vw"]), default=None,
               help="Input format (default: from the file name and content; .vw or a '|' in the lines: vw, "
                    "Vowpal Wabbit's text format).")
-@click.option("--text", "text_columns", default=None, metavar="LABEL:TEXT",
+@click.option("--text", "text_columns", type=T.TEXT_COLUMNS, default=None, metavar="LABEL:TEXT",
               help="Read INPUT as a CSV/TSV of raw text: the label in column LABEL, the text in column TEXT "
                    "(0-based numbers or header names); unigrams and bigrams counted into 2**--hash-bits columns.")
-@click.option("--hash-bits", type=click.IntRange(1, MAX_HASH_BITS), default=DEFAULT_HASH_BITS, show_default=True,
+@click.option("--hash-bits", type=T.HASH_BITS, default=DEFAULT_HASH_BITS, show_default=True,
               help="vw and --text: features are hashed (VW's MurmurHash3) into 2**BITS columns, as VW's -b.")
-@click.option("--index-base", type=click.Choice(["auto", "0", "1"]), default="auto", show_default=True,
+@click.option("--index-base", type=T.INDEX_BASE_AUTO, default="auto", show_default=True,
               help="svmlight: the first feature id (auto: 0 if an id 0 occurs, else 1, a guess for a 0-based "
                    "file without feature 0).")
 @click.option("--zero-based", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
@@ -288,17 +366,18 @@ def _recipe_given(kwargs: dict):
 @click.option("--label-kind", type=click.Choice(["auto", "binary", "multiclass", "regression"]),
               default="auto", show_default=True,
               help="Task of the labels (auto: two values binary, up to 1000 integers multiclass, else regression).")
-@click.option("--n-features", type=int, default=None, help="Number of features (default: from the data).")
-@click.option("--weight-column", type=int, default=None, metavar="J",
+@click.option("--n-features", type=T.POSITIVE_INT, default=None, help="Number of features (default: from the data).")
+@click.option("--weight-column", type=T.WEIGHT_COLUMN, default=None, metavar="J",
               help="CSV input: column J (0-based, the label is column 0; negative from the end) holds each row's "
                    "sample weight (finite, >= 0), not a feature. An .npz's weights are its key 'sample_weight'.")
-@click.option("--block-bytes", default=None, help="Decoded bytes per block (default 64MiB, at most memory/8).")
+@click.option("--block-bytes", type=T.BLOCK_BYTES, default=None,
+              help="Decoded bytes per block (default 64MiB, at most memory/8).")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists.")
-@click.option("--threads", type=int, default=0, show_default=True,
+@click.option("--threads", type=T.THREADS, default=0, show_default=True,
               help="Threads parsing text input (0: every core the process may use); the store does not depend on it.")
-@click.option("--factorize", "factorize", type=click.IntRange(min=1), default=None, metavar="K",
+@click.option("--factorize", "factorize", type=T.FACTORIZE, default=None, metavar="K",
               help="Also store A = U V with U = X G^T, V = G (G: K x d Gaussian) for --solver dspdc.")
-@click.option("--factorize-seed", type=int, default=0, show_default=True, help="Seed of G.")
+@click.option("--factorize-seed", type=T.SEED, default=0, show_default=True, help="Seed of G.")
 @click.option("--json", "as_json", is_flag=True, help="Print the store summary as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
@@ -351,26 +430,32 @@ def _store_info(st) -> dict:
 
 def _info_options() -> list:
     """``ooc info``'s training options, with their defaults from :mod:`ooc.config`."""
-    from .config import defaults
+    import dataclasses
+
+    from .config import TrainConfig, defaults
 
     d = defaults()
-    return [click.Option(["--block-bytes"], default=d["block_bytes"], show_default=True,
+    types = {f.name: f.metadata["type"] for f in dataclasses.fields(TrainConfig) if f.init}
+    return [click.Option(["--block-bytes"], type=types["block_bytes"], default=d["block_bytes"], show_default=True,
                          help="The training option of that name."),
-            click.Option(["--mix-blocks"], type=int, default=d["mix_blocks"], show_default=True,
-                         help="The training option of that name.")]
+            click.Option(["--mix-blocks"], type=types["mix_blocks"], default=d["mix_blocks"], show_default=True,
+                         help="The training option of that name."),
+            click.Option(["--threads"], type=T.THREADS, default=0, show_default=True,
+                         help="The training option of that name (0: every core this process may use): "
+                              "one problem's threads each hold a replica of the model.")]
 
 
 @main.command(cls=_ConfigOptions)
 @click.argument("store", metavar="STORE|RUN", type=click.Path())
-@click.option("--memory", default="auto", show_default=True,
+@click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
               help="Say whether and how a run fits this much memory (the whole process; 'auto': what this "
                    "process may use).")
 @_later(_info_options)
-@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
+@click.option("--top", type=T.NONNEG_INT, default=10, show_default=True,
               help="RUN: how many of the largest weights to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_user_errors
-def info(store, memory, block_bytes, mix_blocks, top, as_json):
+def info(store, memory, block_bytes, mix_blocks, threads, top, as_json):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes, and
     whether a run fits --memory. Or describe the run directory RUN: its objective, the certificate
     (duality gap against --tol), and the features of largest weight."""
@@ -393,7 +478,7 @@ def info(store, memory, block_bytes, mix_blocks, top, as_json):
     with open_store(store) as st:
         i = _store_info(st)
         i["auto"] = explain_auto(i, st.has_layout("cols"))
-        i["memory_fit"] = memory_fit(st, cfg.memory_bytes, cfg.train_block_bytes, cfg.mix_blocks)
+        i["memory_fit"] = memory_fit(st, cfg.memory_bytes, cfg.train_block_bytes, cfg.mix_blocks, threads)
         f = st.attrs.get("factor")
         # the factor (ooc.store.factorize) is reported here, not in Store.info, to keep it in one module
         i.update({"factorized": bool(f), "factor_k": f["k"] if f else None,
@@ -411,7 +496,7 @@ def _format_fit(f: dict) -> list[str]:
             f"{_fmt_bytes(f['process_bytes'])} with its kernels, leaving {_fmt_bytes(f['work_bytes'])}")
     lines = [head]
     for name, fam in f["families"].items():
-        need = ("--memory" if src == "--memory" else "a limit of") + f" {_fmt_bytes(fam['smallest_memory'])}"
+        need = ("--memory" if src == "--memory" else "a limit of") + f" {_fmt_bytes(fam['smallest_memory'], up=True)}"
         how = [f"O(d) vectors {_fmt_bytes(fam['fixed'])}"]
         if "group" in fam:
             how.append(f"groups of {_fmt_bytes(fam['group'])} ({fam['blocks']} blocks of <= "
@@ -423,10 +508,10 @@ def _format_fit(f: dict) -> list[str]:
     return lines
 
 
-def _fmt_bytes(n) -> str:
+def _fmt_bytes(n, up: bool = False) -> str:
     from .store.ingest import format_bytes
 
-    return format_bytes(n)
+    return format_bytes(n, up=up)
 
 
 def format_info(i: dict) -> str:
@@ -521,8 +606,8 @@ def train_options(fn):
 def _train_options() -> list:
     """One click option per :class:`ooc.config.TrainConfig` field, in :data:`TRAIN_OPTION_ORDER`.
 
-    An option's type is its field's (float, int, or text), or a choice when the field lists
-    choices; a default of None is not shown (it means "not set").
+    An option's type is its field's :mod:`ooc.options` type (its range, checked while the arguments
+    are parsed), or a choice when the field lists choices; a default of None is not shown (it means "not set").
     """
     import dataclasses
 
@@ -537,7 +622,9 @@ def _train_options() -> list:
         f = fields[name]
         kind = str(f.type).split("|")[0].strip()
         choices = f.metadata.get("choices")
-        ptype = click.Choice(list(choices)) if choices else {"float": float, "int": int}.get(kind)
+        # the field's type (ooc.options) parses the value: a bad one is refused naming the option and its range
+        ptype = click.Choice(list(choices)) if choices else f.metadata.get("type") or {"float": float,
+                                                                                     "int": int}.get(kind)
         extra = {"help": f.metadata["help"]} if f.metadata.get("help") else {}
         if ptype is not None:
             extra["type"] = ptype
@@ -589,12 +676,12 @@ def _run_limits(run: str, max_epochs: int | None) -> tuple:
 
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
-@click.option("--max-epochs", type=int, default=None,
+@click.option("--max-epochs", type=T.NONNEG_INT, default=None,
               help="New epoch limit (default: the run's); with --store, the new trajectory's passes.")
 @click.option("--store", type=click.Path(), default=None,
               help="The run's store with rows appended ('ooc append'): continue the finished run on all rows, "
                    "from its final duals (new rows at 0), to a new certificate.")
-@click.option("--threads", type=int, default=None,
+@click.option("--threads", type=T.THREADS, default=None,
               help="Compute threads from here on (default: the run's own count, which keeps the resume bit-exact; "
                    "0: every core). Another count changes the iterates of a binary or regression run from here on.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
@@ -604,8 +691,6 @@ def resume(run, max_epochs, store, threads, as_json, verbose):
     """Continue RUN from its last checkpoint (exactly as if it had never stopped), or on STORE's new rows."""
     from .train import resume as do_resume
 
-    if max_epochs is not None and max_epochs < 0:
-        raise UserError("--max-epochs must be >= 0")
     bar = EpochProgress(wanted(verbose), *_run_limits(run, max_epochs))
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
@@ -621,7 +706,7 @@ def resume(run, max_epochs, store, threads, as_json, verbose):
 @click.option("--out", "out_store", type=click.Path(), default=None,
               help="Write the grown store here (default: replace STORE atomically).")
 @_recipe_options
-@click.option("--memory", default="auto", show_default=True,
+@click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
               help="Memory for the whole process, as in convert ('auto': what it may use).")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists (only an ooc store).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new store's summary as JSON.")
@@ -646,16 +731,18 @@ def append(store, newdata, out_store, memory, overwrite, as_json, **recipe):
 @click.argument("input", type=click.Path())
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
               help="Write predictions here (default: stdout).")
-@click.option("--proba", is_flag=True, help="Print the probability of the positive class (logistic).")
-@click.option("--memory", default="auto", show_default=True,
+@click.option("--proba", is_flag=True,
+              help="Print each row's class probabilities, one column per class in the model's class order, "
+                   "summing to 1 (logistic, binary or one-vs-rest; other models are refused).")
+@click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
-@click.option("--threads", type=int, default=0, show_default=True,
+@click.option("--threads", type=T.THREADS, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
 @_recipe_options
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def predict(run, input, out_file, proba, memory, threads, verbose, **recipe):
-    """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
+    """Predict the rows of INPUT (a store, or an svmlight/CSV/.npz file; '-' for stdin), one label per line."""
     from .evaluate import iter_predictions
     from .fsutil import atomic_output, contains
 
@@ -670,11 +757,15 @@ def predict(run, input, out_file, proba, memory, threads, verbose, **recipe):
         with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
             for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar,
                                          options=options):
-                fh.write("\n".join(_fmt_label(p) for p in pred))
+                fh.write("\n".join(" ".join(map(_fmt_proba, p)) if proba else _fmt_label(p) for p in pred))
                 if len(pred):
                     fh.write("\n")
     finally:
         bar.close()
+
+
+def _fmt_proba(x) -> str:
+    return repr(float(x))  # every digit: the columns sum to 1 as the model computed them
 
 
 def _fmt_label(x) -> str:
@@ -685,16 +776,16 @@ def _fmt_label(x) -> str:
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
 @click.argument("input", type=click.Path())
-@click.option("--memory", default="auto", show_default=True,
+@click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
-@click.option("--threads", type=int, default=0, show_default=True,
+@click.option("--threads", type=T.THREADS, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as one JSON object.")
 @_recipe_options
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def evaluate(run, input, memory, threads, as_json, verbose, **recipe):
-    """Score RUN's model on INPUT: the primal objective; accuracy, log loss, ROC AUC, precision,
+    """Score RUN's model on INPUT (a store or a file; '-' for stdin): the primal objective; accuracy, log loss, ROC AUC, precision,
     recall, F1 and the confusion matrix (classification); RMSE, MAE and R^2 (regression)."""
     from .evaluate import evaluate as do_evaluate
 
@@ -755,9 +846,10 @@ def export(run, fmt, out, overwrite, as_json):
 # -- batch ---------------------------------------------------------------------------------------
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--scheduler", default=None, help="Address of an existing Dask scheduler (default: a LocalCluster).")
-@click.option("--workers", type=int, default=None, help="Worker processes of the LocalCluster (default: min(4, cores)).")
-@click.option("--threads", type=int, default=0, show_default=True,
+@click.option("--scheduler", type=T.ADDRESS, default=None,
+              help="Address of an existing Dask scheduler, tcp://HOST:PORT (default: a LocalCluster).")
+@click.option("--workers", type=T.WORKERS, default=None, help="Worker processes of the LocalCluster (default: min(4, cores)).")
+@click.option("--threads", type=T.THREADS, default=0, show_default=True,
               help="Compute threads of each run that does not set its own 'threads' (0: the cores of its "
                    "worker's machine shared among the workers there).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
@@ -774,8 +866,6 @@ def batch(spec, scheduler, workers, threads, as_json, verbose):
             click.echo(f"\rruns: {ev['done']} done, {ev['failed']} failed, {ev['running']} running "
                        f"of {ev['total']}   ", err=True, nl=False)
 
-    if threads < 0:
-        raise UserError(f"--threads must be >= 0 (0: the worker's share of its machine's cores; got {threads})")
     rows = run_batch(spec, scheduler=scheduler, workers=workers, progress=progress, threads=threads)
     if show:
         click.echo("", err=True)
@@ -797,25 +887,25 @@ def batch(spec, scheduler, workers, threads, as_json, verbose):
 # -- synth -----------------------------------------------------------------------------------------
 @main.command()
 @click.argument("store", type=click.Path())
-@click.option("--rows", type=int, required=True, help="Number of examples.")
-@click.option("--cols", type=int, required=True, help="Number of features.")
-@click.option("--nnz-per-row", type=int, required=True, help="Nonzeros per example.")
+@click.option("--rows", type=T.SYNTH["rows"], required=True, help="Number of examples.")
+@click.option("--cols", type=T.SYNTH["cols"], required=True, help="Number of features.")
+@click.option("--nnz-per-row", type=T.SYNTH["nnz_per_row"], required=True, help="Nonzeros per example.")
 @click.option("--task", type=click.Choice(["binary", "multiclass", "regression"]), default="binary",
               show_default=True, help="Kind of labels, drawn from a planted sparse model.")
-@click.option("--classes", "n_classes", type=int, default=3, show_default=True, help="Classes of --task multiclass.")
-@click.option("--zipf", type=float, default=1.1, show_default=True, help="Feature popularity exponent.")
-@click.option("--informative", type=int, default=100, show_default=True,
+@click.option("--classes", "n_classes", type=T.SYNTH["n_classes"], default=3, show_default=True, help="Classes of --task multiclass.")
+@click.option("--zipf", type=T.SYNTH["zipf"], default=1.1, show_default=True, help="Feature popularity exponent.")
+@click.option("--informative", type=T.SYNTH["informative"], default=100, show_default=True,
               help="Nonzero weights of the planted model.")
-@click.option("--noise", type=float, default=0.05, show_default=True,
+@click.option("--noise", type=T.SYNTH["noise"], default=0.05, show_default=True,
               help="Label flip probability (classification), or noise std relative to the signal (regression).")
 @click.option("--values", type=click.Choice(["normalized", "gaussian", "binary"]), default="normalized",
               show_default=True, help="Nonzero values: 1/sqrt(nnz-per-row) (unit-norm rows), standard Gaussian, or ones.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generator.")
+@click.option("--seed", type=T.SYNTH["seed"], default=0, show_default=True, help="Seed of the generator.")
 @click.option("--format", "fmt", type=click.Choice(["zarr", "hdf5"]), default="zarr", show_default=True,
               help="Store backend.")
 @click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True,
               help="Matrix layouts to store (as in convert).")
-@click.option("--memory", default="1GiB", show_default=True, help="Memory for writing the store (as in convert).")
+@click.option("--memory", type=T.MEMORY, default="1GiB", show_default=True, help="Memory for writing the store (as in convert).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
               help="Type of the stored values.")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists (only an ooc store).")
@@ -845,7 +935,7 @@ def synth(store, rows, cols, nnz_per_row, task, n_classes, zipf, informative, no
 @main.command()
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
               help="Where to put the demo files (default: a new temporary directory).")
-@click.option("--rows", type=int, default=20000, show_default=True,
+@click.option("--rows", type=T.Number(True, 4, 10**9), default=20000, show_default=True,
               help="Training rows to generate (a quarter as many test rows).")
 @_user_errors
 def demo(workdir, rows):

@@ -13,11 +13,11 @@ Errors are one line naming the option as the command line spells it (``--l2 ...`
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import options as T
 from .objectives.losses import LOSS_NAMES, Logistic, loss_spec
 from .solvers.problem import normalize_class_weight
 from .solvers.registry import AUTO, CRAMMER_SINGER, OVR, SOLVER_NAMES, solver_spec
@@ -47,9 +47,10 @@ PAGINGS = ("shuffled", "gap")
 VALIDATION_METRICS = (AUTO, "accuracy", "logloss", "rmse", "primal")
 
 
-def _opt(default, help: str | None = None, choices: tuple | None = None):
-    """A field with its default and what the command line shows (help text, choices)."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+def _opt(default, help: str | None = None, choices: tuple | None = None, type=None):
+    """A field with its default, what the command line shows (help text, choices) and the type of its
+    values (an :mod:`ooc.options` type: the command line parses with it, :class:`TrainConfig` checks with it)."""
+    return field(default=default, metadata={"help": help, "choices": choices, "type": type})
 
 
 @dataclass(frozen=True)
@@ -62,60 +63,66 @@ class TrainConfig:
 
     loss: str = _opt(Logistic.name, "Loss phi(x.w, y): logistic, squared, smooth-hinge (--gamma) or hinge.",
                      choices=LOSS_NAMES)
-    gamma: float = _opt(1.0, "Smoothing of the smooth hinge.")
+    gamma: float = _opt(1.0, "Smoothing of the smooth hinge.", type=T.NONNEG_FLOAT)
     multiclass: str | None = _opt(None, "Multiclass stores: one-vs-rest (ovr, the default) or the max-of-hinge "
                                         "loss of crammer-singer (sdca).", choices=(OVR, CRAMMER_SINGER))
     l2: float = _opt(1e-6, "L2 weight (LIBLINEAR C = 1/(l2 n)). 0 with --l1 > 0: pure L1 (rcd-primal, or sdca/acc-sdca "
-                           "with an added L2 small enough to certify the L1 problem).")
-    l1: float = _opt(0.0, "L1 weight.")
+                           "with an added L2 small enough to certify the L1 problem).", type=T.NONNEG_FLOAT)
+    l1: float = _opt(0.0, "L1 weight.", type=T.NONNEG_FLOAT)
     solver: str = _opt(AUTO, "Algorithm; auto picks from the store's statistics (ooc info says what it would run).",
                        choices=SOLVER_NAMES)
     sampling: str = _opt("uniform", "rcd-primal/rcd-dual: uniform, importance, supportSet-uniform, adaptive, "
                                     "ada-uniform, ada-gap, gap-per-epoch; rcd-primal with pure L1: working-set "
-                                    "(auto's choice there).")
-    tol: float = _opt(1e-6, "Relative duality gap to certify.")
-    max_epochs: int = _opt(100, "Most passes over the data; the run stops there, converged or not.")
+                                    "(auto's choice there).", type=T.SAMPLING)
+    tol: float = _opt(1e-6, "Relative duality gap to certify.", type=T.NONNEG_FLOAT)
+    max_epochs: int = _opt(100, "Most passes over the data; the run stops there, converged or not.", type=T.NONNEG_INT)
     memory: str = _opt(AUTO_MEMORY, "Memory for the whole process (the command line; Python: what training adds): "
                                     "'auto' is what the process may use (cgroup limit, RLIMIT_AS, available RAM) "
-                                    "less what it holds. Never changes the iterates.")
+                                    "less what it holds. Never changes the iterates.", type=T.MEMORY)
     bias: float = _opt(0.0, "LIBLINEAR's intercept: a constant feature of value B whose weight is regularized "
-                            "like the others (0: none).")
+                            "like the others (0: none).", type=T.NONNEG_FLOAT)
     fit_intercept: bool = _opt(False, "scikit-learn's intercept: unregularized, certified with the rest (sdca; "
                                       "rcd-primal for pure L1; a smooth loss; not with --bias). Off by default, "
                                       "in Python too.")
     class_weight: str | None = _opt(None, "balanced: weight each example by n / (classes x its class's count); or "
-                                          "LABEL=WEIGHT,... (original labels, e.g. 1=5,-1=1; others weigh 1).")
-    seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).")
+                                          "LABEL=WEIGHT,... (original labels, e.g. 1=5,-1=1; others weigh 1).",
+                                 type=T.CLASS_WEIGHT)
+    seed: int = _opt(0, "Seed of the visiting order and samplings (the iterates depend on it).", type=T.SEED)
     checkpoint_every: float = _opt(300.0, "Seconds between checkpoints inside an epoch (epoch ends: every one, or "
                                           "with the duals in memory, spaced so writing takes ~5 % of the run; "
-                                          "0: every epoch end and block boundary).")
-    distributed: str | None = _opt(None, "local:N or a Dask scheduler address.")
+                                          "0: every epoch end and block boundary).", type=T.NONNEG_FLOAT)
+    distributed: str | None = _opt(None, "local:N or a Dask scheduler address (tcp://HOST:PORT).", type=T.DISTRIBUTED)
     local_passes: int = _opt(1, "--distributed: Prox-SDCA passes over its rows each worker makes per round (the "
                                 "CoCoA+ local subproblem solved further: fewer rounds when the workers' rows share "
-                                "few features).")
+                                "few features).", type=T.POSITIVE_INT)
     exchange: float = _opt(0.5, "--distributed: share of its row blocks each worker hands to the next between "
                                 "rounds (partitions mixed: fewer rounds on data with popular features; each worker "
-                                "caches what it is handed). 0: fixed partitions, as runs made before it had.")
+                                "caches what it is handed). 0: fixed partitions, as runs made before it had.",
+                                type=T.UNIT_FLOAT)
     sync_rows: int = _opt(0, "--distributed: rows of its pass each worker visits between two synchronizations of "
                              "v within a round (its pass cut into equal steps of at most this many rows); 0: once "
-                             "a round. Fewer rows: fewer rounds on small well-conditioned problems, more messages.")
-    inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).")
+                             "a round. Fewer rows: fewer rounds on small well-conditioned problems, more messages.",
+                             type=T.NONNEG_INT)
+    inner_passes: int = _opt(1, "acc-sdca: Prox-SDCA passes per outer iteration (the paper's practical variant).",
+                             type=T.POSITIVE_INT)
     block_bytes: str = _opt(DEFAULT_TRAIN_BLOCK, "Decoded bytes per training block: the store's blocks cut to at most "
                                                  "this ('store': as converted). With --seed and --mix-blocks it fixes "
-                                                 "the order rows are visited in.")
+                                                 "the order rows are visited in.",
+                                     type=T.Bytes(MIN_TRAIN_BLOCK, words=(STORE_BLOCKS,)))
     threads: int = _opt(0, "Threads (0: every core the process may use: CPU affinity and cgroup quota; recorded "
                            "in run.json, resume keeps it). The classes of one-vs-rest train on several at "
-                           "once; the iterates do not depend on it.")
+                           "once; the iterates do not depend on it.", type=T.THREADS)
     mix_blocks: int = _opt(DEFAULT_MIX_BLOCKS, "Row blocks whose rows are visited in one random permutation (memory: about twice "
-                              "that many blocks are resident).")
+                              "that many blocks are resident).", type=T.POSITIVE_INT)
     paging: str = _opt("shuffled", "rcd solvers: block order shuffled, or weighted by each block's duality-gap mass.",
                        PAGINGS)
     # dgpd's own options: their defaults are the solver's (ooc.solvers.registry.DGPD_DEFAULTS)
     dgpd_rounds: int = _opt(_DGPD["rounds"], "dgpd: rounds of updates on the active submatrix between two "
-                                             "searches (>= 1).")
-    dgpd_batch: int = _opt(_DGPD["batch"], "dgpd: coordinates a search adds at least, per side (>= 1).")
+                                             "searches (>= 1).", type=T.POSITIVE_INT)
+    dgpd_batch: int = _opt(_DGPD["batch"], "dgpd: coordinates a search adds at least, per side (>= 1).",
+                           type=T.POSITIVE_INT)
     dgpd_growth: float = _opt(_DGPD["growth"], "dgpd: a search adds up to max(batch, growth x active-set size) "
-                                               "coordinates (>= 0).")
+                                               "coordinates (>= 0).", type=T.NONNEG_FLOAT)
     dgpd_dual_step: str = _opt(_DGPD["dual_step"], "dgpd: dual step size, the largest safe one (Prox-SDCA's on the "
                                                    "submatrix) or the paper's Theorem 4.2 (shorter).", DUAL_STEPS)
     dgpd_fallback: bool = _opt(_DGPD["fallback"], "dgpd: a new run whose dual active set turns dense (over half "
@@ -127,7 +134,8 @@ class TrainConfig:
                                         "regression), accuracy, logloss (logistic), rmse or primal.",
                                   choices=VALIDATION_METRICS)
     early_stop: int = _opt(0, "Stop after this many certified states in a row without a better --validation "
-                              "score (0: never); the run keeps the last state's model and names the best epoch.")
+                              "score (0: never); the run keeps the last state's model and names the best epoch.",
+                        type=T.NONNEG_INT)
     #: ``memory`` in bytes (None: ``auto``), parsed once when the configuration is built (not an option)
     memory_bytes: int | None = field(init=False, repr=False, compare=False, default=0)
     #: ``block_bytes`` in bytes (None: the store's blocks), parsed likewise
@@ -137,7 +145,7 @@ class TrainConfig:
         loss = loss_spec(self.loss)
         if self.solver != AUTO:
             solver_spec(self.solver)
-        _check_values(self, loss)
+        _check_values(self, loss)  # the numbers first: their types name the option and its range
         _check_dgpd(self)
         _check_requested_solver(self)
         _set(self, "memory_bytes", parse_memory(self.memory, "--memory"))
@@ -207,42 +215,23 @@ def _parse_block_bytes(text) -> int | None:
 
 
 def _check_values(cfg: TrainConfig, loss) -> None:
-    """Option values on their own (no store, no solver), normalised in place."""
+    """Option values on their own (no store, no solver), normalised in place: each field with a type
+    (:mod:`ooc.options`) is checked by it, the rule the command line parses with."""
     from .schedule.sampling import normalize_sampling
 
+    for f in dataclasses.fields(TrainConfig):
+        kind = f.metadata.get("type") if f.init else None
+        value = getattr(cfg, f.name)
+        if kind is None or (value is None and f.name in NONE_IS_A_VALUE):
+            continue
+        checked = kind.check(value, "--" + f.name.replace("_", "-"))
+        if isinstance(kind, T.Number):  # normalised: 3.0 -> 3 for an integer, "1e-3" -> 0.001
+            _set(cfg, f.name, checked)
     _set(cfg, "sampling", normalize_sampling(cfg.sampling))
     if cfg.paging not in PAGINGS:
         raise ValueError(f"--paging {cfg.paging!r}: expected shuffled or gap")
-    for key in ("l2", "l1", "tol", "bias", "gamma"):
-        x = float(getattr(cfg, key))
-        if not np.isfinite(x) or x < 0:
-            raise ValueError(f"--{key} must be a finite number >= 0 (got {getattr(cfg, key)!r})")
-        _set(cfg, key, x)
-    try:
-        threads = int(cfg.threads)
-    except (TypeError, ValueError):
-        threads = -1
-    if threads < 0 or threads != cfg.threads:
-        raise ValueError(f"--threads must be an integer >= 0 (0: every core the process may use; got {cfg.threads!r})")
-    _set(cfg, "threads", threads)
-    for key in ("inner_passes", "local_passes", "mix_blocks"):
-        if int(getattr(cfg, key)) < 1:
-            raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
-        _set(cfg, key, int(getattr(cfg, key)))
-    x = cfg.sync_rows
-    if not isinstance(x, (int, np.integer)) or isinstance(x, bool) or x < 0:
-        raise ValueError(f"--sync-rows must be an integer >= 0 (0: once a round; got {x!r})")
-    _set(cfg, "sync_rows", int(x))
-    if isinstance(cfg.exchange, bool) or not 0.0 <= float(cfg.exchange) <= 1.0:
-        raise ValueError(f"--exchange must be a number from 0 to 1 (got {cfg.exchange!r})")
-    _set(cfg, "exchange", float(cfg.exchange))
     if "gamma" in loss.params and cfg.gamma <= 0:
         raise ValueError("--gamma must be > 0 for the smooth hinge")
-    if int(cfg.max_epochs) < 0:
-        raise ValueError("--max-epochs must be >= 0")
-    _set(cfg, "max_epochs", int(cfg.max_epochs))
-    _set(cfg, "seed", int(cfg.seed))
-    _set(cfg, "checkpoint_every", float(cfg.checkpoint_every))
     _check_validation(cfg)
     _check_intercept(cfg)
     _set(cfg, "class_weight", normalize_class_weight(cfg.class_weight))
@@ -265,36 +254,13 @@ def _check_validation(cfg: TrainConfig) -> None:
         raise ValueError(f"--validation: expected the path of a file or a store (got {cfg.validation!r})")
     if cfg.validation_metric not in VALIDATION_METRICS:
         raise ValueError(f"--validation-metric {cfg.validation_metric!r}: expected one of {', '.join(VALIDATION_METRICS)}")
-    try:
-        patience = int(cfg.early_stop)
-    except (TypeError, ValueError):
-        patience = -1
-    if patience < 0 or patience != cfg.early_stop:
-        raise ValueError(f"--early-stop must be an integer >= 0 (got {cfg.early_stop!r})")
-    if patience and cfg.validation is None:
+    if cfg.early_stop and cfg.validation is None:
         raise ValueError("--early-stop needs --validation (the data whose score decides)")
-    _set(cfg, "early_stop", patience)
 
 
 def _check_dgpd(cfg: TrainConfig) -> None:
-    """The ``dgpd_*`` values (whether they may be set at all depends on the solver used)."""
-    for key in ("dgpd_rounds", "dgpd_batch"):
-        flag = "--" + key.replace("_", "-")
-        raw = getattr(cfg, key)
-        try:
-            value = int(raw)
-        except (TypeError, ValueError):
-            raise ValueError(f"{flag} must be an integer >= 1 (got {raw!r})") from None
-        if value != raw or value < 1:
-            raise ValueError(f"{flag} must be an integer >= 1 (got {raw!r})")
-        _set(cfg, key, value)
-    try:
-        growth = float(cfg.dgpd_growth)
-    except (TypeError, ValueError):
-        growth = math.nan
-    if not math.isfinite(growth) or growth < 0:
-        raise ValueError(f"--dgpd-growth must be a finite number >= 0 (got {cfg.dgpd_growth!r})")
-    _set(cfg, "dgpd_growth", growth)
+    """The ``dgpd_*`` values but the numbers (checked by their types; whether they may be set at all
+    depends on the solver used)."""
     if not isinstance(cfg.dgpd_fallback, (bool, np.bool_)):
         raise ValueError(f"--dgpd-fallback is a flag: true or false (got {cfg.dgpd_fallback!r})")
     _set(cfg, "dgpd_fallback", bool(cfg.dgpd_fallback))

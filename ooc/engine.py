@@ -27,6 +27,13 @@ The contract (:class:`ooc.solvers.base.StoreSolver` documents the methods):
   solver calls :meth:`EpochContext.tick` at a safe point and ``checkpoint_every`` seconds
   have passed. The engine's metadata (``seq, epoch, seconds, state_seconds, history_len,
   bytes_read``) is merged with the solver's own (:meth:`checkpoint_state`).
+* A run's final state is always durable (docs/training.rst, "Runs, checkpoints and resume"):
+  when the checkpoint of an epoch end was skipped (``epoch_checkpoint_optional``), the state the run
+  stops at (converged, ``max_epochs``, early stop) is checkpointed as it stands after its
+  certifying pass, the history line of that certificate left out of the checkpoint so that a
+  resume certifies it again from there (no epoch is run again). A stop signal (Ctrl-C,
+  SIGTERM) meanwhile waits for the next safe point (:func:`ooc.interrupts.defer`), where the
+  state is checkpointed before the run stops.
 """
 
 from __future__ import annotations
@@ -57,6 +64,36 @@ class Certificate(NamedTuple):
     @property
     def rel_gap(self) -> float:
         return self.gap / max(1.0, abs(self.primal))
+
+
+class Diverged(RuntimeError):
+    """A state whose objective is not a finite number: the run cannot certify anything from it.
+
+    A primal objective that is NaN or infinite (or a NaN dual) comes from values the arithmetic
+    cannot hold: labels or features so large that a loss overflows (a squared loss of a label
+    1e200), or steps that blew up. The run stops with one line naming the cause instead of going
+    on to ``max_epochs`` and reporting ``primal inf`` as a finished run; its last checkpoint stays.
+    """
+
+
+def check_finite(cert: Certificate, epoch: int) -> None:
+    """Raise :class:`Diverged` unless ``cert``'s primal objective is finite and its dual is a number
+    (``-inf`` is a dual's honest value where the dual point is infeasible: pure L1)."""
+    if math.isfinite(cert.primal) and not math.isnan(cert.dual):
+        return
+    raise Diverged(f"training diverged at epoch {epoch}: the primal objective is {cert.primal!r} and the dual "
+                   f"{cert.dual!r} (non-finite values: labels or feature values too large for the loss to be "
+                   "computed, e.g. a squared loss of a label near 1e200; rescale the data or the labels)")
+
+
+def check_state(arrays: dict, epoch: int) -> None:
+    """Raise :class:`Diverged` if a solver state's in-memory arrays hold NaN or infinite values: a state
+    that blew up is named, not written (a checkpoint holding one is refused when read back)."""
+    for name, a in arrays.items():
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise Diverged(f"training diverged at epoch {epoch}: the solver's {name!r} holds non-finite values "
+                           "(labels or feature values too large for the loss to be computed, e.g. a value near "
+                           "1e200 whose square overflows; rescale the data or the labels)")
 
 
 def predicts_converged(recent: list[float], tol: float) -> bool:
@@ -229,6 +266,7 @@ class _Engine:
             meta = {"seq": 0, "epoch": 0, "seconds": 0.0, "state_seconds": 0.0, "history_len": 0, "bytes_read": 0,
                     **self.base.meta}
             arrays, extra, _ = solver.checkpoint_state()
+            check_state(arrays, 0)
             rd.truncate_history(meta["history_len"])
             rd.save_checkpoint(arrays, {**meta, **extra})
         else:
@@ -236,6 +274,8 @@ class _Engine:
             rd.truncate_history(meta["history_len"])
             solver.restore(arrays, meta)
         self.epoch = int(meta["epoch"])
+        #: the epoch of the newest checkpoint: older than ``epoch`` when epoch ends were skipped
+        self.ck_epoch = self.epoch
         self.seq = int(meta["seq"])
         self.history_len = int(meta["history_len"])
         self.seconds0 = float(meta["seconds"])
@@ -257,13 +297,28 @@ class _Engine:
     def elapsed(self) -> float:
         return self.seconds0 + time.perf_counter() - self.t_start
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, history_len: int | None = None) -> None:
         arrays, extra, background = self.solver.checkpoint_state()
+        check_state(arrays, self.epoch)
         self.seq += 1
         meta = {"seq": self.seq, "epoch": self.epoch, "seconds": self.elapsed(), "state_seconds": self.state_seconds,
-                "history_len": self.history_len, "bytes_read": self.bytes0 + self.solver.bytes_read(), **extra}
+                "history_len": self.history_len if history_len is None else history_len,
+                "bytes_read": self.bytes0 + self.solver.bytes_read(), **extra}
         self.rd.save_checkpoint(arrays, meta, background=background)
         self.last_ck = time.perf_counter()
+        self.ck_epoch = self.epoch
+        interrupts.defer(False)  # nothing done is lost to a stop signal now
+
+    def unsaved(self) -> bool:
+        """Whether epochs ended since the newest checkpoint (their checkpoints were skipped)."""
+        return self.ck_epoch < self.epoch
+
+    def stop_point(self, ctx: EpochContext, history_len: int) -> None:
+        """A safe point: a stop signal waiting for one (:func:`ooc.interrupts.defer`) saves the state, then stops."""
+        if interrupts.pending() and self.unsaved():
+            self.checkpoint(history_len)
+            self.rd.wait_checkpoint()
+        interrupts.check()
 
     def epoch_checkpoint_due(self) -> bool:
         """Whether the epoch that just ended is checkpointed.
@@ -272,8 +327,8 @@ class _Engine:
         (``epoch_checkpoint_optional``): then only once ``checkpoint_every`` seconds, or the last
         checkpoint's write time over :data:`CHECKPOINT_SHARE`, have passed since it, and always at
         ``max_epochs`` (a run stopped there to be resumed with more leaves its last state). Skipping
-        changes no iterate: a resume from an older checkpoint repeats the same steps (a converged
-        run's ``ooc resume`` too, which recertifies).
+        changes no iterate: a resume from an older checkpoint repeats the same steps; the state a
+        run stops at is checkpointed whatever this says (:meth:`loop`).
         """
         optional = getattr(self.solver, "epoch_checkpoint_optional", None)  # solvers written before it: never
         if optional is None or not optional() or self.epoch >= self.max_epochs:
@@ -282,7 +337,7 @@ class _Engine:
         return since >= min(self.ck_every, self.rd.write_seconds / CHECKPOINT_SHARE)
 
     def tick(self, ctx: EpochContext) -> None:
-        interrupts.check()
+        self.stop_point(ctx, self.history_len)
         if ctx.update and time.perf_counter() - self.last_ck >= self.ck_every:
             self.checkpoint()
 
@@ -292,7 +347,8 @@ class _Engine:
         return cert.rel_gap <= self.tol
 
     def record(self, ctx: EpochContext, cert: Certificate, fields: dict) -> bool:
-        interrupts.check()
+        # (a state certified but not recorded: a resume from here records it)
+        self.stop_point(ctx, self.history_len)
         solver = self.solver
         rel = cert.rel_gap
         if ctx._predicted and self.epoch < self.max_epochs and not self.converged(cert):
@@ -300,6 +356,7 @@ class _Engine:
             # (and recomputes the same gap, so the history keeps one line per state)
             ctx.retry = True
             return True
+        check_finite(cert, self.epoch)  # before the history: no state of a diverged run is recorded as certified
         entry = {"epoch": self.epoch, "seconds": self.state_seconds, "primal": cert.primal, "dual": cert.dual,
                  "gap": cert.gap, "rel_gap": rel, "nnz_w": int(solver.nnz_w()),
                  "bytes_read": self.bytes0 + solver.bytes_read(), "cache_hit_rate": solver.cache_hit_rate(),
@@ -347,6 +404,10 @@ class _Engine:
                 self.cert_failed = self.epoch
                 continue
             if ctx.stopped:
+                if self.unsaved():
+                    # the final state is durable: checkpointed after its certifying pass, without the
+                    # certificate's history line, which a resume records again from this state
+                    self.checkpoint(self.history_len - 1)
                 self.rd.wait_checkpoint()
                 return dict(self.result, **solver.result())
             self.epoch += 1
@@ -354,6 +415,8 @@ class _Engine:
             solver.next_epoch(self.epoch)
             if self.epoch_checkpoint_due():
                 self.checkpoint()
+            else:
+                interrupts.defer(True)  # a stop signal now waits for a safe point to save this epoch
 
 
 def run(solver, max_epochs: int, resume: bool, start: Start | None = None, watch: Watch | None = None) -> dict:
@@ -391,6 +454,7 @@ def run(solver, max_epochs: int, resume: bool, start: Start | None = None, watch
             # cluster's workers take a second or two) is not part of it
             result["total_seconds"] = eng.elapsed()
         finally:
+            interrupts.defer(False)
             solver.close()
             eng.rd.wait_checkpoint(reraise=False)  # on an error path, the first error is the one reported
     return result

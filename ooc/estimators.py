@@ -103,6 +103,16 @@ def _cleanup(store_path, run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def _option_types() -> dict:
+    """The :mod:`ooc.options` types of the training options the estimators take as parameters (same names)."""
+    import dataclasses
+
+    from .config import TrainConfig
+
+    names = ("l2", "l1", "tol", "bias", "gamma", "max_epochs", "seed", "memory")
+    return {f.name: f.metadata["type"] for f in dataclasses.fields(TrainConfig) if f.name in names}
+
+
 def _check_sparse(X) -> None:
     """Check a sparse X's index arrays before scikit-learn's validation hands it to scipy's compiled
     conversions and products, which trust them (a decreasing ``indptr`` would corrupt memory).
@@ -177,22 +187,18 @@ class _OOCLinear(BaseEstimator):
 
     # -- validation -------------------------------------------------------------------------------
     def _check_params(self) -> None:
+        """The parameters' values, before any data is read (sklearn's ``_validate_params``' place)."""
         if self.loss not in self._losses:
             raise ValueError(f"loss={self.loss!r}: {type(self).__name__} supports "
                              f"{', '.join(repr(x) for x in self._losses)}")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValueError(f"fit_intercept={self.fit_intercept!r}: expected True or False")
-        for name in ("l2", "l1", "tol", "bias"):
-            val = getattr(self, name)
-            if name == "l2" and val is None:
-                continue
-            if not isinstance(val, numbers.Real) or isinstance(val, bool) or not np.isfinite(val) or val < 0:
-                raise ValueError(f"{name}={val!r}: expected a finite number >= 0")
+        # the numbers' rule is the command line's (ooc.options, through TrainConfig's field types), named as here
+        for name, kind in _option_types().items():
+            if hasattr(self, name) and not (name == "l2" and self.l2 is None):
+                kind.check(getattr(self, name), name)
         if self.l2 is not None and not self.l2 > 0:
             raise ValueError(f"l2={self.l2!r}: must be > 0 (the dual solver needs a strongly convex objective)")
-        me = self.max_epochs
-        if not isinstance(me, numbers.Integral) or isinstance(me, bool) or me < 0:
-            raise ValueError(f"max_epochs={me!r}: expected an integer >= 0")
 
     def _train_options(self) -> dict:
         opts = {"loss": self.loss, "l2": None if self.l2 is None else float(self.l2), "l1": float(self.l1),
@@ -386,7 +392,8 @@ class _OOCLinear(BaseEstimator):
 
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", _OocConvergenceWarning)
-                    run = resume(pf["run_dir"], max_epochs=self.n_iter_ + 1)
+                    # one more pass, its state the model whatever its gap (a gap need not fall every pass)
+                    run = resume(pf["run_dir"], max_epochs=self.n_iter_ + 1, keep_better=False)
         self._set_fitted(run, warn=False)
         self.run_ = self._pf["run_dir"] if self.run_dir is not None else None
         return self

@@ -100,13 +100,14 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     """
     from .store.backend import StoreError
     from .store.ingest import open_input
+    from .store.readers import is_local, is_stream
     from .store.recipe import Options, Recipe, check_same_columns, follow
     from .store.store import backend_for_path, open_store
 
     # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
     # store, not parsed as text
     is_store = source.startswith("memory://") or os.path.isdir(source) or source.endswith((".h5", ".hdf5"))
-    if not is_store:
+    if not is_store and not is_stream(source):  # ('-', a pipe: a file's text, never a store)
         try:
             backend_for_path(source)
             is_store = True
@@ -116,8 +117,9 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     recipe, owner = _model_recipe(model)
     if is_store:
         # the store's blocks cut to what the budget holds: a block, its CSR copy for the kernel, the
-        # labels and the predictions (about three block sizes at once)
-        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget // 4, 1 << 16))))
+        # labels and the predictions (about three block sizes at once: 3/8 of it; evaluate keeps its
+        # ROC AUC scores in half of it, SCORES_SHARE)
+        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget // 8, 1 << 16))))
         check_same_columns(recipe, Recipe.from_attrs(st.attrs, source), owner, f"the store {source}")
         _check_width(source, "the store", st.n_cols, model)
         vals = st.label_values
@@ -129,9 +131,10 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
             yield _Piece(blk.indptr.astype(np.int64), blk.indices, blk.data, y, row=blk.start, done=blk.stop,
                          total=st.n_rows)
         return
-    if not os.path.exists(source):
+    if is_local(source) and not os.path.exists(source):
         raise InputError(source, "no such file or store")
     chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
+    # text files: progress in input bytes (compressed ones too); a stream ('-', a pipe) has no size
     reading = follow(recipe, options or Options(), owner)
     src = open_input(source, reading, chunk_bytes=chunk_bytes, rows_per_chunk=max(1024, chunk_bytes // 64),
                      dtype=np.float64, labels_required=labels, owner=owner, n_cols_hint=model.n_features)
@@ -187,7 +190,8 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
 
 def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0,
                      progress=None, options=None) -> Iterator[np.ndarray]:
-    """Predicted labels (or positive-class probabilities) of ``source``, piece by piece.
+    """Predicted labels (or, with ``proba``, class probabilities: ``(rows, classes)``, each row summing
+    to 1, :meth:`~ooc.model.LinearModel.predict_proba`) of ``source``, piece by piece.
 
     ``source`` is a store or a file read with the model's input recipe (an .npz may come without
     labels); its labels are not used. Input of another width than the model's is refused
@@ -197,18 +201,37 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     """
     model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
+    why = model.proba_refusal() if proba else None
+    if why is not None:
+        raise ValueError(f"--proba: {why}")
+    yield from _with_streams_closed(_predictions(model, source, proba, memory, nthreads, progress, options))
+
+
+def _with_streams_closed(pieces):
+    """``pieces``, then the pipes they read closed (:func:`ooc.store.readers.forget_streams`), however it ends."""
+    from .store.readers import forget_streams
+
+    try:
+        yield from pieces
+    finally:
+        forget_streams()
+
+
+def _predictions(model, source, proba, memory, nthreads, progress, options=None):
     rows = 0
-    if proba and not loss_spec(model.loss).proba:
-        raise ValueError(f"--proba needs a logistic model (this one: {model.loss})")
     for piece in _iter_rows(model, source, memory, labels=False, options=options):
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         rows += len(m)
         if progress is not None:
             progress(progress_event(piece, rows))
         if proba:
-            yield 1.0 / (1.0 + np.exp(-m))
+            yield proba_from_margins(m)
         else:
             yield model.predict_from_margins(m)
+
+
+#: The share of ``--memory`` (1 / this) that ``evaluate`` lets its ROC AUC scores take.
+SCORES_SHARE = 2
 
 
 def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=None, options=None) -> dict:
@@ -249,12 +272,14 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
 
         cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if "gamma" in loss_spec(model.loss).params else 0.0)
     classify = model.task in (L.BINARY, L.MULTICLASS)
-    scores = ClassificationMetrics(len(model.classes_)) if classify else RegressionMetrics()
+    # ROC AUC keeps every row's scores: at most SCORES_SHARE of the budget, else it is skipped and says so
+    keep = memory_budget(memory) // SCORES_SHARE
+    scores = ClassificationMetrics(len(model.classes_), keep_bytes=keep) if classify else RegressionMetrics()
     n = 0
     correct = 0
     loss_sum = 0.0
     logloss = 0.0
-    for piece in _iter_rows(model, source, memory, options=options):
+    for piece in _with_streams_closed(_iter_rows(model, source, memory, options=options)):
         _check_labels(model, source, piece)
         y = piece.labels
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)

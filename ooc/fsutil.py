@@ -92,14 +92,36 @@ def check_parent(path: str) -> None:
         raise FileNotFoundError(f"{path}: the parent directory {parent} does not exist")
 
 
+def make_parents(path: str) -> None:
+    """Create the missing parent directories of an output ``path`` (``--out a/b`` makes ``a/``, as
+    ``mkdir -p`` would); raise ``NotADirectoryError`` (one line) when a parent is a file.
+
+    Only directories are made, never anything replaced; they stay when the command fails later.
+    """
+    if "://" in os.fspath(path):
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    probe = parent
+    while not os.path.lexists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise NotADirectoryError(f"{path}: {probe} is not a directory")
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except FileExistsError:  # (a file made there meanwhile)
+        raise NotADirectoryError(f"{path}: {parent} is not a directory") from None
+    check_parent(path)
+
+
 @contextlib.contextmanager
 def atomic_output(path: str, mode: str = "w"):
     """Open a hidden temporary sibling of ``path`` for writing; rename it to ``path`` when the block ends well.
 
     Readers of ``path`` see the old file or the whole new one, never a truncated or half-written
     one; on any error (a full disk, Ctrl-C) the temporary is deleted and ``path`` is untouched.
+    Missing parent directories of ``path`` are made (:func:`make_parents`).
     """
-    check_parent(path)
+    make_parents(path)
     parent = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path}: is a directory")
@@ -485,7 +507,10 @@ def seal_json(obj: dict, indent: int | None = 2) -> bytes:
     """``obj`` as JSON with a checksum of its content under :data:`CHECKSUM_KEY` (see :func:`read_sealed_json`)."""
     import json
 
-    body = json.loads(json.dumps(obj, default=str))  # as it will read back (numpy scalars, paths as text)
+    from .jsonout import dumps
+
+    # as it will read back (numpy scalars, paths as text; strict JSON: a non-finite number is null)
+    body = json.loads(dumps(obj, default=str))
     body.pop(CHECKSUM_KEY, None)
     return json.dumps({**body, CHECKSUM_KEY: _json_digest(body)}, indent=indent).encode()
 

@@ -109,10 +109,32 @@ class LinearModel:
         """Predicted values of the rows of ``X``, in the original label values."""
         return self.predict_from_margins(self.decision_function(X))
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (logistic loss only): :func:`proba_from_margins` of the margins."""
+    def proba_refusal(self) -> str | None:
+        """Why this model has no class probabilities (None: it has them, :meth:`predict_proba`).
+
+        A loss whose margins are log-odds has them (``proba`` in the loss registry: logistic),
+        binary or one-vs-rest. Regression has no classes; the hinges' margins are scores, not
+        log-odds; a Crammer-Singer model's ``k`` margins are those of the multiclass hinge, a
+        ranking of the classes with no link to probabilities either.
+        """
+        if self.task == "regression":
+            return f"a regression model ({self.loss}) predicts values, not class probabilities"
+        if (self.meta or {}).get("multiclass") == "crammer-singer":
+            return (f"a Crammer-Singer model's margins (its multiclass {self.loss}) rank the classes and are not "
+                    "probabilities; train with --loss logistic --multiclass ovr for them")
         if not loss_spec(self.loss).proba:
-            raise ValueError(f"predict_proba needs the logistic loss (this model: {self.loss})")
+            return (f"a {self.loss} model's margins are not probabilities (no link function); "
+                    "train with --loss logistic for them")
+        return None
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, one column per class of ``classes_`` (:func:`proba_from_margins`).
+
+        Raises ``ValueError`` saying why for a model without them (:meth:`proba_refusal`).
+        """
+        why = self.proba_refusal()
+        if why is not None:
+            raise ValueError(f"predict_proba: {why}")
         return proba_from_margins(self.decision_function(X))
 
     # -- persistence ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ class ConvertProgress:
         self.enabled = enabled
         self.bar = None
         self.phase = None
+        self.by_rows = False
 
     def __call__(self, ev: dict) -> None:
         if not self.enabled:
@@ -27,14 +28,22 @@ class ConvertProgress:
         if phase != self.phase:
             self.close()
             self.phase = phase
-            if phase == "rows":
+            # rows read from a file count its bytes; a generated source's (synth, arrays) count rows
+            self.by_rows = phase == "rows" and not ev.get("total") and not ev.get("bytes")
+            if self.by_rows:
+                self.bar = tqdm(total=ev.get("total_rows"), unit="row", unit_scale=True, desc="rows",
+                                file=sys.stderr, leave=False)
+            elif phase == "rows":
                 self.bar = tqdm(total=ev.get("total"), unit="B", unit_scale=True, desc="parse",
                                 file=sys.stderr, leave=False)
             elif phase in ("transpose", "assemble"):
                 self.bar = tqdm(total=ev.get("total"), unit="block", desc=phase, file=sys.stderr, leave=False)
         if self.bar is None:
             return
-        if phase == "rows":
+        if phase == "rows" and self.by_rows:
+            self.bar.n = ev.get("rows") or 0
+            self.bar.refresh()
+        elif phase == "rows":
             self.bar.n = ev.get("bytes") or 0
             self.bar.set_postfix(rows=ev.get("rows"), refresh=False)
             self.bar.refresh()

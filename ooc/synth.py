@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .options import SYNTH
 from .store.readers import RowChunk
 
 TASKS = ("binary", "multiclass", "regression")
@@ -41,8 +42,13 @@ class SynthSource:
                  informative=100, noise=0.05, values="normalized", seed=0, rows_per_chunk=65536):
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}")
-        if rows < 1 or cols < 1 or nnz_per_row < 1:
-            raise ValueError("rows, cols and nnz_per_row must be positive")
+        given = {"rows": rows, "cols": cols, "nnz_per_row": nnz_per_row, "n_classes": n_classes, "zipf": zipf,
+                 "informative": informative, "noise": noise, "seed": seed}
+        for name, value in given.items():  # the command line's rule (ooc.options.SYNTH), naming the argument
+            given[name] = SYNTH[name].check(value, name)
+        if task != "regression" and given["noise"] > 1:
+            raise ValueError(f"noise is a label flip probability for {task} labels: from 0 to 1 (got {noise!r})")
+        rows, cols, nnz_per_row, n_classes, zipf, informative, noise, seed = given.values()
         self.rows, self.cols = int(rows), int(cols)
         self.k = min(int(nnz_per_row), self.cols)
         self.task, self.n_classes = task, int(n_classes)
@@ -60,6 +66,7 @@ class SynthSource:
         for c in range(n_out):
             idx = rng.choice(top, size=min(informative, len(top)), replace=False)
             self.coef[c, idx] = rng.standard_normal(len(idx)) * 3.0
+        self.n_rows = self.rows  # for progress: the rows to come (nothing is parsed)
         self.description = (f"<synth rows={rows} cols={cols} nnz_per_row={nnz_per_row} task={task} "
                             f"seed={seed}>")
 

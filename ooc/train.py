@@ -11,7 +11,17 @@ import warnings
 import numpy as np
 
 from ._cpu import resolve_threads
-from ._memlimit import auto_budget, counts_whole_process, held_bytes, kernels_loaded, process_limit, work_budget
+from ._memguard import governed
+from ._memguard import peak as memguard_peak
+from ._memlimit import (
+    auto_budget,
+    counts_whole_process,
+    governor_reserve,
+    held_bytes,
+    kernels_loaded,
+    process_limit,
+    work_budget,
+)
 from ._version import __version__
 from .config import TrainConfig, defaults
 from .engine import Start, diagnose
@@ -112,8 +122,18 @@ def _check_task(o: dict, loss, store) -> None:
         if o["solver"] != AUTO and CRAMMER_SINGER not in solver_spec(o["solver"]).multiclass:
             able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if CRAMMER_SINGER in s.multiclass)
             raise ValueError(f"--multiclass crammer-singer trains with {able} (not {o['solver']})")
+    classes = store.attrs.get("classes") if kind in (L.BINARY, L.MULTICLASS) else None
+    if classes is not None and len(set(classes)) < 2 and loss.classification:
+        # one class: every model is "accuracy 1" on it and none is learned; refused, as scikit-learn does
+        raise ValueError(f"{store.path}: the labels hold one class only ({classes[0]!r} on all {store.n_rows} rows): "
+                         "classification needs at least 2 classes")
     if kind == L.MULTICLASS and not loss.classification:
-        raise ValueError(f"{store.path}: multiclass labels need a classification loss (logistic, hinge, smooth-hinge)")
+        # integer targets (counts, ratings, years) are read as classes by --label-kind auto
+        able = ", ".join(n for n, s in LOSS_REGISTRY.items() if s.classification)
+        raise ValueError(f"{store.path}: its labels were read as {len(store.attrs.get('classes') or [])} classes (integers are "
+                         f"multiclass under --label-kind auto), and --loss {o['loss']} is a regression loss: for "
+                         "regression targets convert the data again with 'ooc convert INPUT STORE --label-kind "
+                         f"regression', or train the classes with a classification loss ({able})")
     if kind == L.REGRESSION and loss.classification:
         raise ValueError(f"{store.path}: regression labels need --loss squared (the labels are not binary)")
     class_weights_for(store, o["class_weight"])  # a mapping's labels against the store's classes
@@ -233,7 +253,7 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
         smooth = 1.0 / float(pb.loss.smoothness)
         if smooth <= 0:  # the hinge: no rate at all, and no other solver takes it with pure L1
             raise ValueError(f"pure L1 (--l2 0) through --solver sdca needs a smooth loss to certify; {_PURE_L1_HINGE}")
-        r2 = float(np.max(store.row_sqnorm)) if store.n_rows else 0.0
+        r2 = store.row_sqnorm_sum_max()[1] if store.n_rows else 0.0
         passes = r2 / (o["l2_added"] * store.n_rows * smooth) if smooth > 0 else math.inf
         if passes > 100 * o["max_epochs"]:
             raise ValueError(f"pure L1 (--l2 0) through --solver sdca adds an L2 of {o['l2_added']:.2g} (--tol / r^2, "
@@ -404,8 +424,15 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
 
 
 def resume(run: str, max_epochs: int | None = None, progress=None, store=None, threads: int | None = None,
-           **options) -> Run:
+           keep_better: bool = True, **options) -> Run:
     """Continue a run from its last checkpoint; bit-for-bit the same as never stopping.
+
+    A finished run's model is never replaced by a worse one: ``max_epochs`` at or below the
+    epoch it finished at is refused (``RunError``), and a resume that ends with a worse
+    certificate keeps the model (:func:`worse_certificate`; a warning says why).
+    ``keep_better=False`` replaces it with the state reached whatever its certificate (the
+    estimators' ``partial_fit``: each call is one more pass, and a duality gap need not fall at
+    every pass).
 
     ``threads``: None keeps the run's count (``run.json``), the bit-exact resume; another count
     (0: every core) is recorded in ``run.json`` and used from the last checkpoint on: a
@@ -443,6 +470,11 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
         raise RunError(f"{run}: a distributed run made by an older ooc, whose rounds visited the rows in another "
                        "order: it cannot be resumed exactly; train it again (a finished run's model stays in "
                        f"{os.path.join(run, 'model')})")
+    finished = finished_metrics(rd)
+    if finished is not None and max_epochs is not None and int(max_epochs) <= int(finished["epochs"]):
+        raise RunError(f"{run}: the run finished at epoch {finished['epochs']} ({_certificate_words(finished)}); "
+                       f"--max-epochs {max_epochs} would not go past it and its model stays: give more than "
+                       f"{finished['epochs']}")
     # options added after the run was made take their defaults (the state format is the same)
     opts = TrainConfig.from_run_config(cfg).options()
     if max_epochs is not None:
@@ -456,7 +488,34 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
                 cfg["max_epochs"] = int(max_epochs)
             rd.write_config(cfg)
         warm, start = _trajectory(rd, cfg, st, o)
-        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
+        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start, keep_better=keep_better)
+
+
+def finished_metrics(rd: RunDir) -> dict | None:
+    """The metrics of the model a finished run holds (``RUN/model/metrics.json``), or None when it has none.
+
+    Raises ``RunError`` naming the file when it is damaged.
+    """
+    path = os.path.join(rd.model_dir, "metrics.json")
+    if not os.path.exists(path):
+        return None
+    try:
+        return read_sealed_json(path, required=False)
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+
+
+def _certificate_words(m: dict) -> str:
+    """A model's certificate in a few words: converged or not, and its relative gap."""
+    state = "converged" if m.get("converged") else "NOT converged"
+    return f"{state}, relative gap {float(m['rel_gap']):.3g}"
+
+
+def worse_certificate(new: dict, old: dict) -> bool:
+    """Whether the certificate ``new`` is worse than ``old``: it lost convergence or its relative gap grew."""
+    if bool(old.get("converged")) and not bool(new.get("converged")):
+        return True
+    return float(new["rel_gap"]) > float(old["rel_gap"])
 
 
 #: Options a run continued on new rows may change (its duals stay feasible, as for a warm start).
@@ -600,13 +659,15 @@ def _model(w: np.ndarray, o: dict, st, pb) -> LinearModel:
     return LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
 
 
-def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=None) -> Run:
+def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=None,
+             keep_better: bool = True) -> Run:
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
     # what the process holds comes off --memory first: measured before the store is read, with the
     # reader's buffers it will hold once it is (the cut below reads already)
     memory = _memory_budget(o, st.reader_bytes())
+    ceiling = memory.pop("ceiling")
     # the solvers visit training blocks (the store's cut to --block-bytes), never the store's own
     pb = make_problem(st.with_blocks(o["train_block_bytes"]), o)
     solver = driver_class(o["solver_used"], o["distributed"], o["multiclass"])(
@@ -627,7 +688,11 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     # Numba's one-time start in a process (its compiler context, ~0.45 s, then the first kernel from the
     # disk cache) is the process's start, like the imports: paid here, before the run's clock starts
     row_order(2, 0, 0, 0)
-    res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
+    found = finished_metrics(rd) if resume and keep_better else None  # never replaced by a worse one
+    # the plan checked against the process itself: above the ceiling, cached blocks are given back
+    with governed(ceiling, reserve=governor_reserve(ceiling or 0)):
+        res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
+    peak_rss = memguard_peak()
     kernels_loaded()
     # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
     del solver
@@ -635,6 +700,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     if not np.isfinite(w).all():  # never a NaN model with exit status 0
         raise RunError(f"{rd.path}: the coefficients are not finite (the iterates diverged: check the data for huge "
                        "values and the options); no model written")
+    if resume and found is not None and worse_certificate(res, found):
+        return _keep_model(rd, found, res)
     model = _model(w, o, st, pb)
     with disk_full_is_run_error(rd.path, "the model"):
         model.save(rd.model_dir)
@@ -647,6 +714,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         # what training was given (bytes it may add to the process) and where that figure came from
         "memory_budget": memory["memory"],
         "memory_source": memory["memory_limit"].source if "memory_limit" in memory else "--memory",
+        # the whole process's largest resident size while it trained (measured), and its ceiling
+        "peak_rss": peak_rss, "memory_ceiling": ceiling,
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
     result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
@@ -670,6 +739,24 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
                       f"{o['tol']:g}: {result['stop_reason']}; {result['advice']}", ConvergenceWarning)
     return Run(rd.path, result)
+
+
+def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
+    """A resume ended at a worse certificate than the model it found (a run made before its final
+    state was checkpointed, resumed from an older state; or other threads): that model stays.
+
+    Its metrics are rewritten only to point at the final duals the resume left (warm starts and
+    appended rows read them; feasible duals either way).
+    """
+    kept = dict(found)
+    kept.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
+    kept["kept_model"] = (f"this resume ended at epoch {res['epochs']} ({_certificate_words(res)}), worse than "
+                          f"the model found (epoch {found['epochs']}, {_certificate_words(found)}), which stays")
+    with disk_full_is_run_error(rd.path, "the model's metrics"):
+        atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json({k: v for k, v in kept.items()
+                                                                                 if k != "kept_model"}))
+    warnings.warn(f"{rd.path}: {kept['kept_model']}")
+    return Run(rd.path, kept)
 
 
 def _advice(stall, o: dict, path: str, epochs: int) -> str:
@@ -714,13 +801,15 @@ def _memory_budget(o: dict, reader: int = 0) -> dict:
         budget = auto_budget(limit, held)
         log.info("memory: auto, %s for training (%s %s, the process holds %s)", format_bytes(budget),
                  limit.source, format_bytes(limit.bytes), format_bytes(held))
-        return {"memory": budget, "memory_limit": limit, "memory_held": held}
+        return {"memory": budget, "memory_limit": limit, "memory_held": held, "ceiling": held + budget}
     budget = work_budget(o["memory_bytes"], held)
-    if not counts_whole_process():  # a Python caller: memory is what training adds to its process
-        return {"memory": budget, "memory_held": 0}
+    if not counts_whole_process():
+        # a Python caller: memory is what training adds to its process, whose own size moves with what the
+        # caller does; no ceiling on the whole process is known, so the governor only measures
+        return {"memory": budget, "memory_held": 0, "ceiling": None}
     log.info("memory: --memory %s, %s for training (the process holds %s)", format_bytes(o["memory_bytes"]),
              format_bytes(budget), format_bytes(held))
-    return {"memory": budget, "memory_held": held}
+    return {"memory": budget, "memory_held": held, "ceiling": held + budget}
 
 
 def plot_convergence(rd: RunDir) -> str:

@@ -89,7 +89,7 @@ def test_config_is_frozen_and_normalised():
     ({"loss": "nope"}, "--loss 'nope'"),
     ({"solver": "nope"}, "--solver 'nope'"),
     ({"paging": "x"}, "--paging"),
-    ({"max_epochs": -1}, "--max-epochs must be >= 0"),
+    ({"max_epochs": -1}, "--max-epochs must be an integer >= 0"),
     ({"dgpd_batch": 0}, "--dgpd-batch must be an integer >= 1"),
     ({"gamma": 0.0, "loss": "smooth-hinge"}, "--gamma must be > 0"),
     ({"bogus": 1}, "unknown training option(s): bogus"),

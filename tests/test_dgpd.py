@@ -264,7 +264,9 @@ def test_resident_bytes_in_info_bound_a_measured_run(runs, tmp_path):
         tracemalloc.stop()
         nnz_A = max(e.get("nnz_A", 0) for e in rd.history())
     assert peaks["streamed"] <= mem + info["resident_bytes"]["dgpd"] + 64 * nnz_A + (64 << 10), (peaks, nnz_A)
-    assert peaks["memory"] - peaks["streamed"] >= 0.8 * info["resident_vector_bytes"]["dgpd"], peaks
+    # (a difference of two peaks: the streamed run's own transients overlap; the store no longer keeps a
+    # second copy of the labels and row norms beside the solver's, which made this 40 n instead of 24 n)
+    assert peaks["memory"] - peaks["streamed"] >= 0.7 * info["resident_vector_bytes"]["dgpd"], peaks
 
 
 def test_cli_dgpd_options(tmp_path):

@@ -203,9 +203,10 @@ def test_export_wrong_use_is_one_line(runs, tmp_path):
     err = assert_one_line_error(cli("export", runs["logistic"], "--format", "pmml", "--out", tmp_path / "x",
                                     ok=False))
     assert "--format" in err
+    (tmp_path / "afile").write_text("x")  # (a missing parent is made: tests/test_newcomer.py)
     err = assert_one_line_error(cli("export", runs["logistic"], "--format", "text", "--out",
-                                    tmp_path / "no" / "x", ok=False))
-    assert "does not exist" in err
+                                    tmp_path / "afile" / "no" / "x", ok=False))
+    assert "not a directory" in err
 
 
 # -- the docs tour, as written, on the demo's data --------------------------------------------------------

@@ -93,15 +93,16 @@ def _tokens(line: bytes) -> list[bytes]:
 def valid_svmlight(content: bytes, dtype_f32: bool = True):
     """``(rows, None)`` for a valid file or ``(None, first_bad_line)``; line None = whole file.
 
-    ``rows`` is a list of ``(label, [(id, value), ...])``.
+    ``rows`` is a list of ``(label, [(id, value), ...])``. A UTF-8 byte-order mark at the start is
+    skipped; labels, like values, must fit float32 when stored so.
     """
     rows = []
-    for no, line in enumerate(content.split(b"\n"), start=1):
+    for no, line in enumerate(strip_bom(content).split(b"\n"), start=1):
         toks = [t for t in _tokens(line) if t]
         if not toks:
             continue
         label = _number(toks[0])
-        if label is None:
+        if label is None or (dtype_f32 and not _fits_float32(label)):
             return None, no
         feats, prev = [], -1
         for k, t in enumerate(toks[1:]):
@@ -122,6 +123,11 @@ def valid_svmlight(content: bytes, dtype_f32: bool = True):
     return rows, None
 
 
+def strip_bom(content: bytes) -> bytes:
+    """``content`` without a UTF-8 byte-order mark at its start (every reader skips it)."""
+    return content[3:] if content.startswith(b"\xef\xbb\xbf") else content
+
+
 def _py_is_number(cell: bytes) -> bool:  # the header rule of ooc.store.readers
     try:
         float(cell)
@@ -131,8 +137,10 @@ def _py_is_number(cell: bytes) -> bool:  # the header rule of ooc.store.readers
 
 
 def valid_csv(content: bytes):
-    """``(labels, dense features)`` or ``(None, first_bad_line)`` for a dense CSV (label first)."""
-    lines = content.split(b"\n")
+    """``(labels, dense features)`` or ``(None, first_bad_line)`` for a dense CSV (label first).
+
+    The first line is a header only when none of its cells is a number; a BOM is skipped."""
+    lines = strip_bom(content).split(b"\n")
     first = None
     for no, ln in enumerate(lines, start=1):
         s = ln.split(b"#", 1)[0].strip()
@@ -146,7 +154,7 @@ def valid_csv(content: bytes):
     split = (lambda s: s.split()) if delim == b" " else (
         lambda s: [c.strip(SPACE) for c in s.strip(pad).split(delim)])
     head = split(lines[first[0] - 1].split(b"#", 1)[0])
-    header = not all(_py_is_number(c) for c in head)
+    header = any(c for c in head) and not any(_py_is_number(c) for c in head if c)
     ncols = len(head)
     labels, X = [], []
     for no, ln in enumerate(lines, start=1):
@@ -157,7 +165,7 @@ def valid_csv(content: bytes):
             continue
         cells = split(s)
         vals = [_number(c) for c in cells]
-        if len(cells) != ncols or any(v is None for v in vals) or not all(_fits_float32(v) for v in vals[1:]):
+        if len(cells) != ncols or any(v is None for v in vals) or not all(_fits_float32(v) for v in vals):
             return None, no
         labels.append(vals[0])
         X.append(vals[1:])
@@ -360,7 +368,10 @@ def check_svmlight_case(content: bytes, tmp: str, name="in.svm"):
         assert r.exit_code == 0, f"valid file refused: {r.stderr!r} on {content!r}"
         from sklearn.datasets import load_svmlight_file
 
-        Xs, ys = load_svmlight_file(path, zero_based="auto", dtype=np.float64)
+        bare = os.path.join(tmp, "bare-" + name)  # scikit-learn does not skip a byte-order mark
+        with open(bare, "wb") as f:
+            f.write(strip_bom(content))
+        Xs, ys = load_svmlight_file(bare, zero_based="auto", dtype=np.float64)
         X, y = store_rows(store)
         if Xs.nnz == 0 and X.shape[1] == 0:
             # no feature at all: ooc says 0 columns; scikit-learn makes up one

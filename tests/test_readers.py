@@ -568,8 +568,8 @@ def test_crlf_csv_equals_lf(tmp_path, delim):
 @pytest.mark.parametrize("name,text,line", [
     ("mac.svm", b"1 1:1\r-1 2:1\r", 1),
     ("mac_later.svm", b"1 1:1\n-1 2:1\r1 3:1\r", 2),
-    ("mac.csv", b"y,a\r1,2\r3,4\r", None),
-    ("mac_noheader.csv", b"1,2\r3,4\r", None),
+    ("mac.csv", b"y,a\r1,2\r3,4\r", 1),  # one line mixing numbers and text: data, not a header
+    ("mac_noheader.csv", b"1,2\r3,4\r", 1),
 ])
 def test_cr_only_line_ends_are_named(tmp_path, name, text, line):
     p = write(tmp_path, text, name)
@@ -626,10 +626,14 @@ def test_float32_overflow_is_located(tmp_path, name, text, line, col):
     with pytest.raises(InputError) as e:
         list(it)
     assert (e.value.line, e.value.column) == (line, col) and "float32" in str(e.value)
-    # float64 stores take them, and so does a label of any size
+    # float64 stores take them; a label must fit the store's value type too (ooc.store.input_rules)
     it = (iter_svmlight if name.endswith(".svm") else iter_csv)(p, value_dtype=np.float64)
     assert len(concat(it)[0]) == 2
-    assert len(concat(iter_csv(write(tmp_path, b"1e39,1\n", "l.csv"), value_dtype=np.float32))[0]) == 1
+    big_label = write(tmp_path, b"1,1\n\n1e39,1\n", "l.csv")
+    with pytest.raises(InputError) as e:
+        list(iter_csv(big_label, value_dtype=np.float32))
+    assert e.value.line == 3 and "label '1e39' overflows float32" in str(e.value)
+    assert len(concat(iter_csv(big_label, value_dtype=np.float64))[0]) == 2
 
 
 # --------------------------------------------------------------------------- parsing on threads

@@ -239,9 +239,11 @@ def test_one_problem_threads_hold_a_replica_each(binary, monkeypatch):
     assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=3) == one + 2 * 16 * dim
     one1 = SDCASolver.fixed_for(binary, 1, dim, 1, 1e-3, threads=1)
     assert SDCASolver.fixed_for(binary, 1, dim, 1, 1e-3, threads=3) == one1 + 2 * 24 * dim
-    # a solver whose one thread takes the plain pass holds no replica
+    # a solver whose one thread takes the plain pass holds no replica, but the result's copy (8 dim), which
+    # is made once the replicas are gone (so a replica costs 16 dim - 8 dim more than no replica)
     monkeypatch.setattr(SDCASolver, "replica_one_thread", False)
-    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=1) == one - 16 * dim
+    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=1) == one - 8 * dim
+    assert SDCASolver.fixed_for(binary, 1, dim, 1, 0.0, threads=1, replica=False) == one - 8 * dim
     # one-vs-rest: the classes go on the threads, nothing more is held
     assert SDCASolver.fixed_for(binary, 4, dim, 1, 0.0, threads=3) == SDCASolver.fixed_for(binary, 4, dim, 1, 0.0)
 

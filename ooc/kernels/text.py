@@ -42,6 +42,7 @@ ERR_TOO_FEW_COLUMNS = 16
 ERR_TOO_MANY_COLUMNS = 17
 ERR_EMPTY_CELL = 18
 ERR_VALUE_TOO_LARGE = 19
+ERR_LABEL_TOO_LARGE = 20
 
 # Status of _parse_float.
 _F_OK = 0
@@ -374,6 +375,8 @@ def parse_svmlight(buf, nbuf, first_line, max_abs, out_labels, out_indptr, out_i
         if st != _F_OK or not _ends_token(buf[i]):
             code = _bad_label_code(buf, tok, n)
             return _result(row, nnz, code, tok, line, line_start, first_row_line)
+        if abs(y) >= max_abs:  # a label must fit the store's value type, as a value does
+            return _result(row, nnz, ERR_LABEL_TOO_LARGE, tok, line, line_start, first_row_line)
         out_labels[row] = y
         if row == 0:
             first_row_line = line
@@ -421,6 +424,8 @@ def _parse_cells(buf, i, n, sep, ws, ncols, label_col, max_abs, out_indices, out
         if col >= ncols:
             return i, nnz, y, col, ERR_TOO_MANY_COLUMNS, tok
         if col == label_col:
+            if abs(v) >= max_abs:  # a label must fit the store's value type, as a value does
+                return i, nnz, y, col, ERR_LABEL_TOO_LARGE, tok
             y = v
         elif abs(v) >= max_abs:
             return i, nnz, y, col, ERR_VALUE_TOO_LARGE, tok

@@ -37,6 +37,7 @@ ERR_CARRIAGE_RETURN = 116
 # ERR_TOO_FEW_COLUMNS is kernels.text's: err_pos holds the count found, as for a CSV
 ERR_UNTERMINATED_QUOTE = 118
 ERR_TEXT_AFTER_QUOTE = 119
+ERR_LABEL_TOO_LARGE = 120
 
 #: rows up to this many entries are insertion-sorted (no allocation), longer ones by argsort
 _INSERTION_MAX = 48
@@ -477,6 +478,8 @@ def parse_vw(buf, nbuf, first_line, mask, max_abs, out_labels, out_weights, out_
         y, w, code, pos = _parse_vw_labels(buf, s, bar, toks)
         if code != OK:
             return _result(row, nnz, code, pos, line, i, first_row_line)
+        if abs(y) >= max_abs:  # a label must fit the store's value type, as a value does
+            return _result(row, nnz, ERR_LABEL_TOO_LARGE, toks[0, 0], line, i, first_row_line)
         if row == 0:
             first_row_line = line
         start = nnz
@@ -584,8 +587,8 @@ def _add_token_hashes(buf, t0, t1, scratch, mask, out_indices, out_data, nnz):
 
 
 @njit(cache=True, nogil=True)
-def parse_text(buf, nbuf, first_line, delim, label_col, text_col, mask, out_labels, out_indptr, out_indices,
-               out_data):
+def parse_text(buf, nbuf, first_line, delim, label_col, text_col, mask, max_abs, out_labels, out_indptr,
+               out_indices, out_data):
     """Parse rows of a CSV/TSV holding a numeric label column and a text column into hashed
     bag-of-words rows (unigram and bigram counts).
 
@@ -599,6 +602,9 @@ def parse_text(buf, nbuf, first_line, delim, label_col, text_col, mask, out_labe
         0-based columns of the label and of the text; other columns are skipped.
     mask : int
         ``2**bits - 1``.
+    max_abs : float
+        Labels with ``abs(label) >= max_abs`` are refused (``ERR_LABEL_TOO_LARGE``): they would not
+        fit the store's value type.
     out_labels, out_indptr : ndarray
         One slot per newline (plus one for ``out_indptr``).
     out_indices, out_data : ndarray
@@ -663,6 +669,8 @@ def parse_text(buf, nbuf, first_line, delim, label_col, text_col, mask, out_labe
             return _result(row, nnz, ERR_NONFINITE_LABEL, l0, line, i, first_row_line)
         if st != _F_OK:
             return _result(row, nnz, ERR_BAD_LABEL, l0, line, i, first_row_line)
+        if abs(y) >= max_abs:
+            return _result(row, nnz, ERR_LABEL_TOO_LARGE, l0, line, i, first_row_line)
         if row == 0:
             first_row_line = line
         start = nnz

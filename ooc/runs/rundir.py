@@ -45,6 +45,7 @@ from ..fsutil import (
     read_sealed_json,
     seal_json,
 )
+from ..jsonout import dumps
 
 #: Bumped whenever the meaning of saved state changes; resume refuses other versions. Format 2 is
 #: format 1 with checksums: ``run.json``, every checkpoint's ``meta.json`` (which holds the CRC-32 of
@@ -126,7 +127,7 @@ class RunDir:
             except FileExistsError as exc:
                 raise RunError(str(exc)) from None
         try:
-            fsutil.check_parent(path)
+            fsutil.make_parents(path)  # --out a/b makes a/
         except OSError as exc:
             raise RunError(str(exc)) from None
         fsutil.remove_stale_temporaries(path)  # what runs killed while being created here left behind
@@ -547,12 +548,12 @@ class RunDir:
 
     def append_history(self, entry: dict) -> None:
         with disk_full_is_run_error(self.path, self.history_path), open(self.history_path, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+            f.write(dumps(entry) + "\n")
 
     def truncate_history(self, n_lines: int) -> None:
         """Keep the first ``n_lines`` entries (those the checkpoint being resumed knew)."""
         kept = self.history()[:n_lines]
-        atomic_write_bytes(self.history_path, "".join(json.dumps(e) + "\n" for e in kept).encode(), fsync=False)
+        atomic_write_bytes(self.history_path, "".join(dumps(e) + "\n" for e in kept).encode(), fsync=False)
 
     @property
     def model_dir(self) -> str:

@@ -17,6 +17,8 @@ import threading
 
 import numpy as np
 
+from .. import _memguard
+
 
 class BufferPool:
     """Arrays handed out by :meth:`take` and reused once no view of them is alive.
@@ -55,6 +57,8 @@ class BufferPool:
             # one (groups differ in size, so this happens every few groups), beyond what --memory planned
             # (by identity: == on arrays compares elements)
             bufs[:] = [buf for buf in bufs if not any(buf is f for f in free)]
+            # a new array: the memory governor makes room for it first (caches shrink before, not after)
+            _memguard.room(n * dtype.itemsize)
             if len(bufs) >= self.per_dtype:  # all in use: an array the pool does not keep
                 self.allocated += 1
                 return np.empty(n, dtype=dtype)

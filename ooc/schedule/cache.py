@@ -6,6 +6,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
+from .. import _memguard
+
 
 class BlockCache:
     """Least-recently-used cache of decoded blocks bounded by their total bytes.
@@ -25,6 +27,8 @@ class BlockCache:
 
     def __init__(self, budget: int):
         self.budget = int(budget)
+        #: bytes the memory governor took off ``budget`` (ooc._memguard)
+        self.shrunk = 0
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
         self.resident = 0
@@ -32,6 +36,23 @@ class BlockCache:
         self.misses = 0
         self.evictions = 0
         self.bytes_read = 0
+        _memguard.register(self)
+
+    def shrink(self, nbytes: int) -> int:
+        """Give back at least ``nbytes`` (or all) of the cached blocks, least recent first, and lower
+        the budget by as much so the cache does not grow back (the memory governor calls this when
+        the process is above its ceiling). Returns the bytes given up."""
+        with self._lock:
+            freed = 0
+            while self._items and freed < nbytes:
+                _, (_, s) = self._items.popitem(last=False)
+                self.resident -= s
+                self.evictions += 1
+                freed += s
+            cut = min(self.budget, max(int(nbytes), freed))
+            self.budget -= cut
+            self.shrunk += cut
+            return freed
 
     def get(self, key: Hashable, load: Callable[[], Any], nbytes: Callable[[Any], int]) -> Any:
         """The block for ``key``, loading it with ``load()`` on a miss."""
@@ -72,7 +93,8 @@ class BlockCache:
 
     def fits(self, size: int) -> bool:
         """Whether a block of ``size`` bytes would be kept (callers skip making a copy that would not)."""
-        return 0 < size <= self.budget
+        # and whether the process has room for the copy under its ceiling (ooc._memguard), made first
+        return 0 < size <= self.budget and _memguard.room(size)
 
     def add(self, key: Hashable, value: Any, size: int) -> None:
         """Count a load of ``size`` bytes from the store (a miss) and keep ``value`` if it fits.
@@ -82,13 +104,15 @@ class BlockCache:
         with self._lock:
             self.misses += 1
             self.bytes_read += size
-            if value is not None and key not in self._items and size <= self.budget:
+            keep = value is not None and key not in self._items and size <= self.budget
+            if keep:
                 self._items[key] = (value, size)
                 self.resident += size
                 while self.resident > self.budget:
                     _, (_, s) = self._items.popitem(last=False)
                     self.resident -= s
                     self.evictions += 1
+        _memguard.check("a block loaded")  # a phase boundary: the process measured against its ceiling
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:

@@ -81,15 +81,17 @@ class AccSDCASolver(BlockLoopSolver):
     resident_ok = True
 
     def __init__(self, problem, rundir, options, progress=None):
-        super().__init__(problem, rundir, options, progress)
+        # the inner problem first: the memory plan (in the base class) asks step_l2 whether one
+        # problem's rows go over the threads, which decides the replicas it holds
         st = problem.store
         r2 = float(st.info()["R"]) ** 2 + (problem.bias ** 2 if problem.bias > 0 else 0.0)
         if not problem.loss.is_smooth:  # (the registry refuses it first: SolverSpec.smooth_loss)
             raise ValueError("acc-sdca needs a smooth loss; the hinge trains with sdca")
         gamma = 1.0 / float(problem.loss.smoothness)
-        self.params = accel_params(r2, gamma, float(problem.penalty.l2), self.n)
+        self.params = accel_params(r2, gamma, float(problem.penalty.l2), int(st.n_rows))
         self.inner_passes = int(options.get("inner_passes") or 1)
         self.l2_inner = float(self.params.l2_inner)
+        super().__init__(problem, rundir, options, progress)
 
     #: w, v, w_prev, and the outer loop's center, w(t-1) and the pass's v snapshot
     state_vectors = 6

@@ -135,9 +135,11 @@ class StoreSolver:
     ``fresh()`` / ``restore(arrays, meta)``
         Start from the initial state, or from a checkpoint's arrays and metadata.
     ``checkpoint_state() -> (arrays, meta, background)``
-        The state to save now (at an epoch boundary, or at a safe point inside an epoch), the
-        solver's own metadata (its position inside the epoch, partial sums), and whether the
-        arrays may be written by a background thread while the run goes on.
+        The state to save now (at an epoch boundary, or at a safe point inside an epoch, or
+        after the pass that certified the state the run stops at), the solver's own metadata
+        (its position inside the epoch, partial sums), and whether the arrays may be written by
+        a background thread while the run goes on. Inside a pass that does not update, the
+        state saved is the epoch's start (nothing of the pass is kept).
     ``epoch_checkpoint_optional()``
         Whether the engine may skip the checkpoint of an epoch end: the whole state is in a
         checkpoint, so an older one stays valid (no dual file the next epoch overwrites).
@@ -234,8 +236,16 @@ class BlockLoopSolver(StoreSolver):
         self.mix = min(max(1, int(options.get("mix_blocks") or 1)), max(self.nb, 1))
         #: the split of --memory (ooc.schedule.planner): duals in memory or paged, the group being worked
         #: on, the groups read meanwhile (read_depth, ahead_blocks) and the cache (the rest)
+        #: whether one problem's pass on one thread keeps its replica (replica_one_thread): dropped when
+        #: --memory cannot hold it, since the numbers are the same without it (two O(d) vectors fewer)
+        self._one_thread_replica = True
         self.plan = plan_memory(self.footprint, self.store, budget_option(options), k=self.k, mix=self.mix,
                                 vectors=options.get("dual_store"), warn=False, fixed=self._fixed_bytes())
+        if self.plan.warning and self.replica_one_thread and self.k == 1 and self._fixed_bytes(False) < self.plan.fixed:
+            lean = plan_memory(self.footprint, self.store, budget_option(options), k=self.k, mix=self.mix,
+                               vectors=options.get("dual_store"), warn=False, fixed=self._fixed_bytes(replica=False))
+            if not lean.warning:
+                self.plan, self._one_thread_replica = lean, False
         refuse_or_warn(self.plan, options.get("memory_limit"), int(options.get("memory_held") or 0))
         self.duals = make_duals(rundir, self.row_ptr, self.k, self.plan.vectors_in_memory)
         self.read_depth, self.ahead_blocks = self.plan.read_depth, self.plan.ahead_blocks
@@ -274,19 +284,29 @@ class BlockLoopSolver(StoreSolver):
         return threads if cls.threads_one_problem and k == 1 and threads >= least else 1
 
     @classmethod
-    def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float, threads: int = 1) -> int:
+    def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float, threads: int = 1, replica: bool = True) -> int:
         """What a solver of this class holds whatever the plan, on ``store`` as it reads it: the
         footprint's rows terms (:func:`ooc.schedule.planner.fixed_bytes`) with its own count of
         ``O(d)`` vectors (:meth:`held_vectors`: its state, the result) in place of the family's,
-        and the threads' replicas when one problem's pass runs on ``threads`` threads."""
+        and the threads' replicas when one problem's pass runs on ``threads`` threads (or, with
+        ``replica``, on one thread for a solver with ``replica_one_thread``)."""
         fixed = fixed_bytes(cls.footprint, store, k, dim, mix)
         t = cls.row_threads(k, threads)
-        replicas = t > 1 or (cls.replica_one_thread and k == 1)
-        return (fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * cls.held_vectors(float(l1))
-                + (RowThreads.held_bytes(t, dim, l1) if replicas else 0))
+        replicas = t > 1 or (replica and cls.replica_one_thread and k == 1)
+        # the result's copy (the last of held_vectors) is made once the replicas are gone (result()):
+        # the two are never held at once
+        copy = 8 * k * dim
+        return (fixed - cls.footprint.per_k_dim * k * dim + 8 * k * dim * (cls.held_vectors(float(l1)) - 1)
+                + max(copy, RowThreads.held_bytes(t, dim, l1) if replicas else 0))
 
-    def _fixed_bytes(self) -> int:
-        return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), self.threads)
+    def _fixed_bytes(self, replica: bool = True) -> int:
+        # one problem's threads as this run decides them (its split rule may keep the pass on one thread:
+        # then no replica per thread is held)
+        try:
+            threads = self.one_problem_threads() if self.k == 1 else self.threads
+        except AttributeError:  # a solver whose own settings are made after the plan: count every thread's
+            threads = self.threads
+        return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), threads, replica)
 
     def one_problem_threads(self) -> int:
         """Threads that share this run's one problem: :meth:`row_threads` (``run.json`` says which scheme
@@ -305,7 +325,7 @@ class BlockLoopSolver(StoreSolver):
         (:meth:`one_problem_threads` > 1), or, for a solver with ``replica_one_thread``, on one thread,
         whose replica keeps the pass's snapshot beside ``w`` (one cache line a nonzero instead of two:
         the same numbers, :class:`~ooc.solvers.row_threads.RowThreads`)."""
-        return self.one_problem_threads() > 1 or (self.replica_one_thread and self.k == 1)
+        return self.one_problem_threads() > 1 or (self.replica_one_thread and self.k == 1 and self._one_thread_replica)
 
     def step_l2(self) -> float:
         """The L2 weight of the problem the Prox-SDCA steps solve (acc-sdca's inner one is larger)."""
@@ -314,7 +334,7 @@ class BlockLoopSolver(StoreSolver):
     def row_pass(self) -> RowThreads:
         """One problem's pass on the threads (:class:`ooc.solvers.row_threads.RowThreads`), made once."""
         if getattr(self, "_row_pass", None) is None:
-            self._row_pass = RowThreads(self.store.col_nnz, self.one_problem_threads(), self.dim, self.pb.bias > 0,
+            self._row_pass = RowThreads(self.store.read_col_nnz(), self.one_problem_threads(), self.dim, self.pb.bias > 0,
                                         float(self.pb.penalty.l1))
         return self._row_pass
 
@@ -583,13 +603,16 @@ class BlockLoopSolver(StoreSolver):
         # with the duals in memory the whole state is in the checkpoint: it can be written while the
         # next blocks are worked on (paged duals must be durable before their buffer is reused)
         arrays = {"w": self.w, **self.extra}
+        # a pass that does not update (certify-only, max_epochs) leaves the state at its epoch's start:
+        # saved as that, so that a resume allowed to update runs the pass again with its update
+        pos = self._pos if getattr(self, "_updating", True) else 0  # (between passes _pos is 0 anyway)
         # what equals w is not written again (restored as w): v when the kernels keep v = w, and the
         # pass's snapshot at a pass start, the epoch checkpoint (one O(d k) array instead of three)
         if self.v is not self.w:
             arrays["v"] = self.v
-        if not (self._pos == 0 and np.array_equal(self.w_prev, self.w)):
+        if not (pos == 0 and np.array_equal(self.w_prev, self.w)):
             arrays["w_prev"] = self.w_prev
-        meta = {"position": self._pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
+        meta = {"position": pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
         if self.fit_intercept:
             meta.update(alpha_sums=self._asum.tolist(), weight_sum=self._csum)
         return {**arrays, **self.duals.checkpoint_arrays()}, meta, self.duals.kind == "memory" and self._copy_checkpoints
@@ -612,6 +635,7 @@ class BlockLoopSolver(StoreSolver):
         return self.cache.hit_rate
 
     def result(self) -> dict:
+        self._row_pass = None  # the replicas go before the result's copy is made (never both held)
         return {"w": self.export_w(self.w_prev).copy(), **self.duals.final(self._cur)}
 
     def certified_w(self) -> np.ndarray:
@@ -686,6 +710,7 @@ class BlockLoopSolver(StoreSolver):
     def epoch(self, ctx) -> None:
         """One pass: the gap terms of ``S_e`` on every block, fused with its update (``ctx.update``)."""
         e, update = ctx.epoch, ctx.update
+        self._updating = update
         w, v, w_prev, psum, dsum = self.w, self.v, self.w_prev, self._psum, self._dsum
         if self._pos == 0:  # a pass in progress at a checkpoint (position > 0) is always an update pass
             self._start_pass()
@@ -766,7 +791,7 @@ class BlockLoopSolver(StoreSolver):
         """
         if not (self.resident_ok and self.k == 1 and self.duals.kind == "memory" and 1 < self.mix < self.nb):
             return False
-        nnz = int(np.sum(self.store.row_nnz, dtype=np.int64))
+        nnz = int(self.store.nnz)
         idx, val = self._row_dtypes()
         held = nnz * (idx.itemsize + val.itemsize) + 8 * (self.n + 1) + 16 * self.n
         return held <= self.cache.budget
@@ -781,7 +806,7 @@ class BlockLoopSolver(StoreSolver):
         :meth:`_resident_group` first meets each)."""
         if self._resident is None:
             st, n = self.store, self.n
-            cum = np.concatenate([[0], np.cumsum(st.row_nnz, dtype=np.int64)])
+            cum = np.concatenate([[0], np.cumsum(st.read_row_nnz(0, n), dtype=np.int64)])
             self._nnz_ptr = cum[self.row_ptr]  # where each block's nonzeros go
             idx, val = self._row_dtypes()
             self._resident = TrainBlock(-1, 0, n, np.zeros(n + 1, dtype=np.int64), np.empty(int(cum[-1]), dtype=idx),

@@ -286,10 +286,10 @@ class DGPDSolver(StoreSolver):
         self.resident: dict[str, LineSet | None] = {L.ROWS: None, L.COLS: None}
         self.vector_bytes_read = 0
         if self.vectors == "memory":
-            self.y_all = problem.block_labels(st.labels)
+            self.y_all = problem.block_labels(st.read_labels(0, self.n))  # (not st.labels: kept twice)
             self.c_all = np.ascontiguousarray(problem.example_weights(self.y_all, st.read_weights(0, self.n)),
                                               dtype=np.float64)
-            self.rsq = np.asarray(st.row_sqnorm, dtype=np.float64) + (self.bias ** 2 if self.has_bias else 0.0)
+            self.rsq = np.asarray(st.read_row_sqnorm(0, self.n), dtype=np.float64) + (self.bias ** 2 if self.has_bias else 0.0)
         self.r2 = max([float(self._chunk(b)[4].max()) for b in range(self.nb) if self.row_ptr[b + 1] > self.row_ptr[b]]
                       + [0.0])
         self.gamma = 1.0 / float(problem.loss.smoothness) if problem.loss.is_smooth else 0.0

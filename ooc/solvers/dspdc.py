@@ -185,7 +185,7 @@ class DSPDCSolver(BlockLoopSolver):
             vidx = np.arange(d, dtype=np.int64)
             vdat = np.ones(d)
             self.k_in = self.dim
-            r2 = float(np.max(st.row_sqnorm)) if self.n else 0.0
+            r2 = st.row_sqnorm_sum_max()[1] if self.n else 0.0
             row_cost = max(1.0, st.nnz / max(self.n, 1))
             col_cost = 1
         if has_b:  # the intercept: last primal coordinate -> last inner entry, weight 1

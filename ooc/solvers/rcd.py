@@ -479,10 +479,17 @@ class RCDPrimalSolver(StoreSolver):
         self._alloc_vectors()
         self._column_constants()
 
+    @classmethod
+    def fixed_for(cls, store, k: int, dim: int, mix: int = 1, l1: float = 0.0, threads: int = 1,
+                  replica: bool = True) -> int:
+        """What rcd-primal holds whatever the plan (the footprint's ``O(d)`` and column-block terms) with
+        ``threads`` threads on one problem's gap pass, each with its own ``A^T phi'``: the figure the solver
+        plans with and ``ooc info`` names (``mix``, ``l1``, ``replica``: the block solvers' arguments)."""
+        t = threads if k == 1 and threads >= MIN_ROW_THREADS else 1
+        return fixed_bytes(cls.footprint, store, k, dim) + (8 * (dim + 16) * t if t > 1 else 0)
+
     def _plan_memory(self, options: dict, light_threads: int):
-        fixed = fixed_bytes(self.footprint, self.store, self.k, self.dim)
-        if self.gap_threads() > 1:
-            fixed += 8 * (self.dim + 16) * self.gap_threads()  # the gap pass's A^T phi' of each thread
+        fixed = self.fixed_for(self.store, self.k, self.dim, threads=self.gap_threads())
         if light_threads > 1:
             fixed += 18 * self.n * light_threads
         return plan_memory(self.footprint, self.store, budget_option(options), k=self.k,

@@ -146,7 +146,7 @@ def resident_memory(store) -> dict:
             "resident_vector_bytes": {s: e["vectors"] for s, e in figures.items()}}
 
 
-def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> dict:
+def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int, threads: int = 0) -> dict:
     """Whether and how a run of each solver fits ``memory`` on ``store`` (``ooc info --memory``).
 
     ``memory`` is the whole process (None: what this process may use, ``auto``); the process is
@@ -155,14 +155,16 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
     multiclass store's classes, else 1). Per solver (those of the row-block family differ in their
     O(d) vectors): ``fits``, ``smallest_memory`` (the smallest ``--memory``, or limit under ``auto``, that holds the
     O(d) vectors and what a pass holds at once), ``fixed`` (the O(d) vectors), and the plan:
+    ``threads``: ``--threads`` (0: every core this process may use; one problem's threads hold a replica of
+    the model each, so the figure grows with it)
     ``vectors`` ('memory' or 'paged'), ``group``/``read_ahead`` (row-groups), ``cache``.
     """
-    from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, auto_budget, limit_that_works, process_limit
+    from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, Limit, auto_budget, limit_that_works, process_limit
 
     view = store.with_blocks(block_bytes)
     held = TRAIN_PROCESS_BYTES + KERNELS_BYTES + store.reader_bytes()
     limit = process_limit() if memory is None else None
-    budget = auto_budget(limit, held) if memory is None else max(0, int(memory) - held)
+    budget = auto_budget(limit, held) if memory is None else auto_budget(Limit(int(memory), "--memory"), held)
     k = len(store.classes) if store.label_kind == MULTICLASS and store.classes else 1
     out = {"memory": int(memory) if memory is not None else limit.bytes,
            "memory_source": "--memory" if memory is not None else limit.source,
@@ -173,12 +175,21 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int) -> 
         cls = driver_class(name)
         # the row-block solvers differ in their O(d) vectors (BlockLoopSolver.fixed_for), with --l1 0 and
         # the default --threads (every core: from 2 on, one problem's threads hold a replica of the model each)
-        fixed = (cls.fixed_for(view, k, view.n_cols, m, 0.0, available_cpus()) if hasattr(cls, "fixed_for")
+        t = int(threads) or available_cpus()
+        fixed = (cls.fixed_for(view, k, view.n_cols, m, 0.0, t) if hasattr(cls, "fixed_for")
                  else fixed_bytes(fp, view, k, view.n_cols, m))
         p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
-        least = held + p.minimum
-        fam = {"fits": p.warning is None, "fixed": p.fixed,
-               "smallest_memory": least if memory is not None else limit_that_works(least),
+        least_min = p.minimum
+        if hasattr(cls, "fixed_for"):  # as the solver does when it must: without a one-thread replica
+            lean = plan(fp, view, budget, k=k, mix=m, warn=False,
+                        fixed=cls.fixed_for(view, k, view.n_cols, m, 0.0, t, replica=False))
+            least_min = min(least_min, lean.minimum)
+            p = lean if p.warning and not lean.warning else p
+        # the figure a refusal names (ooc.schedule.planner.refuse_or_warn): with the margin and headroom; a
+        # run fits when its memory is at least that
+        least = limit_that_works(held + least_min)
+        fam = {"fits": p.warning is None and out["memory"] >= least, "fixed": p.fixed,
+               "smallest_memory": least,
                "vectors": "memory" if p.vectors_in_memory else "paged", "vector_bytes": p.vector_bytes,
                "cache": p.cache_bytes}
         if fp.policy == "row-groups":

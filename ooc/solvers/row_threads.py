@@ -102,7 +102,7 @@ def problem_split_pays(threads: int, pb, l2: float, rows: float, overhead: float
     bias feature's, its loss's smoothness, and the L2 weight ``l2`` its steps use over ``rows`` rows."""
     st = pb.store
     bias = float(pb.bias)
-    sq = float(np.mean(st.row_sqnorm)) + bias * bias if st.n_rows else 0.0
+    sq = st.row_sqnorm_sum_max()[0] / st.n_rows + bias * bias if st.n_rows else 0.0
     return rows_split_pays(threads, sq, float(l2) * rows / float(pb.loss.smoothness), int(rows), overhead)
 
 

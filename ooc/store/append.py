@@ -37,7 +37,7 @@ import os
 
 import numpy as np
 
-from ..fsutil import contains
+from ..fsutil import contains, make_parents
 from ..kernels.hash_bits import MAX_HASH_BITS
 from . import layout as L
 from .backend import MemoryBackend
@@ -127,6 +127,8 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
     if not in_place:
         if "://" not in out and "://" not in old.path and contains(old.path, out):
             raise FileExistsError(f"{out}: is inside the store {old.path}; choose another output path")
+        if not memory_store:
+            make_parents(out)  # --out a/b.zarr makes a/
         check_output_store(out, exists, overwrite, source)
     # how the new rows are read: as the store's input was (options that differ are refused first)
     owner = f"the store {old.path}"

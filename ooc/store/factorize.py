@@ -79,9 +79,7 @@ def factorize_in_place(path: str, k: int, seed: int = 0, memory: int = 1 << 30) 
     dict
         The ``factor`` attribute written.
     """
-    k = int(k)
-    if k < 1:
-        raise ValueError(f"--factorize K needs K >= 1 (got {k})")
+    k = _check_k(k, memory)
     st = open_store(path)
     try:
         if not st.has_layout(L.ROWS):
@@ -162,6 +160,17 @@ def _read_rows(be, start: int, stop: int) -> Block:
                  be.read(L.array_name(L.ROWS, L.DATA), lo, hi))
 
 
+def _check_k(k, memory: int) -> int:
+    """``K`` when it is >= 1 and ``G``'s K x K Gram matrix (held whole) fits in a quarter of ``memory``."""
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"--factorize K needs K >= 1 (got {k})")
+    if 8 * k * k > memory // 4:
+        raise ValueError(f"--factorize {k}: the K x K Gram matrix of G needs {8 * k * k} bytes, more than a quarter "
+                         f"of what --memory leaves for the work ({memory} bytes): choose a smaller K or more --memory")
+    return k
+
+
 def convert_factorized(source, store, k: int, *, seed: int = 0, overwrite: bool = False, **convert_options):
     """``ooc.convert`` then :func:`factorize_in_place`, published only when both are done.
 
@@ -174,12 +183,12 @@ def convert_factorized(source, store, k: int, *, seed: int = 0, overwrite: bool 
     store = output_location(store)
     exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
     check_output_store(store, exists, overwrite, source)
-    if int(k) < 1:
-        raise ValueError(f"--factorize K needs K >= 1 (got {k})")
+    memory = memory_budget(convert_options.get("memory", "1GiB"))
+    k = _check_k(k, memory)  # before any work
     tmp = temporary_path(store)
     try:
         convert(source, tmp, **convert_options).close()
-        factorize_in_place(tmp, k, seed, memory_budget(convert_options.get("memory", "1GiB")))
+        factorize_in_place(tmp, k, seed, memory)
         publish(tmp, store, replace=exists)
     except BaseException:
         remove_path(tmp)

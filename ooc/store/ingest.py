@@ -26,6 +26,7 @@ labels, in bounded pieces), then taken in scipy's canonical form, row chunk by r
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
@@ -41,6 +42,7 @@ from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
+from . import input_rules
 from . import layout as L
 from .backend import MemoryBackend, StoreError
 from .readers import (
@@ -48,13 +50,17 @@ from .readers import (
     RowChunk,
     csv_layout,
     detect_format,
+    forget_streams,
     format_from_name,
     input_size,
-    is_local,
+    is_stream,
+    is_url,
     iter_csv,
     iter_svmlight,
     iter_text,
     iter_vw,
+    overflow_limit,
+    read_whole,
     text_layout,
 )
 from .recipe import HASHED, STRICT, Options, Recipe, check_path, fmt_name, from_options
@@ -122,12 +128,18 @@ def memory_budget(text, option: str = "--memory") -> int:
     return work_budget(parse_memory(text, option))
 
 
-def format_bytes(n) -> str:
-    """Bytes -> ``'512 B'``, ``'1.5 MiB'``, ``'2.0 GiB'`` (what :func:`parse_bytes` reads back)."""
+def format_bytes(n, up: bool = False) -> str:
+    """Bytes -> ``'512 B'``, ``'1.5 MiB'``, ``'2.0 GiB'`` (what :func:`parse_bytes` reads back).
+
+    ``up``: rounded up, never down, for a limit named as one that works (``1.23 GiB`` is ``1.3 GiB``:
+    a user who passes the figure back gets at least what was asked for).
+    """
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+            if unit == "B":
+                return f"{int(math.ceil(n)) if up else int(n)} B"
+            return f"{math.ceil(n * 10) / 10 if up else n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover - the loop returns at TiB
 
@@ -529,7 +541,7 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
     """
     origin = _Origin(path)
     try:
-        z = np.load(path, allow_pickle=False)
+        z = np.load(_npz_file(path), allow_pickle=False)
     except ValueError:  # neither a zip nor an .npy: numpy would unpickle it
         raise origin.error("not an .npz archive (a zip of .npy arrays); pickled files are not read") from None
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
@@ -560,10 +572,20 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
     return rows, y
 
 
+def _npz_file(path):
+    """What ``np.load`` reads an .npz from: the path, or a stream input's bytes (a zip is read by
+    seeking; standard input and pipes cannot seek, and an .npz is loaded whole anyway)."""
+    if is_stream(path):
+        import io
+
+        return io.BytesIO(read_whole(path))
+    return path
+
+
 def load_npz_weights(path: str, n_rows: int) -> np.ndarray | None:
     """The checked per-row sample weights of an .npz (key ``sample_weight``), or None without them."""
     origin = _Origin(path)
-    with np.load(path, allow_pickle=False) as z:  # load_npz read it already: an archive
+    with np.load(_npz_file(path), allow_pickle=False) as z:  # load_npz read it already: an archive
         if "sample_weight" not in z.files:
             return None
         return check_weights(_npz_array(z, "sample_weight", origin), n_rows, "sample_weight", path)
@@ -709,7 +731,8 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
             text_layout(path, label, text)  # the columns exist (else one line now, not mid-read)
 
             def make():
-                return iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, label=label, text=text)
+                return iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, label=label, text=text,
+                                 value_dtype=dtype)
         return Source(make, size, 1 << bits, recipe)
     if fmt == "svmlight":
         def make():
@@ -727,8 +750,8 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
                             value_dtype=dtype, weight_column=lay.weight_col, threads=threads)
         return Source(make, size, lay.n_features, recipe)
     if fmt == "npz":
-        if not is_local(path):
-            raise InputError(path, "an .npz archive is read from a local file only (not standard input or a URL)")
+        if is_url(path):
+            raise InputError(path, "an .npz archive is read from a local file or standard input only (not a URL)")
         rows, y = load_npz(path, labels_required=labels_required)
         if y is None:
             y = np.zeros(rows.n_rows)
@@ -876,11 +899,14 @@ def convert(
     zero_based = _zero_based(zero_based, index_base)
     if recipe is not None and recipe.index_base is not None:  # svmlight ids read as the recipe says
         zero_based = recipe.index_base == 0
-    plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
-                 block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
-                 threads, recipe, recipe_owner)
-    t0 = time.perf_counter()
-    _build_and_publish(plan, label_kind, progress)
+    try:
+        plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
+                     block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
+                     threads, recipe, recipe_owner)
+        t0 = time.perf_counter()
+        _build_and_publish(plan, label_kind, progress)
+    finally:
+        forget_streams()  # a pipe read here is this conversion's: a later one opens it again
     if progress:
         progress({"phase": "done", "seconds": time.perf_counter() - t0})
     return open_store(store)
@@ -1034,9 +1060,12 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                 # text readers refuse these themselves, with the column; arrays end up here
                 raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
+            _check_label_range(chunk, out_dtype, source_desc)
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
-                progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows})
+                # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
+                progress({"phase": "rows", "bytes": chunk.bytes_consumed, "total": total, "rows": w.n_rows,
+                          "total_rows": getattr(make_chunks, "n_rows", None)})
         if w.n_rows == 0:
             raise InputError(source_desc, "no data rows")
         attrs = w.finish_rows(n_features, label_kind)
@@ -1055,6 +1084,15 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
+
+
+def _check_label_range(chunk: RowChunk, dtype, source_desc: str) -> None:
+    """Labels must fit the store's value type as values do (:mod:`ooc.store.input_rules`); the text
+    readers refuse them with their exact line, arrays (.npz, in memory) end up here (line: row)."""
+    k = input_rules.first_bad_label(chunk.labels, overflow_limit(dtype))
+    if k is not None:
+        raise InputError(source_desc, input_rules.label_message(float(chunk.labels[k]), dtype),
+                         line=chunk.first_line + k)
 
 
 def _checked_weights(chunk: RowChunk, source_desc: str) -> np.ndarray | None:

@@ -20,6 +20,7 @@ import io
 import lzma
 import os
 import queue
+import stat
 import sys
 import threading
 import zlib
@@ -32,6 +33,7 @@ from ooc._cpu import map_threads, resolve_threads
 from ooc.kernels import text as _k
 from ooc.kernels import vw as _kv
 from ooc.kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
+from ooc.store import input_rules as _rules
 
 __all__ = [
     "InputError",
@@ -50,6 +52,9 @@ __all__ = [
     "STDIN",
     "is_url",
     "is_local",
+    "is_stream",
+    "read_whole",
+    "forget_streams",
     "input_size",
     "PieceKernel",
     "parse_block",
@@ -242,10 +247,28 @@ def is_local(path) -> bool:
     return path != STDIN and not is_url(path)
 
 
+def is_stream(path) -> bool:
+    """Whether ``path`` is read as a stream that cannot be rewound: ``'-'`` (standard input), or a
+    local pipe, FIFO, terminal or socket (``/dev/stdin`` of a pipe, a shell's ``<(...)``).
+
+    Such an input is read through :class:`_Stdin` (its head can be read again, the whole once).
+    """
+    path = os.fspath(path)
+    if path == STDIN:
+        return True
+    if is_url(path):
+        return False
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
 def input_size(path) -> int | None:
     """Bytes of an input (for progress), None when unknown (standard input, a URL that does not say)."""
     path = os.fspath(path)
-    if path == STDIN:
+    if is_stream(path):
         return None
     try:
         if is_url(path):
@@ -271,19 +294,43 @@ class _Stdin:
     refuses it with one line, naming the options that avoid it.
     """
 
-    def __init__(self, stream):
+    def __init__(self, stream, path=STDIN):
         self.stream = stream
+        self.path = path
         self.head = None
         self.past_head = False
+        self.whole = None
 
     def open(self):
+        if self.whole is not None:
+            return io.BytesIO(self.whole)
         if self.past_head:
-            raise InputError(STDIN, "standard input can be read only once, and this conversion had to start "
+            what = "standard input" if self.path == STDIN else f"{self.path} (a pipe)"
+            raise InputError(self.path, f"{what} can be read only once, and this conversion had to start "
                              "over (0-based feature ids with --zero-based auto, or ids beyond 2**31 - 1): "
                              "pass --zero-based yes (or no), or convert from a file")
         if self.head is None:
-            self.head = self.stream.read(STDIN_HEAD_BYTES)
+            self.head = _read_full(self.stream, STDIN_HEAD_BYTES)
         return _StdinFile(self)
+
+    def read_all(self) -> bytes:
+        """Everything, kept in memory for every later :meth:`open` (an archive read by seeking: .npz)."""
+        if self.whole is None:
+            with self.open() as f:
+                self.whole = f.read()
+        return self.whole
+
+
+def _read_full(stream, n: int) -> bytes:
+    """Up to ``n`` bytes of ``stream``, fewer only at its end (a pipe's ``read`` may return less)."""
+    parts, got = [], 0
+    while got < n:
+        b = stream.read(n - got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
 
 
 class _StdinFile(io.RawIOBase):
@@ -312,16 +359,48 @@ class _StdinFile(io.RawIOBase):
 
 
 _STDIN: _Stdin | None = None
+#: the local streams (pipes, FIFOs) opened so far, by path: each is opened once and its head kept
+_STREAMS: dict[str, _Stdin] = {}
 
 
-def _open_stdin():
+def _stream(path) -> _Stdin:
+    """The :class:`_Stdin` of a stream input (:func:`is_stream`), made at its first use."""
     global _STDIN
-    stream = getattr(sys.stdin, "buffer", None)
-    if stream is None:
-        raise InputError(STDIN, "cannot open: this process has no standard input")
-    if _STDIN is None or _STDIN.stream is not stream:  # a new sys.stdin (tests, embedding)
-        _STDIN = _Stdin(stream)
-    return io.BufferedReader(_STDIN.open(), buffer_size=1 << 20)
+    path = os.fspath(path)
+    if path == STDIN:
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise InputError(STDIN, "cannot open: this process has no standard input")
+        if _STDIN is None or _STDIN.stream is not stream:  # a new sys.stdin (tests, embedding)
+            _STDIN = _Stdin(stream)
+        return _STDIN
+    if path not in _STREAMS:
+        try:
+            _STREAMS[path] = _Stdin(open(path, "rb", buffering=0), path)
+        except OSError as e:
+            raise InputError(path, f"cannot open: {e.strerror or e}") from e
+    return _STREAMS[path]
+
+
+def _open_stdin(path=STDIN):
+    return io.BufferedReader(_stream(path).open(), buffer_size=1 << 20)
+
+
+def forget_streams() -> None:
+    """Close the local streams opened so far (:func:`_stream`): the end of a command's reading of them.
+
+    A later reading of the same path (a FIFO written again) opens it anew instead of finding the
+    kept head of the one before. Standard input stays (one per ``sys.stdin``).
+    """
+    while _STREAMS:
+        _, st = _STREAMS.popitem()
+        with contextlib.suppress(OSError):
+            st.stream.close()
+
+
+def read_whole(path) -> bytes:
+    """The whole of a stream input (:func:`is_stream`) as bytes, kept for every later reading of it."""
+    return _stream(path).read_all()
 
 
 def _open_url(url):
@@ -364,8 +443,9 @@ def open_text(path):
     Returns
     -------
     file object
-        Binary, readable; decompresses on the fly. Reading a damaged or truncated compressed
-        file raises :class:`InputError` naming the file.
+        Binary, readable; decompresses on the fly; past a UTF-8 byte-order mark at the start of the
+        (decompressed) text. Reading a damaged or truncated compressed file raises :class:`InputError`
+        naming the file.
 
     Raises
     ------
@@ -373,8 +453,9 @@ def open_text(path):
         The file cannot be opened or read.
     """
     path = os.fspath(path)
-    if path == STDIN:
-        raw = _open_stdin()
+    stream = is_stream(path)
+    if stream:  # never rewound: its kept head is read again (pipes, /dev/stdin, FIFOs)
+        raw = _open_stdin(path)
     elif is_url(path):
         raw = _open_url(path)
     else:
@@ -383,16 +464,24 @@ def open_text(path):
         except OSError as e:
             raise InputError(path, f"cannot open: {e.strerror or e}") from e
     try:
-        head = raw.peek(6)[:6] if path == STDIN else raw.read(6)
-        if path != STDIN:
+        head = raw.peek(6)[:6] if stream else raw.read(6)
+        if not stream:
             raw.seek(0)
     except (OSError, ValueError) as e:
         raw.close()
         raise InputError(path, f"cannot read: {getattr(e, 'strerror', None) or e}") from e
     kind = _compression_of(head)
     if kind is None:
-        return raw
-    return io.BufferedReader(_Decompressed(path, raw, kind), buffer_size=1 << 20)
+        return _skip_bom(path, raw)
+    return _skip_bom(path, io.BufferedReader(_Decompressed(path, raw, kind), buffer_size=1 << 20))
+
+
+def _skip_bom(path, f):
+    try:
+        return _rules.skip_bom(f)
+    except InputError:
+        f.close()
+        raise
 
 
 def _input_position(f):
@@ -419,7 +508,8 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
 
     Each block is read straight into a new buffer behind the unfinished line the block before
     left (no copy of the block itself); ``buf[:nbuf]`` ends at its last newline. A line longer
-    than the buffer doubles the next read. An error is put on ``out`` too (the consumer
+    than the buffer doubles the next read, up to :func:`ooc.store.input_rules.max_line_bytes`
+    (then an error naming the line). An error is put on ``out`` too (the consumer
     re-raises it). Gives up without a word once ``stop`` is set or the ``consumer`` thread (the
     one that started the iteration) has ended: nobody will take what it puts.
     """
@@ -435,10 +525,16 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
 
     try:
         carry = b""  # the unfinished line at the end of the block before
+        lines = 0  # newlines before ``carry``, to name the line of one too long
+        longest = _rules.max_line_bytes(chunk_bytes)
         while not stop.is_set():
             buf = bytearray(len(carry) + max(chunk_bytes, len(carry)))
             buf[:len(carry)] = carry
             n = len(carry) + _read_into(f, path, memoryview(buf)[len(carry):])
+            # a block starts a line; the others it holds are shorter than the block's new bytes (at most
+            # ``longest``): only the first can be too long, refused before its buffer doubles again
+            if n > longest and buf.find(b"\n", 0, longest + 1) < 0:
+                raise InputError(path, _rules.line_too_long(longest), line=lines + 1)
             if n == len(carry):  # the end of the input
                 if carry:
                     tail = carry if carry.endswith(b"\n") else carry + b"\n"
@@ -446,6 +542,7 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
                         return
                 break
             cut = buf.rfind(b"\n", 0, n) + 1
+            lines += buf.count(b"\n", 0, cut)
             carry = bytes(buf[cut:n])
             if cut and not put((np.frombuffer(buf, np.uint8), cut, _input_position(f))):
                 return
@@ -761,6 +858,14 @@ _MESSAGES = {
     _k.ERR_EMPTY_CELL: "empty cell",
     _k.ERR_TOO_MANY_COLUMNS: "too many columns: expected {ncols}, {tok!r} is one more",
     _k.ERR_TOO_FEW_COLUMNS: "too few columns: expected {ncols}, found {found}",
+    _k.ERR_LABEL_TOO_LARGE: (
+        "label {tok!r} overflows {dtype} (largest {largest:.8g}); a label must fit the stored values' type: "
+        "store float64 values instead (--dtype float64)"
+    ),
+    _kv.ERR_LABEL_TOO_LARGE: (
+        "label {tok!r} overflows {dtype} (largest {largest:.8g}); a label must fit the stored values' type: "
+        "store float64 values instead (--dtype float64)"
+    ),
     _k.ERR_VALUE_TOO_LARGE: (
         "value {tok!r} overflows {dtype} (largest {largest:.8g}); store float64 values "
         "instead (--dtype float64)"
@@ -971,7 +1076,7 @@ def _first_lines(path, max_lines, max_bytes=1 << 20):
     leading tab is an empty first cell.
     """
     out = []
-    if os.fspath(path) == STDIN:  # what is read past the kept head could not be read again
+    if is_stream(path):  # what is read past the kept head could not be read again
         max_bytes = min(max_bytes, STDIN_HEAD_BYTES)
     with open_text(path) as f:
         head = f.read(max_bytes)
@@ -1067,8 +1172,8 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_colum
             path, f"unsupported delimiter {delimiter!r} (use one of , \\t ; or space)"
         )
     cells = _split_cells(first_text, delimiter)
-    if header == "auto":
-        header = not all(_is_number(c) for c in cells)
+    if header == "auto":  # only a line without numbers: one that mixes them with bad cells is data, and an error
+        header = _rules.is_header([c.decode("utf-8", "replace") for c in cells], lambda c: _is_number(c.encode()))
     ncols = len(cells)
     label_col = label_column + ncols if label_column < 0 else label_column
     if not 0 <= label_col < ncols:
@@ -1105,8 +1210,9 @@ def iter_csv(
     label_column : int, default 0
         Column holding the label; negative counts from the end.
     header : {'auto', True, False}
-        Whether the first non-empty line is a header; 'auto' says yes when one of its cells
-        is not a number.
+        Whether the first non-empty line is a header; 'auto' says yes when none of its cells
+        is a number (:func:`ooc.store.input_rules.is_header`): a first line that mixes numbers
+        with something else is data, and its bad cell an error with line and column.
     value_dtype : float32 or float64, default float64
         The type the feature cells will be stored as; a cell that overflows it is an error.
     weight_column : int, optional
@@ -1269,7 +1375,7 @@ def text_layout(path, label="0", text="1") -> TextLayout:
     # _first_lines cuts at '#', which raw text may hold: read the whole first line again
     with open_text(path) as f:
         for _ in range(no):
-            raw = f.readline()
+            raw = f.readline(1 << 20)  # as _first_lines reads: a line without its newline is not read whole
     head = raw.rstrip(b"\r\n")
     delimiter = "\t" if b"\t" in head else ","
     try:
@@ -1288,7 +1394,8 @@ def text_layout(path, label="0", text="1") -> TextLayout:
     return TextLayout(delimiter, no if header else 0, lc, tc)
 
 
-def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT_HASH_BITS) -> Iterator[RowChunk]:
+def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT_HASH_BITS,
+              value_dtype=np.float64) -> Iterator[RowChunk]:
     """Stream a CSV/TSV of labeled raw text as hashed bag-of-words rows.
 
     Parameters
@@ -1303,6 +1410,8 @@ def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT
         (the first non-blank line). Other columns are ignored.
     hash_bits : int, default 18
         Unigrams and bigrams are hashed into ``2**hash_bits`` columns.
+    value_dtype : float32 or float64, default float64
+        The type the store holds; a label beyond its range is an error with its line.
 
     Yields
     ------
@@ -1320,6 +1429,7 @@ def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT
     """
     path = os.fspath(path)
     mask = (1 << check_hash_bits(hash_bits)) - 1
+    max_abs = overflow_limit(value_dtype)
     lay = text_layout(path, label, text)
     delim = _DELIMITERS[lay.delimiter]
     stops = b"\r\n" + bytes([delim])
@@ -1340,8 +1450,9 @@ def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT
             cap = 2 * _kv.count_words(view, n)
             outs = (np.empty(n_newlines, np.float64), np.empty(n_newlines + 1, np.int64),
                     np.empty(cap, np.int64), np.empty(cap, np.float64))
-            parsed = _kv.parse_text(view, n, line, delim, lay.label_col, lay.text_col, mask, *outs)
-            yield _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, ncols=f"at least {need}")
+            parsed = _kv.parse_text(view, n, line, delim, lay.label_col, lay.text_col, mask, max_abs, *outs)
+            yield _parsed_chunk(path, parsed, outs, view, n, line, pos, stops, ncols=f"at least {need}",
+                                **_value_fields(value_dtype))
             line += n_newlines
 
     yield from _some_rows(path, chunks())

@@ -1,0 +1,85 @@
+"""The rules every input is held to, whatever its format (the readers and the ingest call these).
+
+Each format's reader (:mod:`ooc.store.readers`, the kernels of :mod:`ooc.kernels.text` and
+:mod:`ooc.kernels.vw`, :func:`ooc.store.ingest.load_npz` and the in-memory checks) parses and
+locates; the rules shared by all of them are written here once:
+
+* a UTF-8 byte-order mark at the start of a text input is skipped (:func:`skip_bom`), never read
+  as part of a first cell or a header;
+* a first line of a delimited file is a header only when none of its cells is a number
+  (:func:`is_header`): a line that mixes numbers and something else is data, whose bad cell is an
+  error naming the file, line and column;
+* labels, like values, must fit the store's value type: a label whose magnitude is beyond its
+  largest finite value is refused naming the file and line (by the parsing kernels, in file order
+  with the other errors; :func:`first_bad_label` for arrays: .npz and in-memory matrices);
+* a line longer than :func:`max_line_bytes` of the reading buffer (a bound that follows
+  ``--memory``) is refused naming the file and line, instead of a buffer growing past the memory
+  the conversion was given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: UTF-8's byte-order mark (what Excel and Windows tools put at the start of a "UTF-8 CSV").
+BOM = b"\xef\xbb\xbf"
+#: The longest line, in chunks of text (a line is read into a buffer of about twice its length).
+LINE_CHUNKS = 2
+#: The longest line is never bounded below this (readers with tiny chunks, in tests, read whole lines).
+MIN_LINE_BYTES = 1 << 20
+
+
+def skip_bom(f):
+    """Consume a UTF-8 byte-order mark at the current position of the binary file ``f``; return ``f``."""
+    peek = getattr(f, "peek", None)
+    if peek is not None:
+        if peek(len(BOM))[:len(BOM)] == BOM:
+            f.read(len(BOM))
+        return f
+    try:  # a file without peek (fsspec's): read and step back unless it was the mark
+        pos = f.tell()
+        if f.read(len(BOM)) != BOM:
+            f.seek(pos)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return f
+
+
+def max_line_bytes(chunk_bytes: int) -> int:
+    """The longest line a reader with ``chunk_bytes`` of text per block accepts (``LINE_CHUNKS`` blocks,
+    at least :data:`MIN_LINE_BYTES`).
+
+    The conversion's blocks are sized from ``--memory`` (about a twelfth of it, at most 64 MiB), so
+    the bound follows the memory given: a longer line would need a buffer past it.
+    """
+    return max(LINE_CHUNKS * int(chunk_bytes), MIN_LINE_BYTES)
+
+
+def line_too_long(limit: int) -> str:
+    """The message for a line past ``limit`` bytes."""
+    return (f"line longer than {limit} bytes, the longest this conversion reads with its --memory (a line "
+            "holds one example: is the file missing its newlines?)")
+
+
+def is_header(cells, is_number) -> bool:
+    """Whether the first line's ``cells`` are a header: some cell is not empty and none is a number."""
+    filled = [c for c in cells if c.strip()]
+    return bool(filled) and not any(is_number(c) for c in filled)
+
+
+def first_bad_label(labels: np.ndarray, limit: float) -> int | None:
+    """Index of the first label of magnitude ``limit`` or more (the store's value type's overflow bound,
+    :func:`ooc.store.readers.overflow_limit`) or not finite; None if all fit."""
+    y = np.asarray(labels, dtype=np.float64)
+    bad = ~(np.abs(y) < limit)
+    if not bad.any():
+        return None
+    return int(np.argmax(bad))
+
+
+def label_message(value: float, dtype) -> str:
+    """The message for a label that does not fit ``dtype``."""
+    if not np.isfinite(value):
+        return f"label {value!r} is not finite (NaN and inf are not allowed)"
+    return (f"label {value!r} overflows {np.dtype(dtype)} (largest {float(np.finfo(dtype).max):.8g}); "
+            "store float64 values instead (--dtype float64)")

@@ -1,0 +1,197 @@
+"""The memory promise as a matrix: store shapes x solvers and options x commands x limits.
+
+The promise (docs/training.rst, "Memory"): an explicit ``--memory X`` is a ceiling on the whole
+process's peak resident size, and under a memory cgroup of ``L`` the default (``--memory auto``)
+is never OOM-killed when ``L`` is at least the smallest limit ``ooc info`` names; a limit too small
+is refused before the first epoch with one line naming one that works.
+
+For each store shape (``--shapes``; the issue's tall 5M x 2^20 x 15, wide 200k x 2^24 x 50,
+dense-ish 1M x 1000 x 200 and a 20-class store, scaled by ``--scale``) and each cell (a solver and
+its options, or another command), this script
+
+(a) runs the command with ``--memory X`` for ``X`` at ``--explicit`` multiples of the smallest
+    limit ``ooc info --json`` names for the cell's solver, measuring the peak resident size with
+    ``/usr/bin/time -v`` (``peak_over_memory`` = peak / X; a refusal is an outcome too:
+    ``refused``), and
+(b) runs it with the default ``--memory auto`` under ``scripts/run-capped L`` for ``L`` at
+    ``--capped`` multiples of that smallest limit, printing the exit status, the OOM kills and the
+    budget auto chose (from ``--json``).
+
+Prints one JSON line per run and a final summary line: the number of runs, the cells over their
+``--memory`` (target 0) and the OOM kills at limits at least the smallest named (target 0).
+
+Run (the full matrix takes hours on 2 cores; ``--scale 0.2 --epochs 2`` about forty minutes)::
+
+    python scripts/bench_memory.py --scale 0.2 --epochs 2 --work /tmp/bench-memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OOC = [sys.executable, "-m", "ooc.cli"]
+
+#: name -> (rows, cols, nnz per row, synth options)
+SHAPES = {
+    "tall": (5_000_000, 1 << 20, 15, []),
+    "wide": (200_000, 1 << 24, 50, []),
+    "dense": (1_000_000, 1000, 200, []),
+    "multi": (500_000, 1 << 18, 30, ["--task", "multiclass", "--classes", "20"]),
+}
+
+#: cell -> (solver ooc info names, train options); "cmd:" cells run another command
+CELLS = {
+    "sdca": ("sdca", ["--solver", "sdca"]),
+    "sdca-1thread": ("sdca", ["--solver", "sdca", "--threads", "1"]),
+    "acc-sdca": ("acc-sdca", ["--solver", "acc-sdca", "--l2", "1e-7"]),
+    "rcd-primal": ("rcd-primal", ["--solver", "rcd-primal"]),
+    "pure-l1": ("rcd-primal", ["--l2", "0", "--l1", "1e-4"]),
+    "dgpd": ("dgpd", ["--solver", "dgpd", "--l1", "1e-4"]),
+    "intercept": ("sdca", ["--fit-intercept"]),
+    "validation": ("sdca", ["--validation", "{store}"]),
+    "local2": ("sdca", ["--distributed", "local:2"]),
+    "cs": ("sdca", ["--multiclass", "crammer-singer"]),
+    "cmd:evaluate": ("sdca", []),
+    "cmd:predict": ("sdca", []),
+    "cmd:append": ("sdca", []),
+}
+MULTICLASS_ONLY = {"cs"}
+
+
+def sh(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def make_store(work: str, name: str, scale: float) -> str:
+    rows, cols, nnz, extra = SHAPES[name]
+    path = os.path.join(work, f"{name}.zarr")
+    if not os.path.exists(path):
+        r = sh(OOC + ["synth", path, "--rows", str(max(1000, int(rows * scale))), "--cols", str(cols),
+                      "--nnz-per-row", str(min(nnz, cols)), "--layout", "both", *extra])
+        if r.returncode:
+            raise SystemExit(f"synth {name}: {r.stderr.strip()}")
+    return path
+
+
+def new_rows(store: str) -> str:
+    """An svmlight file of the first row block of ``store`` (what ``append`` adds), 1-based ids."""
+    path = store + ".append.svm"
+    if not os.path.exists(path):
+        import ooc
+
+        st = ooc.open_store(store)
+        blk = st.block("rows", 0)
+        y = st.read_labels(blk.start, blk.stop)
+        with open(path + ".tmp", "w") as f:
+            for i in range(blk.stop - blk.start):
+                lo, hi = blk.indptr[i], blk.indptr[i + 1]
+                feats = " ".join(f"{j + 1}:{v:.6g}" for j, v in zip(blk.indices[lo:hi], blk.data[lo:hi]))
+                f.write(f"{y[i]:g} {feats}\n")
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def smallest(store: str, solver: str) -> int:
+    info = json.loads(sh(OOC + ["info", store, "--json"], check=True).stdout)
+    return int(info["memory_fit"]["families"][solver]["smallest_memory"])
+
+
+def command(cell: str, store: str, run: str, epochs: int, memory: str | None) -> list[str]:
+    mem = ["--memory", memory] if memory else []
+    if cell == "cmd:evaluate":
+        return OOC + ["evaluate", run, store, "--json", *mem]
+    if cell == "cmd:predict":
+        return OOC + ["predict", run, store, "--out", run + ".pred", *mem]
+    if cell == "cmd:append":
+        return OOC + ["append", store, new_rows(store), "--out", run + ".appended.zarr", *mem]
+    opts = [o.format(store=store) for o in CELLS[cell][1]]
+    return OOC + ["train", store, "--out", run, "--max-epochs", str(epochs), "--overwrite", "--json", *opts, *mem]
+
+
+def peak_kib(stderr: str) -> int | None:
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
+    return int(m.group(1)) if m else None
+
+
+def one_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.startswith("ooc:")]
+    return lines[-1][:300] if lines else ""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", default="/tmp/bench-memory")
+    ap.add_argument("--scale", type=float, default=1.0, help="rows of every shape times this")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--explicit", default="1.0,1.5,3.0", help="--memory at these multiples of the smallest")
+    ap.add_argument("--capped", default="1.0,1.5", help="cgroup limits at these multiples of the smallest")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    runs = over = kills = 0
+    have_time = os.path.exists("/usr/bin/time")
+    for shape, cell in itertools.product(a.shapes.split(","), a.cells.split(",")):
+        if cell in MULTICLASS_ONLY and shape != "multi":
+            continue
+        store = make_store(a.work, shape, a.scale)
+        solver = CELLS[cell][0]
+        least = smallest(store, solver)
+        run = os.path.join(a.work, f"run-{shape}-{cell.replace(':', '-')}")
+        if cell.startswith("cmd:"):  # a model to predict with and evaluate
+            sh(command("sdca", store, run, 1, None))
+        for f in (float(x) for x in a.explicit.split(",") if x):
+            mem = int(least * f)
+            cmd = command(cell, store, run, a.epochs, str(mem))
+            t0 = time.time()
+            r = sh((["/usr/bin/time", "-v"] if have_time else []) + cmd)
+            peak = peak_kib(r.stderr)
+            refused = r.returncode != 0 and "smallest --memory that works" in r.stderr
+            ratio = peak * 1024 / mem if peak else None
+            runs += 1
+            over += bool(ratio and ratio > 1.0 and r.returncode == 0)
+            print(json.dumps({"shape": shape, "cell": cell, "mode": "explicit", "memory": mem, "times_smallest": f,
+                              "exit": r.returncode, "refused": refused, "peak": peak * 1024 if peak else None,
+                              "peak_over_memory": round(ratio, 3) if ratio else None,
+                              "seconds": round(time.time() - t0, 1), "error": "" if r.returncode == 0 else
+                              one_line(r.stderr)}), flush=True)
+            shutil.rmtree(run + ".appended.zarr", ignore_errors=True)
+        for f in (float(x) for x in a.capped.split(",") if x):
+            lim = int(least * f)
+            cmd = command(cell, store, run, a.epochs, None)
+            t0 = time.time()
+            r = sh([os.path.join(HERE, "run-capped"), str(lim), "--", *cmd])
+            m = re.search(r"run-capped: limit=(\S+) peak=(\S+) oom_kills=(\d+) exit=(-?\d+)", r.stderr)
+            if r.returncode == 3:
+                print(json.dumps({"shape": shape, "cell": cell, "mode": "capped", "skipped": one_line(r.stderr)}))
+                continue
+            budget = None
+            for line in reversed(r.stdout.strip().splitlines()):
+                try:
+                    budget = json.loads(line).get("memory_budget")
+                    break
+                except (ValueError, AttributeError):
+                    continue
+            oom = int(m.group(3)) if m else None
+            runs += 1
+            kills += bool(oom)
+            print(json.dumps({"shape": shape, "cell": cell, "mode": "capped", "limit": lim, "times_smallest": f,
+                              "exit": r.returncode, "oom_kills": oom, "cgroup_peak": m.group(2) if m else None,
+                              "auto_budget": budget, "seconds": round(time.time() - t0, 1),
+                              "error": "" if r.returncode == 0 else one_line(r.stderr)}), flush=True)
+            shutil.rmtree(run + ".appended.zarr", ignore_errors=True)
+    print(json.dumps({"summary": True, "runs": runs, "over_memory": over, "oom_kills_at_or_above_smallest": kills,
+                      "target": "0 and 0"}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""``--memory`` is a ceiling on the whole process: measured peaks, not the plan (docs/training.rst, "Memory").
+
+A generator of cells (solver and options, or another command) x limits (multiples of the smallest
+``--memory`` that ``ooc info`` names) runs each as a fresh process and reads its peak resident size
+(``ru_maxrss`` of a child, from a wrapper process that runs nothing else). The invariants:
+
+* an explicit ``--memory X`` at or above the smallest figure named: the run succeeds and its peak is at
+  most ``X``;
+* below it: refused before the first epoch, one line naming a figure that works, nothing left behind;
+* under a memory cgroup (``scripts/run-capped``) at the smallest limit named, ``auto`` is not OOM-killed.
+
+The store is large enough that its blocks do not fit the limit (the cache is what the governor shrinks).
+The full matrix is ``scripts/bench_memory.py``; CI runs a few cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+RUN_CAPPED = os.environ.get("OOC_RUN_CAPPED") or os.path.join(os.path.dirname(__file__), "..", "scripts", "run-capped")
+
+#: cell -> (the solver whose smallest limit ``ooc info`` names, the command's arguments after STORE)
+CELLS = {
+    "sdca": ("sdca", ["train", "--solver", "sdca"]),
+    "sdca-1thread-intercept": ("sdca", ["train", "--threads", "1", "--fit-intercept"]),
+    "rcd-primal": ("rcd-primal", ["train", "--solver", "rcd-primal"]),
+    "pure-l1": ("rcd-primal", ["train", "--l2", "0", "--l1", "1e-3"]),
+    "evaluate": ("sdca", ["evaluate"]),
+}
+CI_CELLS = ("sdca", "rcd-primal", "evaluate")
+
+
+def _env():
+    return {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", "/tmp/ooc_nc")}
+
+
+def _ooc(*args) -> list[str]:
+    return [sys.executable, "-m", "ooc.cli", *map(str, args)]
+
+
+def _peak(cmd: list[str]) -> tuple[subprocess.CompletedProcess, int]:
+    """Run ``cmd`` as the only child of a wrapper; its result and its peak resident size in bytes."""
+    wrap = ("import json, resource, subprocess, sys\n"
+            "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "print(json.dumps({'rc': r.returncode, 'out': r.stdout, 'err': r.stderr,\n"
+            "                  'peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))\n")
+    p = subprocess.run([sys.executable, "-c", wrap, *cmd], capture_output=True, text=True, env=_env(), timeout=900)
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    return subprocess.CompletedProcess(cmd, d["rc"], d["out"], d["err"]), int(d["peak"])
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A store of about 80 MiB decoded (its blocks do not fit the limits below), and a model for evaluate."""
+    d = tmp_path_factory.mktemp("ceiling")
+    store = d / "s.zarr"
+    subprocess.run(_ooc("synth", store, "--rows", 600_000, "--cols", 1 << 17, "--nnz-per-row", 15,
+                        "--layout", "both"), check=True, capture_output=True, env=_env())
+    run = d / "model"
+    subprocess.run(_ooc("train", store, "--out", run, "--max-epochs", 1), check=True, capture_output=True, env=_env())
+    info = json.loads(subprocess.run(_ooc("info", store, "--json"), check=True, capture_output=True, text=True,
+                                     env=_env()).stdout)
+    return store, run, info["memory_fit"]["families"]
+
+
+def _command(cell: str, store, run, out, memory=None) -> list[str]:
+    args = CELLS[cell][1]
+    mem = ["--memory", str(memory)] if memory is not None else []
+    if args[0] == "evaluate":
+        return _ooc("evaluate", run, store, "--json", *mem)
+    return _ooc("train", store, "--out", out, "--max-epochs", 2, "--json", *args[1:], *mem)
+
+
+def _check_cell(big, tmp_path, cell: str, factor: float) -> None:
+    store, run, fams = big
+    least = int(fams[CELLS[cell][0]]["smallest_memory"])
+    mem = int(least * factor)
+    r, peak = _peak(_command(cell, store, run, tmp_path / f"r-{factor}", mem))
+    if factor >= 1.0:
+        assert r.returncode == 0, (cell, factor, r.stderr[-2000:])
+        assert peak <= mem, f"{cell} at {factor} x the smallest --memory ({mem >> 20} MiB): peak {peak >> 20} MiB"
+        if CELLS[cell][1][0] == "train":
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            assert res["memory_ceiling"] <= mem and 0 < res["peak_rss"] <= peak + (8 << 20)
+    else:
+        # refused before the first epoch: one line, naming a figure that works, no run directory left
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode != 0 and len(lines) == 1, (cell, r.stderr)
+        assert "smallest --memory that works here is" in lines[0]
+        assert not (tmp_path / f"r-{factor}").exists()
+
+
+@pytest.mark.parametrize("cell", CI_CELLS)
+def test_explicit_memory_is_a_ceiling(big, tmp_path, cell):
+    _check_cell(big, tmp_path, cell, 1.0)
+
+
+def test_below_the_smallest_is_refused(big, tmp_path):
+    _check_cell(big, tmp_path, "sdca", 0.6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factor", [0.6, 1.0, 1.3, 2.0])
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_explicit_memory_is_a_ceiling_matrix(big, tmp_path, cell, factor):
+    if CELLS[cell][1][0] == "evaluate" and factor < 1.0:
+        pytest.skip("evaluate has no smallest figure of its own: it reads smaller blocks")
+    _check_cell(big, tmp_path, cell, factor)
+
+
+@pytest.mark.cgroup
+def test_auto_under_the_smallest_limit_named_is_not_killed(big, tmp_path):
+    if not os.path.exists(RUN_CAPPED):
+        pytest.skip(f"{RUN_CAPPED} not found")
+    probe = subprocess.run([RUN_CAPPED, "64M", "--", "true"], capture_output=True, text=True)
+    if probe.returncode == 3:
+        pytest.skip(f"run-capped: no writable memory cgroup here ({probe.stderr.strip().splitlines()[-1]})")
+    store, run, fams = big
+    limit = int(fams["sdca"]["smallest_memory"])
+    r = subprocess.run([RUN_CAPPED, str(limit), "--", *_command("sdca", store, run, tmp_path / "r")],
+                       capture_output=True, text=True, env=_env(), timeout=900)
+    m = re.search(r"oom_kills=(\d+) exit=(-?\d+)", r.stderr)
+    assert m and m.group(1) == "0" and r.returncode == 0, r.stderr[-2000:]
