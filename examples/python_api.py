@@ -76,7 +76,7 @@ def main():
         # 7. The same through the scikit-learn estimator (arrays, scipy matrices or a store path).
         clf = ooc.LinearClassifier(l2=1e-4, bias=0.0, tol=1e-6).fit(store.path)
         print(f"LinearClassifier: score {clf.score(X_test, y_test):.4f}, epochs {clf.n_iter_}, "
-              f"same coefficients as ooc.train: {np.allclose(clf.coef_, model.coef_, rtol=0, atol=1e-12)}")
+              f"same coefficients as ooc.train: {np.allclose(clf.coef_[0], model.coef_, rtol=0, atol=1e-12)}")
     finally:
         if args.keep:
             print(f"files kept in {tmp}")

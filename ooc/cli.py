@@ -21,7 +21,7 @@ import click
 from . import interrupts
 from . import options as T
 from ._version import __version__
-from .kernels.hash_bits import DEFAULT_HASH_BITS, MAX_HASH_BITS
+from .kernels.hash_bits import DEFAULT_HASH_BITS
 from .progress import ConvertProgress, EpochProgress, RowsProgress, wanted
 
 
@@ -298,6 +298,48 @@ class _ConfigOptions(click.Command):
         self._params = value
 
 
+# -- how input files are read ------------------------------------------------------------------
+def _text_columns(text_columns, input_format):
+    """``--text LABEL:TEXT`` as ``(label, text)`` (None without it; its form is checked by its type,
+    :data:`ooc.options.TEXT_COLUMNS`), checked against ``--input-format``."""
+    if text_columns is None:
+        return None
+    if input_format is not None:
+        raise click.UsageError(f"--text reads raw text: it cannot go with --input-format {input_format}")
+    return T.TEXT_COLUMNS.check(text_columns, "--text")
+
+
+def _recipe_options(fn):
+    """``append``/``predict``/``evaluate``'s options saying how to read a file: by default it is read
+    as the store's (the model's) input was (its recipe, :mod:`ooc.store.recipe`); one given that
+    differs from the recipe is refused."""
+    opts = [
+        click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz", "vw"]), default=None,
+                     help="Format of the input file (default: the recipe's, else from its name and contents)."),
+        click.option("--index-base", type=T.INDEX_BASE, default=None,
+                     help="svmlight: the first feature id (default: the recipe's)."),
+        click.option("--hash-bits", type=T.HASH_BITS, default=None,
+                     help="vw and --text: 2**BITS hashed columns (default: the recipe's)."),
+        click.option("--text", "text_columns", type=T.TEXT_COLUMNS, default=None, metavar="LABEL:TEXT",
+                     help="Raw text: the label and text columns (default: the recipe's)."),
+        click.option("--weight-column", type=T.WEIGHT_COLUMN, default=None, metavar="J",
+                     help="CSV: the column of the sample weights (default: the recipe's)."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def _recipe_given(kwargs: dict):
+    """Pop the :func:`_recipe_options` out of a command's ``kwargs`` as :class:`ooc.store.recipe.Options`."""
+    from .store.recipe import Options
+
+    fmt = kwargs.pop("input_format")
+    base = kwargs.pop("index_base")
+    return Options(fmt, None if base is None else int(base), kwargs.pop("hash_bits"),
+                   _text_columns(kwargs.pop("text_columns"), fmt), kwargs.pop("weight_column"))
+
+
 # -- convert ---------------------------------------------------------------------------------
 @main.command()
 @click.argument("input", type=click.Path(dir_okay=False))
@@ -316,15 +358,18 @@ class _ConfigOptions(click.Command):
 @click.option("--text", "text_columns", type=T.TEXT_COLUMNS, default=None, metavar="LABEL:TEXT",
               help="Read INPUT as a CSV/TSV of raw text: the label in column LABEL, the text in column TEXT "
                    "(0-based numbers or header names); unigrams and bigrams counted into 2**--hash-bits columns.")
-@click.option("--hash-bits", type=T.Number(True, 1, MAX_HASH_BITS), default=DEFAULT_HASH_BITS, show_default=True,
+@click.option("--hash-bits", type=T.HASH_BITS, default=DEFAULT_HASH_BITS, show_default=True,
               help="vw and --text: features are hashed (VW's MurmurHash3) into 2**BITS columns, as VW's -b.")
+@click.option("--index-base", type=T.INDEX_BASE_AUTO, default="auto", show_default=True,
+              help="svmlight: the first feature id (auto: 0 if an id 0 occurs, else 1, a guess for a 0-based "
+                   "file without feature 0).")
 @click.option("--zero-based", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
-              help="Whether svmlight feature ids start at 0.")
+              help="Whether svmlight feature ids start at 0 (--index-base 0 / 1).")
 @click.option("--label-kind", type=click.Choice(["auto", "binary", "multiclass", "regression"]),
               default="auto", show_default=True,
               help="Task of the labels (auto: two values binary, up to 1000 integers multiclass, else regression).")
 @click.option("--n-features", type=T.POSITIVE_INT, default=None, help="Number of features (default: from the data).")
-@click.option("--weight-column", type=T.Number(True, -T.INT64_MAX, T.INT64_MAX), default=None, metavar="J",
+@click.option("--weight-column", type=T.WEIGHT_COLUMN, default=None, metavar="J",
               help="CSV input: column J (0-based, the label is column 0; negative from the end) holds each row's "
                    "sample weight (finite, >= 0), not a feature. An .npz's weights are its key 'sample_weight'.")
 @click.option("--block-bytes", type=T.BLOCK_BYTES, default=None,
@@ -338,15 +383,13 @@ class _ConfigOptions(click.Command):
 @click.option("--json", "as_json", is_flag=True, help="Print the store summary as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns, hash_bits, zero_based, label_kind,
-            n_features, weight_column, block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
+def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns, hash_bits, index_base, zero_based,
+            label_kind, n_features, weight_column, block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
     """Convert INPUT (svmlight/LIBSVM, CSV/TSV, Vowpal Wabbit, raw text, .npz; .gz/.bz2/.xz; '-' for stdin, or an
     fsspec URL) into the ooc store STORE (a local path or file:// URL)."""
     from .store.ingest import convert as do_convert
 
-    if text_columns is not None:
-        if input_format is not None:
-            raise click.UsageError(f"--text reads raw text: it cannot go with --input-format {input_format}")
+    text_columns = _text_columns(text_columns, input_format)
 
     if factorize:
         from functools import partial
@@ -361,7 +404,8 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns
                         zero_based={"auto": "auto", "yes": True, "no": False}[zero_based],
                         label_kind=label_kind, n_features=n_features, block_bytes=block_bytes,
                         weight_column=weight_column, overwrite=overwrite, progress=bar, hash_bits=hash_bits,
-                        text_columns=text_columns, threads=threads)
+                        text_columns=text_columns, threads=threads,
+                        index_base=None if index_base == "auto" else int(index_base))
     finally:
         bar.close()
     # the memory figures only for --json: they import the solvers' registry, which the line does not need
@@ -371,6 +415,8 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns
     else:
         click.echo(f"wrote {store}: {info['n_rows']} rows x {info['n_cols']} cols, {info['nnz']} nonzeros, "
                    f"{info['label_kind']}, {_fmt_bytes(info['bytes_on_disk'])} on disk")
+        if info.get("input"):
+            click.echo(f"input: {info['input']}")
 
 
 # -- info ----------------------------------------------------------------------------------------
@@ -483,6 +529,8 @@ def format_info(i: dict) -> str:
         lines.append("             counts " + ", ".join(f"{k}: {v}" for k, v in i["label_counts"].items()))
     if i.get("label_values") and i["label_kind"] == "binary":
         lines.append(f"             stored as -1/+1 for {i['label_values'][0]} / {i['label_values'][-1]}")
+    if i.get("input"):
+        lines.append(f"input        {i['input']}")
     if i.get("sample_weights"):
         sw = i["sample_weights"]
         lines.append(f"weights      per-row sample weights: sum {sw['sum']:.6g}, min {sw['min']:.6g}, max {sw['max']:.6g}")
@@ -659,18 +707,18 @@ def resume(run, max_epochs, store, threads, as_json, verbose):
 @click.argument("newdata", type=click.Path(dir_okay=False))
 @click.option("--out", "out_store", type=click.Path(), default=None,
               help="Write the grown store here (default: replace STORE atomically).")
-@click.option("--input-format", type=click.Choice(["svmlight", "csv", "npz"]), default=None,
-              help="Format of NEWDATA (default: from its name and contents).")
+@_recipe_options
 @click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
               help="Memory for the whole process, as in convert ('auto': what it may use).")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists (only an ooc store).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new store's summary as JSON.")
 @_user_errors
-def append(store, newdata, out_store, input_format, memory, overwrite, as_json):
-    """Add the rows of NEWDATA to STORE: a new store (new fingerprint) recording STORE's in its lineage."""
+def append(store, newdata, out_store, memory, overwrite, as_json, **recipe):
+    """Add the rows of NEWDATA to STORE: a new store (new fingerprint) recording STORE's in its lineage.
+    NEWDATA is read as STORE's input was (its recipe: format, index base, hash bits, text and CSV columns)."""
     from .store.append import append as do_append
 
-    st = do_append(store, newdata, out_store, input_format=input_format, memory=memory, overwrite=overwrite)
+    st = do_append(store, newdata, out_store, memory=memory, overwrite=overwrite, options=_recipe_given(recipe))
     info = _store_info(st)
     if as_json:
         _emit_json(info)
@@ -692,9 +740,10 @@ def append(store, newdata, out_store, input_format, memory, overwrite, as_json):
               help="Memory for the whole process ('auto': what it may use); rows are read in blocks that fit.")
 @click.option("--threads", type=T.THREADS, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
+@_recipe_options
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def predict(run, input, out_file, proba, memory, threads, verbose):
+def predict(run, input, out_file, proba, memory, threads, verbose, **recipe):
     """Predict the rows of INPUT (a store, or an svmlight/CSV/.npz file; '-' for stdin), one label per line."""
     from .evaluate import iter_predictions
     from .fsutil import atomic_output, contains
@@ -704,10 +753,12 @@ def predict(run, input, out_file, proba, memory, threads, verbose):
         for what, path in (("the input", input), ("the run directory", run)):
             if "://" not in path and os.path.lexists(path) and contains(path, out_file):
                 raise UserError(f"--out {out_file}: is {what} {path} or inside it; choose another file")
+    options = _recipe_given(recipe)
     bar = RowsProgress(wanted(verbose), "predict")
     try:
         with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
-            for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar):
+            for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar,
+                                         options=options):
                 fh.write("\n".join(" ".join(map(_fmt_proba, p)) if proba else _fmt_label(p) for p in pred))
                 if len(pred):
                     fh.write("\n")
@@ -732,16 +783,18 @@ def _fmt_label(x) -> str:
 @click.option("--threads", type=T.THREADS, default=0, show_default=True,
               help="Threads computing margins (0: every core the process may use); the output does not depend on it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as one JSON object.")
+@_recipe_options
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
-def evaluate(run, input, memory, threads, as_json, verbose):
+def evaluate(run, input, memory, threads, as_json, verbose, **recipe):
     """Score RUN's model on INPUT (a store or a file; '-' for stdin): the primal objective; accuracy, log loss, ROC AUC, precision,
     recall, F1 and the confusion matrix (classification); RMSE, MAE and R^2 (regression)."""
     from .evaluate import evaluate as do_evaluate
 
+    options = _recipe_given(recipe)
     bar = RowsProgress(wanted(verbose), "evaluate")
     try:
-        m = do_evaluate(run, input, memory=memory, threads=threads, progress=bar)
+        m = do_evaluate(run, input, memory=memory, threads=threads, progress=bar, options=options)
     finally:
         bar.close()
     if as_json:

@@ -1,17 +1,16 @@
 """Streamed prediction and evaluation of a trained model on a store or a file.
 
-INPUT is an ooc store, or a file as ``ooc convert`` reads it (svmlight/LIBSVM, CSV/TSV, .npz,
-Vowpal Wabbit text, hashed into as many columns as the model has: it must be a power of two,
-``2**--hash-bits``; importance weights are not used), streamed piece by piece. Two kinds of wrong use are refused with one line naming INPUT
+INPUT is an ooc store, or a file read as the model's training store's input was (its input
+recipe, :mod:`ooc.store.recipe`: format, index base, hash bits, raw-text and CSV columns),
+streamed piece by piece. Two kinds of wrong use are refused with one line naming INPUT
 (:class:`~ooc.store.readers.InputError`):
 
-- Features beyond the model's. A store, an .npz and a CSV declare their column count: more
-  columns than the model has features means another feature space, refused as scikit-learn
-  refuses an ``X`` of another width (fewer is fine: the missing trailing features are zero; a
-  store converted from svmlight has as many columns as its largest id). An svmlight file
-  declares nothing: its ids beyond the model's features are features training never saw
-  (hashed or growing vocabularies), whose weight is zero, so they are ignored, as LIBLINEAR
-  does (:meth:`ooc.model.LinearModel.decision_csr`).
+- Another width than the model's (docs/formats.rst, "Input width"). A store, an .npz, a CSV and
+  hashed input declare their column count: it must be the model's, as scikit-learn refuses an
+  ``X`` of another width. An svmlight file declares nothing: fewer columns are fine (the features
+  after its largest id are zero), an id beyond the model's features is refused with its line. A
+  store read another way than the model's (another format, index base, hash bits...) is refused
+  naming the difference.
 - Labels the model cannot score (:func:`evaluate` only; :func:`iter_predictions` ignores
   labels, which unlabelled files often fill with a placeholder). A binary model knows the two
   original label values of its training store (``classes_``, the store's ``label_values``), a
@@ -60,32 +59,49 @@ def progress_event(piece: _Piece, rows: int) -> dict:
     return {"rows": rows, "done": piece.done, "total": piece.total, "unit": piece.unit}
 
 
-def _too_wide(source: str, what: str, n_cols: int, model: LinearModel) -> None:
-    """Refuse an INPUT that declares more feature columns than the model has (module docstring)."""
-    if n_cols > model.n_features:
-        raise InputError(source, f"{what} has {n_cols} features, more than the {model.n_features} the model was "
-                                 "trained on (another feature space; only an svmlight file's unseen feature ids "
-                                 "are ignored)")
+def _check_width(source: str, what: str, n_cols: int, model: LinearModel) -> None:
+    """Refuse an INPUT that declares another number of feature columns than the model has."""
+    if n_cols != model.n_features:
+        raise InputError(source, f"{what} has {n_cols} features, but the model has {model.n_features} (another "
+                                 "feature space: read it as the model's training input was, see 'ooc info')")
 
 
-def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> Iterator[_Piece]:
+def _model_recipe(model: LinearModel):
+    """How the model's training store's input was read, and how messages name it."""
+    from .store.recipe import Recipe
+
+    owner = f"the model's training store {model.meta.get('store', '')}".rstrip()
+    return Recipe.from_attrs(model.meta, owner), owner
+
+
+def _svmlight_columns(ch, base: int, d: int, source: str):
+    """An svmlight chunk's ids as the model's columns (``id - base``), refusing, with the line, an id
+    below ``base`` or one at or beyond ``base + d`` (a feature the model does not have)."""
+    ind = ch.indices - base
+    bad = np.flatnonzero((ind < 0) | (ind >= d))
+    if len(bad):
+        k = int(bad[0])
+        line = ch.first_line + int(np.searchsorted(ch.indptr, k, side="right")) - 1
+        if ind[k] < 0:
+            raise InputError(source, f"feature id {int(ch.indices[k])} in a file read {base}-based (as the model's "
+                                     "training input was)", line=line)
+        raise InputError(source, f"feature id {int(ch.indices[k])} is beyond the model's {d} features (ids {base} "
+                                 f"to {base + d - 1}): another feature space", line=line)
+    return ind
+
+
+def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, options=None) -> Iterator[_Piece]:
     """The pieces of ``source`` (a store or a file), ids 0-based as in training.
 
+    A file is read with the input recipe of the model's training store (:mod:`ooc.store.recipe`;
+    ``options``: what the user said, each checked against it); a store must have been read the same
+    way. Either must have exactly the model's width (a svmlight file: no id beyond it).
     ``labels=False`` (prediction) lets an .npz come without labels (the pieces then hold zeros).
     """
-    from .kernels.hash_bits import MAX_HASH_BITS
     from .store.backend import StoreError
-    from .store.ingest import load_npz, matrix_chunks
-    from .store.readers import (
-        csv_layout,
-        detect_format,
-        input_size,
-        is_local,
-        is_stream,
-        iter_csv,
-        iter_svmlight,
-        iter_vw,
-    )
+    from .store.ingest import open_input
+    from .store.readers import is_local, is_stream
+    from .store.recipe import Options, Recipe, check_same_columns, follow
     from .store.store import backend_for_path, open_store
 
     # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
@@ -98,12 +114,14 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
         except StoreError:
             is_store = False
     budget = memory_budget(memory)
+    recipe, owner = _model_recipe(model)
     if is_store:
         # the store's blocks cut to what the budget holds: a block, its CSR copy for the kernel, the
         # labels and the predictions (about three block sizes at once: 3/8 of it; evaluate keeps its
         # ROC AUC scores in half of it, SCORES_SHARE)
         st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget // 8, 1 << 16))))
-        _too_wide(source, "the store", st.n_cols, model)
+        check_same_columns(recipe, Recipe.from_attrs(st.attrs, source), owner, f"the store {source}")
+        _check_width(source, "the store", st.n_cols, model)
         vals = st.label_values
         for b in range(st.n_blocks(L.ROWS)):
             blk = st.block(L.ROWS, b)
@@ -117,45 +135,37 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True) -> 
         raise InputError(source, "no such file or store")
     chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
     # text files: progress in input bytes (compressed ones too); a stream ('-', a pipe) has no size
-    size = input_size(source) or 0
-    fmt = detect_format(source)
-    if fmt == "npz":
-        rows, y = load_npz(source, labels_required=labels)
-        _too_wide(source, "the .npz matrix", rows.n_cols, model)
-        if y is None:
-            y = np.zeros(rows.n_rows)
-        for ch in matrix_chunks(rows, y, chunk_bytes, max(1024, chunk_bytes // 64)):
+    reading = follow(recipe, options or Options(), owner)
+    src = open_input(source, reading, chunk_bytes=chunk_bytes, rows_per_chunk=max(1024, chunk_bytes // 64),
+                     dtype=np.float64, labels_required=labels, owner=owner, n_cols_hint=model.n_features)
+    fmt = src.recipe.format
+    if src.n_cols is not None:
+        _check_width(source, {"npz": "the .npz matrix", "csv": "the CSV file"}.get(fmt, f"the {fmt} input"),
+                     src.n_cols, model)
+    base = int(src.recipe.index_base or 0)
+    total = src.total or 0
+    for ch in src.make():
+        if fmt == "npz":
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1,
-                         done=ch.first_line - 1 + len(ch.labels), total=rows.n_rows)
-        return
-    if fmt == "csv":
-        _too_wide(source, "the CSV file", csv_layout(source).n_features, model)
-        for ch in iter_csv(source, chunk_bytes=chunk_bytes):
-            yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
-                         total=size, unit="B")
-        return
-    if fmt == "vw":
-        bits = model.n_features.bit_length() - 1
-        if model.n_features != 1 << bits or not 1 <= bits <= MAX_HASH_BITS:
-            raise InputError(source, f"a Vowpal Wabbit file is hashed into 2**B columns, but the model has "
-                                     f"{model.n_features} features: it was not trained on hashed data")
-        for ch in iter_vw(source, chunk_bytes=chunk_bytes, hash_bits=bits):
-            yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, line=ch.first_line)
-        return
-    base = int(model.meta.get("index_base", 0))
-    for ch in iter_svmlight(source, chunk_bytes=chunk_bytes):
-        ind = ch.indices - base
-        if base and len(ind) and ind.min() < 0:
-            # an id 0 in a file read as 1-based: it cannot match any trained feature
-            keep = ind >= 0
-            counts = np.add.reduceat(keep.astype(np.int64), ch.indptr[:-1]) if len(keep) else np.zeros(0)
-            counts[np.diff(ch.indptr) == 0] = 0
-            indptr = np.concatenate(([0], np.cumsum(counts)))
-            yield _Piece(indptr, ind[keep], ch.data[keep], ch.labels, line=ch.first_line, done=ch.bytes_consumed,
-                         total=size, unit="B")
-        else:
-            yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
-                         total=size, unit="B")
+                         done=ch.first_line - 1 + len(ch.labels), total=src.n_rows)
+            continue
+        ind = _svmlight_columns(ch, base, model.n_features, source) if fmt == "svmlight" else ch.indices
+        yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
+                     total=total, unit="B")
+
+
+def check_input(store, source: str, memory="auto") -> None:
+    """Refuse ``source`` (a file or a store) for a model trained on ``store`` before any training:
+    not read as the store's input was (its recipe), or of another width. Reads its first piece only.
+    """
+    model = LinearModel(np.zeros(store.n_cols), 0.0, None, "squared", L.REGRESSION,
+                        {L.RECIPE: store.attrs.get(L.RECIPE), "index_base": store.attrs.get("index_base", 0),
+                         "store": store.path})
+    rows = _iter_rows(model, source, memory, labels=False)
+    try:
+        next(rows, None)
+    finally:
+        rows.close()
 
 
 def _label(v) -> str:
@@ -179,22 +189,22 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
 
 
 def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0,
-                     progress=None) -> Iterator[np.ndarray]:
+                     progress=None, options=None) -> Iterator[np.ndarray]:
     """Predicted labels (or, with ``proba``, class probabilities: ``(rows, classes)``, each row summing
     to 1, :meth:`~ooc.model.LinearModel.predict_proba`) of ``source``, piece by piece.
 
-    ``source`` is a store or a file (svmlight, CSV, .npz, which may come without labels); its
-    labels are not used. An svmlight
-    file's feature ids beyond the model's are ignored; a store, .npz or CSV with more columns
-    than the model has features is refused (:class:`~ooc.store.readers.InputError`, see the
-    module docstring). ``progress``: called with each piece's :func:`progress_event`.
+    ``source`` is a store or a file read with the model's input recipe (an .npz may come without
+    labels); its labels are not used. Input of another width than the model's is refused
+    (:class:`~ooc.store.readers.InputError`, see the module docstring); ``options``
+    (:class:`ooc.store.recipe.Options`) must agree with the recipe. ``progress``: called with each
+    piece's :func:`progress_event`.
     """
     model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
     why = model.proba_refusal() if proba else None
     if why is not None:
         raise ValueError(f"--proba: {why}")
-    yield from _with_streams_closed(_predictions(model, source, proba, memory, nthreads, progress))
+    yield from _with_streams_closed(_predictions(model, source, proba, memory, nthreads, progress, options))
 
 
 def _with_streams_closed(pieces):
@@ -207,9 +217,9 @@ def _with_streams_closed(pieces):
         forget_streams()
 
 
-def _predictions(model, source, proba, memory, nthreads, progress):
+def _predictions(model, source, proba, memory, nthreads, progress, options=None):
     rows = 0
-    for piece in _iter_rows(model, source, memory, labels=False):
+    for piece in _iter_rows(model, source, memory, labels=False, options=options):
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         rows += len(m)
         if progress is not None:
@@ -224,12 +234,13 @@ def _predictions(model, source, proba, memory, nthreads, progress):
 SCORES_SHARE = 2
 
 
-def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=None) -> dict:
+def evaluate(run: str, source: str, memory="auto", threads: int = 0, progress=None, options=None) -> dict:
     """Metrics of the run's model on ``source`` (:func:`evaluate_model` of ``RUN/model``)."""
-    return evaluate_model(LinearModel.load(run), source, memory, threads, progress)
+    return evaluate_model(LinearModel.load(run), source, memory, threads, progress, options)
 
 
-def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int = 0, progress=None) -> dict:
+def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int = 0, progress=None,
+                   options=None) -> dict:
     """Metrics of ``model`` on ``source``.
 
     Every model: ``n_rows`` and the ``primal`` objective of the training problem (loss, l2, l1,
@@ -247,7 +258,7 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
     ------
     InputError
         ``source`` has a label the classification model does not know (naming it, its line or
-        row, and the model's classes), or more feature columns than the model (module docstring).
+        row, and the model's classes), or another width than the model's (module docstring).
     """
     from .metrics import ClassificationMetrics, RegressionMetrics
 
@@ -268,7 +279,7 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
     correct = 0
     loss_sum = 0.0
     logloss = 0.0
-    for piece in _with_streams_closed(_iter_rows(model, source, memory)):
+    for piece in _with_streams_closed(_iter_rows(model, source, memory, options=options)):
         _check_labels(model, source, piece)
         y = piece.labels
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)

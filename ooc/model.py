@@ -1,8 +1,8 @@
 """LinearModel: coefficients, intercept, classes and loss; save, load, predict.
 
 Decision function: ``f(x) = x . coef_ + intercept_`` where, for a run trained with
-``--bias B``, ``intercept_ = B * w_bias`` (LIBLINEAR's bias feature). Feature ids
-beyond the ones seen in training are ignored at prediction time, as LIBLINEAR does.
+``--bias B``, ``intercept_ = B * w_bias`` (LIBLINEAR's bias feature). Input of another
+width than the model's is refused (docs/api.rst, "Input width").
 """
 
 from __future__ import annotations
@@ -44,30 +44,35 @@ class LinearModel:
         """Number of features ``d`` (the last axis of ``coef_``)."""
         return self.coef_.shape[-1]
 
+    def check_width(self, n_cols: int, what: str = "X") -> None:
+        """Refuse input of another width than the model's (as scikit-learn refuses an ``X`` of another
+        ``n_features_in_``): its columns would be other features, or features left out."""
+        if int(n_cols) != self.n_features:
+            raise ValueError(f"{what} has {int(n_cols)} features, but the model has {self.n_features}: "
+                             "give it the columns it was trained on")
+
     def decision_function(self, X) -> np.ndarray:
-        """Margins of the rows of ``X`` (array or scipy matrix); extra columns are ignored."""
+        """Margins of the rows of ``X`` (array or scipy matrix of exactly :attr:`n_features`
+        columns; another width is refused with one line)."""
         import scipy.sparse as sp
 
-        d = self.n_features
         if sp.issparse(X):
+            from .store.ingest import check_sparse_structure
+
+            check_sparse_structure(X)
             X = X.tocsr()
-            if X.shape[1] > d:
-                X = X[:, :d]
-            elif X.shape[1] < d:
-                X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
         else:
             X = np.asarray(X, dtype=np.float64)
             if X.ndim == 1:
                 X = X[None, :]
-            if X.shape[1] > d:
-                X = X[:, :d]
-            elif X.shape[1] < d:
-                X = np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]))])
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D (rows x features), got shape {X.shape}")
+        self.check_width(X.shape[1])
         out = X @ self.coef_.T
         return np.asarray(out) + self.intercept_
 
     def decision_csr(self, indptr, indices, data, threads: int = 1) -> np.ndarray:
-        """Margins of CSR rows given as arrays (streamed prediction); ids >= d ignored.
+        """Margins of CSR rows given as arrays (streamed prediction); ids >= d are refused.
 
         ``threads``: rows split into that many consecutive ranges computed at once (each row's
         margin is the same sum whatever the split).
@@ -76,6 +81,8 @@ class LinearModel:
         from .kernels.predict import csr_margins
 
         w = self.coef_ if self.coef_.ndim == 2 else self.coef_[None, :]
+        if len(indices) and (int(indices.max()) >= self.n_features or int(indices.min()) < 0):
+            raise ValueError(f"feature column {int(indices.max())} is beyond the model's {self.n_features} features")
         n = len(indptr) - 1
         out = np.empty((n, w.shape[0]))
         cuts = np.linspace(0, n, max(1, min(int(threads), n)) + 1).astype(np.int64)

@@ -21,6 +21,8 @@ import re
 
 import click
 
+from .kernels.hash_bits import MAX_HASH_BITS
+
 #: The largest integer any option takes (a signed 64-bit count).
 INT64_MAX = 2**63 - 1
 #: The largest seed: NumPy's and the kernels' generators take a seed in ``[0, 2**63)``.
@@ -302,6 +304,13 @@ BLOCK_BYTES = Bytes(64)
 DISTRIBUTED = Distributed()
 ADDRESS = Address()
 TEXT_COLUMNS = ColumnPair()
+#: ``--hash-bits``: hashed inputs (vw, raw text) have 2**BITS columns
+HASH_BITS = Number(True, 1, MAX_HASH_BITS)
+#: ``--weight-column J``: a CSV column, 0-based (negative: counted from the end)
+WEIGHT_COLUMN = Number(True, -INT64_MAX, INT64_MAX)
+#: ``--index-base`` of ``convert`` (``auto``: guessed from the ids) and of the commands following a recipe
+INDEX_BASE_AUTO = click.Choice(["auto", "0", "1"])
+INDEX_BASE = click.Choice(["0", "1"])
 SAMPLING = Checked("SAMPLING", _sampling)
 CLASS_WEIGHT = Checked("balanced|LABEL=WEIGHT,...", _class_weight)
 

@@ -104,7 +104,7 @@ def _validate(opts: dict, store, resumed: bool = False) -> dict:
     _check_task(o, cfg.loss_spec, store)
     _choose_solver(o, cfg.loss_spec, store, resumed)
     if o["validation"] is not None:
-        check_validation(o, store.label_kind)
+        check_validation(o, store.label_kind, store)
     if o["validation"] is not None and o["solver_used"] == DGPD_SOLVER:
         raise ValueError("--validation scores the certified state, which dgpd records only after its update; "
                          "use another --solver")
@@ -657,7 +657,9 @@ def _model(w: np.ndarray, o: dict, st, pb) -> LinearModel:
     meta = {"l2": o["l2"], "l1": o["l1"], "bias": o["bias"], "fit_intercept": o["fit_intercept"],
             "gamma": o["gamma"], "store": st.path,
             "multiclass": o["multiclass"],
-            "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows}
+            "index_base": st.attrs.get("index_base", 0), "n_rows": st.n_rows,
+            # how the store's input was read: predict, evaluate and --validation read new files so
+            L.RECIPE: st.attrs.get(L.RECIPE)}
     return LinearModel(coef, icpt, classes, o["loss"], pb.task, meta)
 
 

@@ -20,7 +20,7 @@ import os
 
 from .config import VALIDATION_METRICS
 from .engine import Watch
-from .evaluate import evaluate_model
+from .evaluate import check_input, evaluate_model
 from .objectives.losses import loss_spec
 from .store import layout as L
 
@@ -44,11 +44,16 @@ def metric_for(o: dict, task: str) -> str:
     return metric
 
 
-def check(o: dict, task: str) -> str:
-    """Refuse a ``--validation`` that is not there or a metric the task has not; the metric."""
+def check(o: dict, task: str, store=None) -> str:
+    """Refuse a ``--validation`` that is not there or a metric the task has not; the metric.
+
+    With the training ``store``, DATA is also refused before training when it is not read as the
+    store's input was or has another width (:func:`ooc.evaluate.check_input`: its first piece)."""
     source = o["validation"]
     if "://" not in source and not os.path.exists(source):
         raise ValueError(f"--validation {source}: no such file or store")
+    if store is not None:
+        check_input(store, source, memory=4 * int(o.get("train_block_bytes") or L.DEFAULT_BLOCK_BYTES))
     return metric_for(o, task)
 
 

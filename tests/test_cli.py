@@ -206,10 +206,11 @@ def test_predict_original_labels_store_and_svmlight(data, trained, tmp_path):
     cli("predict", run, data["svm"], "--out", out)
     assert open(out).read().split() == [str(v) for v in expected]
     assert open(out).read().count("\n") == N
-    # feature ids beyond the training features are ignored
+    # a feature id beyond the training features is another feature space: refused with its line
     wide = tmp_path / "wide.svm"
     write_svmlight(wide, data["X"], data["y37"], extra=(D + 7, 123.0))
-    assert cli("predict", run, wide).stdout.split() == [str(v) for v in expected]
+    r = cli("predict", run, wide, ok=False)
+    assert r.exit_code == 1 and f"{wide}:1: feature id {D + 7} is beyond the model's {D} features" in r.stderr
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -1,7 +1,7 @@
 """scikit-learn API of ``ooc.LinearClassifier`` / ``ooc.LinearRegressor``.
 
 scikit-learn's own estimator checks run on both estimators (``parametrize_with_checks``),
-with one documented expected failure; the rest checks the API promises of docs/api.rst and the
+with the expected failures :func:`ooc.estimators.expected_failed_checks` documents; the rest checks the API promises of docs/api.rst and the
 optimum against scikit-learn's solvers on the same objective.
 """
 
@@ -21,6 +21,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import ooc
 from ooc import LinearClassifier, LinearRegressor
+from ooc.estimators import expected_failed_checks
 
 
 @pytest.fixture(autouse=True)
@@ -31,18 +32,6 @@ def _no_plots(monkeypatch):
 
 
 # -- scikit-learn's estimator checks ------------------------------------------------------------------
-
-def _expected_failed_checks(est):
-    if est.loss in ("hinge", "squared") or est.fit_intercept:
-        # fitting with integer weights and with the rows repeated reach the same optimum, each within
-        # its certified gap (tol=1e-4 here); the checks compare predictions to rtol 1e-7, which a
-        # relative gap bounds only as sqrt(2 gap / l2) in the coefficients. tests/test_sample_weights.py
-        # checks the equivalence against the certificates.
-        why = "predictions agree to the certified tol=1e-4, not to the check's rtol=1e-7"
-        return {"check_sample_weight_equivalence_on_dense_data": why,
-                "check_sample_weight_equivalence_on_sparse_data": why}
-    return {}
-
 
 # tol: a 1e-4 certified gap is plenty for the checks' assertions. Some checks fit random labels
 # on features centred at 100 (check_fit_idempotent, ...): badly conditioned for a dual
@@ -58,7 +47,7 @@ def _expected_failed_checks(est):
         LinearClassifier(loss="hinge", tol=1e-4, bias=1.0),  # LinearSVC's (regularized) intercept
         LinearRegressor(tol=1e-4, fit_intercept=True),
     ],
-    expected_failed_checks=_expected_failed_checks,
+    expected_failed_checks=expected_failed_checks,
 )
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
@@ -248,10 +237,12 @@ def test_logistic_matches_sklearn_logistic_regression():
     assert est.converged_
     ref = LogisticRegression(C=1.0 / (l2 * n), fit_intercept=False, solver="newton-cholesky", tol=1e-14,
                              max_iter=1000).fit(X.toarray(), y)
+    assert est.coef_.shape == ref.coef_.shape == (1, X.shape[1]) and est.intercept_.shape == (1,)  # sklearn's
     w_ref = ref.coef_.ravel()
-    assert np.linalg.norm(est.coef_ - w_ref) <= 1e-6 * np.linalg.norm(w_ref)
-    np.testing.assert_allclose(est.coef_, w_ref, rtol=1e-6, atol=1e-6 * np.abs(w_ref).max())
-    assert est.intercept_ == 0.0
+    w = est.coef_[0]
+    assert np.linalg.norm(w - w_ref) <= 1e-6 * np.linalg.norm(w_ref)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-6, atol=1e-6 * np.abs(w_ref).max())
+    assert est.intercept_[0] == 0.0
     # P >= D and the certified gap bounds the true suboptimality
     ys = np.where(y == est.classes_[1], 1.0, -1.0)
 
@@ -259,8 +250,8 @@ def test_logistic_matches_sklearn_logistic_regression():
         return np.mean(np.logaddexp(0, -ys * (X @ w))) + 0.5 * l2 * w @ w
 
     assert est.primal_ >= est.dual_
-    assert primal(est.coef_) - primal(w_ref) <= est.gap_ + 1e-15
-    np.testing.assert_allclose(est.primal_, primal(est.coef_), rtol=1e-12)
+    assert primal(w) - primal(w_ref) <= est.gap_ + 1e-15
+    np.testing.assert_allclose(est.primal_, primal(w), rtol=1e-12)
 
 
 def test_bias_is_a_regularized_feature_column():
@@ -269,8 +260,8 @@ def test_bias_is_a_regularized_feature_column():
     with_bias = LinearClassifier(l2=1e-2, bias=B, tol=1e-12, max_epochs=2000).fit(X, y)
     Xb = sp.hstack([X, np.full((X.shape[0], 1), B)]).tocsr()
     explicit = LinearClassifier(l2=1e-2, bias=0.0, tol=1e-12, max_epochs=2000).fit(Xb, y)
-    np.testing.assert_allclose(with_bias.coef_, explicit.coef_[:-1], rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(with_bias.intercept_, B * explicit.coef_[-1], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(with_bias.coef_, explicit.coef_[:, :-1], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(with_bias.intercept_, B * explicit.coef_[:, -1], rtol=1e-6, atol=1e-9)
 
 
 def test_ridge_matches_sklearn_ridge():
@@ -357,7 +348,7 @@ def test_run_dir_is_kept_and_loadable(tmp_path):
     est = LinearClassifier(l2=1e-2, run_dir=str(run_dir)).fit(X, y)
     assert est.run_ == str(run_dir)
     m = ooc.load_model(str(run_dir))
-    np.testing.assert_array_equal(m.coef_, est.coef_)
+    np.testing.assert_array_equal(m.coef_, est.coef_[0])  # the run's LinearModel: (d,) for two classes
     np.testing.assert_allclose(m.decision_function(X), est.decision_function(X), rtol=1e-12)
     assert est.history_[-1]["rel_gap"] == est.rel_gap_
     # without run_dir nothing is left behind

@@ -258,8 +258,9 @@ def test_estimator_fit_intercept_matches_logistic_regression():
     X, y, _ = _data("logistic", seed=8)
     est = ooc.LinearClassifier(fit_intercept=True, tol=1e-10, max_epochs=3000).fit(X, y)
     ref = LogisticRegression(C=1.0, tol=1e-12, max_iter=100000).fit(X, y)  # l2=None is C = 1
-    np.testing.assert_allclose(est.coef_, ref.coef_.ravel(), atol=1e-4)
-    assert est.intercept_ == pytest.approx(float(ref.intercept_[0]), abs=1e-4)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
+    assert est.intercept_.shape == ref.intercept_.shape == (1,)
+    assert est.intercept_[0] == pytest.approx(float(ref.intercept_[0]), abs=1e-4)
 
 
 def test_the_command_line_and_python_have_the_same_default(tmp_path):
@@ -274,14 +275,14 @@ def test_the_command_line_and_python_have_the_same_default(tmp_path):
     cli_model = ooc.load_model(str(tmp_path / "r"))
     est = ooc.LinearClassifier(tol=1e-10, max_epochs=3000, solver="sdca").fit(X, y)
     assert cli_model.intercept_ == 0.0 and est.intercept_ == 0.0
-    np.testing.assert_allclose(est.coef_, cli_model.coef_, atol=1e-6)
+    np.testing.assert_allclose(est.coef_[0], cli_model.coef_, atol=1e-6)
     # and with the option, the same intercept both ways
     res = CliRunner().invoke(main, ["train", store, "--out", str(tmp_path / "r2"), "--l2", repr(l2), "--tol", "1e-10",
                                     "--max-epochs", "3000", "--fit-intercept"])
     assert res.exit_code == 0, res.output
     est = ooc.LinearClassifier(tol=1e-10, max_epochs=3000, fit_intercept=True).fit(X, y)
-    assert ooc.load_model(str(tmp_path / "r2")).intercept_ == pytest.approx(est.intercept_, abs=1e-6)
-    assert abs(est.intercept_) > 0.1
+    assert ooc.load_model(str(tmp_path / "r2")).intercept_ == pytest.approx(est.intercept_[0], abs=1e-6)
+    assert abs(est.intercept_[0]) > 0.1
 
 
 @pytest.mark.parametrize("extra, words", [

@@ -258,7 +258,9 @@ def test_train_warm_start_reaches_the_cold_optimum(tmp_path):
 # -- validation and early stopping -------------------------------------------------------------------
 def test_the_validation_metric_is_ooc_evaluate_of_that_epochs_model(tmp_path, no_plot):
     X, y = _binary(n=400)
-    st = ooc.convert(X[:300], tmp_path / "s.zarr", y=y[:300])
+    # training and validation data read the same way (1-based svmlight): the validation file follows the store's recipe
+    write_svmlight(tmp_path / "s.svm", X[:300], y[:300])
+    st = ooc.convert(tmp_path / "s.svm", tmp_path / "s.zarr", n_features=X.shape[1], index_base=1)
     write_svmlight(tmp_path / "v.svm", X[300:], y[300:])
     v = str(tmp_path / "v.svm")
     opts = dict(l2=1e-4, tol=1e-12, solver="sdca", validation=v, validation_metric="logloss")
@@ -326,7 +328,8 @@ def test_a_batch_run_scores_its_validation_data_every_epoch(tmp_path, no_plot):
     from ooc.batch import run_one
 
     X, y = _binary(n=300)
-    st = ooc.convert(X[:200], tmp_path / "s.zarr", y=y[:200])
+    write_svmlight(tmp_path / "s.svm", X[:200], y[:200])
+    st = ooc.convert(tmp_path / "s.svm", tmp_path / "s.zarr", n_features=X.shape[1], index_base=1)
     write_svmlight(tmp_path / "v.svm", X[200:], y[200:])
     row = run_one(str(tmp_path / "run"), {"store": st.path, "l2": L2, "tol": 1e-8}, str(tmp_path / "v.svm"))
     assert row["status"] == "ok", row

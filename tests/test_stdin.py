@@ -68,7 +68,16 @@ def setup(tmp_path_factory):
     # a model of hashed features: what a Vowpal Wabbit input is predicted with
     assert cli("convert", paths["vw"], tmp / "v.zarr", "--hash-bits", "10").exit_code == 0
     ooc.train(str(tmp / "v.zarr"), str(tmp / "vrun"), loss="logistic", l2=1e-2, tol=1e-6)
+    # new input is read as the model's training input was (its recipe, docs/cli.rst): a CSV or an
+    # .npz is predicted by a model trained on a store converted from a CSV or an .npz
+    for fmt, name in (("csv", "c"), ("npz", "n")):
+        assert cli("convert", paths[fmt], tmp / f"{name}.zarr").exit_code == 0
+        ooc.train(str(tmp / f"{name}.zarr"), str(tmp / f"{name}run"), loss="logistic", l2=1e-2, tol=1e-6)
     return tmp, files, paths
+
+
+#: The run whose model reads each format (its training store was converted from that format).
+RUNS = {"svm": "run", "svm.gz": "run", "csv": "crun", "npz": "nrun", "vw": "vrun"}
 
 
 class Fifo:
@@ -135,7 +144,7 @@ def test_convert_reads_every_format_from_a_stream(setup, tmp_path, how, fmt, giv
 @pytest.mark.parametrize("command", [["predict"], ["predict", "--proba"], ["evaluate", "--json"]])
 def test_predict_and_evaluate_read_every_format_from_a_stream(setup, tmp_path, how, fmt, command):
     tmp, files, paths = setup
-    run = tmp / ("vrun" if fmt == "vw" else "run")
+    run = tmp / RUNS[fmt]
     want = cli(command[0], run, paths[fmt], *command[1:])
     assert want.exit_code == 0, want.stderr
     res = _streamed(tmp_path, how, files[fmt], command[0], run, "{}", *command[1:])
@@ -165,7 +174,7 @@ def test_dev_stdin_of_a_pipe(setup):
 @pytest.mark.parametrize("command", [
     lambda t, p: ["predict", t / "run", p["svm"]],
     lambda t, p: ["predict", t / "run", "-"],
-    lambda t, p: ["evaluate", t / "run", p["csv"]],
+    lambda t, p: ["evaluate", t / "crun", p["csv"]],
     lambda t, p: ["info", t / "s.zarr", "--json"],
     lambda t, p: ["convert", "-", t / f"c-{uuid.uuid4().hex}.zarr", "--json"],
 ], ids=["predict", "predict-stdin", "evaluate", "info", "convert"])

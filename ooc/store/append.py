@@ -19,8 +19,12 @@ store is in NEW's lineage: NEW then starts with exactly the rows the run trained
 writer copied them, in order), so the run's duals are the first rows' duals of NEW.
 
 The new rows are parsed and validated by :func:`~ooc.store.ingest.convert` into a scratch
-store first (rows layout, the old store's dtype and index base), so bad input is refused
-with its file and line before anything is written at the store's path. Their labels must be
+store first (rows layout, the old store's dtype, and a file read with the old store's input
+recipe, :mod:`ooc.store.recipe`: format, index base, hash bits, text and CSV columns; options
+that differ from it are refused), so bad input is refused with its file and line before
+anything is written at the store's path. New rows of another width are refused for the inputs
+that declare theirs (CSV, .npz, arrays, hashed input); svmlight rows may bring new feature ids.
+The grown store keeps the old store's recipe. Their labels must be
 labels the old store has (binary and multiclass stores: a new class would be a different
 task); regression labels are any finite number. Cost: one read of the old store's rows and
 one write of everything (O(nnz)); memory as a conversion's.
@@ -34,10 +38,12 @@ import os
 import numpy as np
 
 from ..fsutil import contains, make_parents
+from ..kernels.hash_bits import MAX_HASH_BITS
 from . import layout as L
 from .backend import MemoryBackend
 from .ingest import build_columns, convert, memory_budget
 from .readers import InputError
+from .recipe import Options, Recipe, follow
 from .store import Store, open_store
 from .writer import StoreWriter, Temporary, check_output_store, publish, remove_path, remove_stale_temporaries
 
@@ -78,7 +84,7 @@ def _check_new_labels(old: Store, y: np.ndarray, source: str, first_row: int) ->
 
 
 def append(store, source, out: str | os.PathLike | None = None, *, y=None, sample_weight=None, memory="auto",
-           input_format: str | None = None, overwrite: bool = False) -> Store:
+           input_format: str | None = None, overwrite: bool = False, options: Options | None = None) -> Store:
     """Write the rows of ``store`` followed by the rows of ``source`` as a store at ``out``.
 
     Parameters
@@ -87,13 +93,17 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         The store to extend (it needs the row layout; a factorized store is refused).
     source : path, matrix
         The new rows, as :func:`ooc.convert` reads them (an in-memory matrix needs ``y``, and
-        takes ``sample_weight``). Feature ids are read with the store's index base (``index_base``).
+        takes ``sample_weight``). A file is read with the store's input recipe
+        (:mod:`ooc.store.recipe`: its format, index base, hash bits, text columns, CSV columns).
         Sample weights carry over: a row without one (in either store) weighs 1.
     out : path, optional
         Where the new store goes; default ``store`` itself, replaced atomically (do not
         append to a store a run is training on meanwhile: write to another path).
     memory : bytes or str
         Bound on the conversion's memory (as :func:`ooc.convert`).
+    input_format, options : str, Options, optional
+        What the user said about how to read ``source`` (``--input-format``, ``--index-base``,
+        ``--hash-bits``, ``--text``, ``--weight-column``): each must agree with the store's recipe.
     overwrite : bool
         Replace an existing ``out`` other than ``store`` (only an ooc store).
 
@@ -120,17 +130,26 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         if not memory_store:
             make_parents(out)  # --out a/b.zarr makes a/
         check_output_store(out, exists, overwrite, source)
+    # how the new rows are read: as the store's input was (options that differ are refused first)
+    owner = f"the store {old.path}"
+    recipe = Recipe.from_attrs(old.attrs, old.path)
+    opts = (options or Options())._replace(input_format=input_format or (options.input_format if options else None))
+    reading = follow(recipe, opts, owner) if isinstance(source, (str, os.PathLike)) else None
+    if reading is not None and recipe.format is None and reading.hash_bits is None and old.n_cols > 1 \
+            and old.n_cols & (old.n_cols - 1) == 0:
+        # a store from before recipes: hashed new rows get as many columns as it has (2**bits)
+        reading = reading._replace(hash_bits=min(old.n_cols.bit_length() - 1, MAX_HASH_BITS))
     mem = memory_budget(memory)
     remove_stale_temporaries(out)
     tmp = Temporary(out)
     new_rows = _scratch_path(out)
     try:
         # the new rows, parsed and validated on their own (bad input refused before anything else)
-        index_base = int(old.attrs.get("index_base", 0))
         new = convert(source, new_rows, y=y, sample_weight=sample_weight, layout="rows", memory=mem, dtype=str(old.dtype),
-                      input_format=input_format, zero_based=index_base == 0, label_kind=L.REGRESSION,
-                      block_bytes=int(old.attrs["block_bytes"]))
+                      label_kind=L.REGRESSION, block_bytes=int(old.attrs["block_bytes"]), recipe=reading,
+                      recipe_owner=owner)
         try:
+            _check_width(old, new, recipe, source)
             _write(old, new, tmp, mem, str(source) if isinstance(source, (str, os.PathLike)) else "a matrix")
         finally:
             new.close()
@@ -144,6 +163,18 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         tmp.release()
         remove_path(new_rows)
     return open_store(out)
+
+
+def _check_width(old: Store, new: Store, recipe: Recipe, source) -> None:
+    """Refuse new rows of another width where the width is the input's (not the largest id seen):
+    CSV, .npz and arrays declare theirs, hashed inputs have ``2**hash_bits`` columns. svmlight
+    rows may bring new feature ids (the grown store gets more columns)."""
+    if recipe.format in ("svmlight", None) and new.attrs.get(L.RECIPE, {}).get("format") == "svmlight":
+        return
+    if new.n_cols != old.n_cols:
+        name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the new rows"
+        raise InputError(name, f"has {new.n_cols} feature columns but the store {old.path} has {old.n_cols} "
+                               "(another feature space)")
 
 
 def _scratch_path(out: str) -> str:
@@ -177,6 +208,8 @@ def _write(old: Store, new: Store, tmp: Temporary, memory: int, source: str) -> 
                            st.read_weights(blk.start, blk.stop))
         attrs = w.finish_rows(max(old.n_cols, new.n_cols), old.label_kind)
         attrs["index_base"] = int(old.attrs.get("index_base", 0))
+        if L.RECIPE in old.attrs:  # the grown store's rows were all read one way: the old store's
+            attrs[L.RECIPE] = old.attrs[L.RECIPE]
         attrs["source"] = f"{old.attrs.get('source', old.path)} + {source}"
         attrs[LINEAGE] = lineage(old) + [{"fingerprint": old.fingerprint, "n_rows": old.n_rows,
                                           "n_cols": old.n_cols}]

@@ -51,8 +51,8 @@ from .readers import (
     csv_layout,
     detect_format,
     forget_streams,
+    format_from_name,
     input_size,
-    is_local,
     is_stream,
     is_url,
     iter_csv,
@@ -61,7 +61,9 @@ from .readers import (
     iter_vw,
     overflow_limit,
     read_whole,
+    text_layout,
 )
+from .recipe import HASHED, STRICT, Options, Recipe, check_path, fmt_name, from_options
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
 from .writer import (
@@ -626,8 +628,12 @@ def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_ch
 
 def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype,
                    hash_bits: int = DEFAULT_HASH_BITS, text_columns=None, sample_weight=None,
-                   weight_column: int | None = None, threads: int = 1):
-    """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure).
+                   weight_column: int | None = None, threads: int = 1, recipe: Recipe | None = None,
+                   owner: str | None = None):
+    """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure, recipe).
+
+    A file is opened by :func:`ooc.store.recipe.open_input`, with ``recipe`` (how another input
+    was read, whose ``owner`` it is) or else the recipe of the options (:func:`~ooc.store.recipe.from_options`).
 
     The iterator factory carries ``n_cols`` when the source knows its column count (a
     matrix's shape, a CSV's header), since trailing all-zero columns leave no trace in
@@ -640,7 +646,7 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
             raise ValueError("a chunk source brings its own labels: pass y=None")
         if sample_weight is not None:
             raise ValueError("a chunk source brings its own sample weights (RowChunk.weights): pass sample_weight=None")
-        return source, None, getattr(source, "description", "<generated>"), True
+        return source, None, getattr(source, "description", "<generated>"), True, Recipe("generated", dtype=str(dtype))
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if y is not None:
@@ -648,47 +654,113 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         if sample_weight is not None:
             raise ValueError(f"{path}: the sample weights are read from the file: pass sample_weight=None "
                              "(a CSV's weights: weight_column; an .npz's: its key 'sample_weight')")
-        if is_local(path) and not os.path.exists(path):
-            raise InputError(path, "no such file")
-        if text_columns is not None and fmt not in (None, "text"):
-            raise ValueError(f"{path}: text columns are for raw text input, not {fmt}")
-        fmt = "text" if text_columns is not None else (fmt or detect_format(path))
-        if weight_column is not None and fmt != "csv":
-            raise ValueError(f"{path}: --weight-column is for CSV input (this file is {fmt})")
-        if fmt == "npz" and is_url(path):
-            raise InputError(path, "an .npz archive is read from a local file or standard input only (not a URL)")
-        size = input_size(path)
-        if fmt in ("vw", "text"):
-            bits = check_hash_bits(hash_bits)
-            if (1 << bits) > max_columns():
-                raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
-            if fmt == "vw":
-                make = lambda: iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype,  # noqa: E731
-                                       threads=threads)
-            else:
-                cols = dict(zip(("label", "text"), text_columns)) if text_columns is not None else {}
-                make = lambda: iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype,  # noqa: E731
-                                         **cols)
-            return _tag_n_cols(make, 1 << bits), size, path, True
-        if fmt == "svmlight":
-            return (lambda: iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)), \
-                size, path, False
-        if fmt == "csv":
-            make = _tag_n_cols(lambda: iter_csv(path, chunk_bytes=chunk_bytes, value_dtype=dtype,
-                                                weight_column=weight_column, threads=threads),
-                               csv_layout(path, weight_column=weight_column).n_features)
-            return make, size, path, True
-        if fmt == "npz":
-            rows, yy = load_npz(path)
-            sw = load_npz_weights(path, rows.n_rows)
-            return _matrix_source(rows, yy, chunk_bytes, rows_per_chunk, sw), None, path, True
-        raise ValueError(f"unknown input format {fmt!r}")
+        check_path(path)
+        if recipe is None:
+            recipe = from_options(Options(fmt, None, hash_bits, text_columns, weight_column), path, dtype)
+        if recipe.format in HASHED and recipe.hash_bits is not None and (1 << recipe.hash_bits) > max_columns():
+            bits = recipe.hash_bits
+            raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
+        src = open_input(path, recipe, chunk_bytes=chunk_bytes, rows_per_chunk=rows_per_chunk, dtype=dtype,
+                         threads=threads, owner=owner)
+        make = src.make if src.n_cols is None else _tag_n_cols(src.make, src.n_cols)
+        return make, src.total, path, src.recipe.format != "svmlight", src.recipe
     if y is None:
         raise ValueError("converting an array or matrix needs its labels: convert(X, store, y=y)")
     rows = check_matrix(source)
     yy = check_labels(y, rows.n_rows)
     sw = None if sample_weight is None else check_weights(sample_weight, rows.n_rows)
-    return _matrix_source(rows, yy, chunk_bytes, rows_per_chunk, sw), None, f"<{type(source).__name__}>", True
+    return (_matrix_source(rows, yy, chunk_bytes, rows_per_chunk, sw), None, f"<{type(source).__name__}>", True,
+            Recipe("matrix", dtype=str(dtype)))
+
+
+class Source(NamedTuple):
+    """An opened input: ``make()`` gives its :class:`~ooc.store.readers.RowChunk` s (svmlight ids as
+    written; other formats 0-based columns), ``total`` its size in bytes (None: unknown), ``n_cols``
+    its declared column count (None: svmlight), ``recipe`` how it is read (the CSV layout found)."""
+
+    make: Callable
+    total: int | None
+    n_cols: int | None
+    recipe: Recipe
+    n_rows: int | None = None
+
+
+def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: int, dtype, threads: int = 1,
+               labels_required: bool = True, owner: str | None = None, n_cols_hint: int | None = None) -> Source:
+    """Open the file ``path`` to be read as ``recipe`` says: the one place input files are opened.
+
+    ``recipe.format`` None reads the file by its own format (:func:`ooc.store.readers.detect_format`);
+    a hashed file then needs ``hash_bits``, else ``n_cols_hint`` (a power of two) gives them. With
+    ``owner`` (a recipe that is someone's), a file whose name says another format than a strict
+    recipe's is refused.
+
+    Raises
+    ------
+    InputError
+        The file is missing, named as another format, or (CSV) lacks the recorded columns.
+    """
+    fmt = recipe.format
+    if owner is not None and fmt in STRICT:
+        named = format_from_name(path)
+        if named is not None and named != fmt and not (fmt == "text" and named == "csv"):
+            raise InputError(path, f"is named as {fmt_name(named)}, but {owner}'s input was {fmt_name(fmt)}: new "
+                                   f"input is read the same way (convert it to {fmt_name(fmt)}, or name it so)")
+    if fmt is None:
+        fmt = detect_format(path)
+        recipe = recipe._replace(format=fmt)
+    size = input_size(path)
+    if fmt in HASHED:
+        bits = recipe.hash_bits
+        if bits is None:
+            if n_cols_hint is not None:
+                bits = n_cols_hint.bit_length() - 1
+                if n_cols_hint != 1 << bits:
+                    raise InputError(path, f"a {fmt_name(fmt)} file is hashed into 2**B columns, but there are "
+                                           f"{n_cols_hint}: they were not made from hashed data")
+            else:
+                bits = DEFAULT_HASH_BITS
+        bits = check_hash_bits(bits)
+        recipe = recipe._replace(hash_bits=bits)
+        if fmt == "vw":
+            def make():
+                return iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype, threads=threads)
+        else:
+            if recipe.text_columns is None:
+                raise InputError(path, "raw text needs its label and text columns (--text LABEL:TEXT)")
+            label, text = recipe.text_columns
+            text_layout(path, label, text)  # the columns exist (else one line now, not mid-read)
+
+            def make():
+                return iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, label=label, text=text,
+                                 value_dtype=dtype)
+        return Source(make, size, 1 << bits, recipe)
+    if fmt == "svmlight":
+        def make():
+            return iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)
+        return Source(make, size, None, recipe)
+    if fmt == "csv":
+        label_col = 0 if recipe.csv_label_column is None else recipe.csv_label_column
+        lay = csv_layout(path, recipe.csv_delimiter, label_col, "auto", recipe.csv_weight_column)
+        # the weight column as the user gave it (-1: the last, in every file), the rest as found
+        recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
+                                 csv_header=bool(lay.header_line))
+
+        def make():
+            return iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
+                            value_dtype=dtype, weight_column=lay.weight_col, threads=threads)
+        return Source(make, size, lay.n_features, recipe)
+    if fmt == "npz":
+        if is_url(path):
+            raise InputError(path, "an .npz archive is read from a local file or standard input only (not a URL)")
+        rows, y = load_npz(path, labels_required=labels_required)
+        if y is None:
+            y = np.zeros(rows.n_rows)
+        sw = load_npz_weights(path, rows.n_rows)
+
+        def make():
+            return matrix_chunks(rows, y, chunk_bytes, rows_per_chunk, sw)
+        return Source(make, None, rows.n_cols, recipe, rows.n_rows)
+    raise ValueError(f"unknown input format {fmt!r}")
 
 
 def _matrix_source(rows: MatrixRows, y, chunk_bytes: int, rows_per_chunk: int, weights=None):
@@ -728,6 +800,9 @@ def convert(
     hash_bits: int = DEFAULT_HASH_BITS,
     text_columns: tuple[str, str] | None = None,
     threads: int = 0,
+    index_base: int | str | None = None,
+    recipe: Recipe | None = None,
+    recipe_owner: str | None = None,
 ) -> Store:
     """Convert an input into an ooc store, streaming, in bounded memory.
 
@@ -766,7 +841,11 @@ def convert(
         (:func:`ooc.store.readers.detect_format`; raw text is never guessed).
     zero_based : True, False or 'auto'
         Whether svmlight feature ids start at 0. ``'auto'``: 0-based if any id is
-        0, else 1-based (scikit-learn's rule); recorded as ``index_base``.
+        0, else 1-based (scikit-learn's rule, a guess: a 0-based file without feature 0 is read
+        1-based); recorded as ``index_base`` and in the input recipe, with how it was found.
+    index_base : 0, 1, 'auto' or None
+        The same as ``zero_based`` (``index_base=0`` is ``zero_based=True``); None: as
+        ``zero_based`` says. Both given and different is refused.
     label_kind : {'auto', 'binary', 'multiclass', 'regression'}
         ``'auto'``: two distinct values -> binary, integers (up to 1000 distinct)
         -> multiclass, otherwise regression.
@@ -792,6 +871,10 @@ def convert(
     threads : int, default 0
         Threads parsing text input (0: every core this process may use); the store is the
         same, byte for byte, whatever the count.
+    recipe : Recipe, optional
+        Read the file ``source`` as this recipe says (:func:`ooc.store.recipe.open_input`; how
+        ``recipe_owner``'s input was read) instead of by ``input_format``, ``hash_bits``,
+        ``text_columns``, ``weight_column`` and ``zero_based``.
 
     Returns
     -------
@@ -813,10 +896,13 @@ def convert(
         whose process is provably gone, see :func:`ooc.store.writer.remove_stale_temporaries`).
     """
     store = output_location(store)
+    zero_based = _zero_based(zero_based, index_base)
+    if recipe is not None and recipe.index_base is not None:  # svmlight ids read as the recipe says
+        zero_based = recipe.index_base == 0
     try:
         plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
                      block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
-                     threads)
+                     threads, recipe, recipe_owner)
         t0 = time.perf_counter()
         _build_and_publish(plan, label_kind, progress)
     finally:
@@ -848,7 +934,7 @@ class _Plan(NamedTuple):
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
           chunk_len, overwrite, hash_bits=DEFAULT_HASH_BITS, text_columns=None, sample_weight=None,
-          weight_column=None, threads=0) -> _Plan:
+          weight_column=None, threads=0, recipe=None, recipe_owner=None) -> _Plan:
     """Check :func:`convert`'s options, size its buffers and open the source (nothing written yet)."""
     if format not in BACKENDS:
         raise ValueError(f"unknown store format {format!r}; expected zarr or hdf5")
@@ -867,9 +953,9 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
     check_output_store(store, exists, overwrite, source)
 
-    make_chunks, total, source_desc, known_zero = _source_chunks(source, y, input_format, chunk_bytes,
-                                                                 rows_per_chunk, dtype, hash_bits, text_columns,
-                                                                 sample_weight, weight_column, threads)
+    make_chunks, total, source_desc, known_zero, recipe = _source_chunks(
+        source, y, input_format, chunk_bytes, rows_per_chunk, dtype, hash_bits, text_columns, sample_weight,
+        weight_column, threads, recipe, recipe_owner)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
     elif n_features > max_columns():
@@ -877,12 +963,30 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     settings = {
         "zero_based": True if known_zero else zero_based,
         "index_dtype": np.dtype(np.int32),
+        # how the input is read, recorded in the store once the conversion has settled the index base
+        "recipe": recipe._replace(dtype=str(np.dtype(dtype))),
+        "zero_based_option": zero_based,
     }
     layouts = {"both": (L.ROWS, L.COLS), "rows": (L.ROWS,), "cols": (L.COLS,)}[layout]
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
                  n_features, bb, cl, mem, threads)
+
+
+def _zero_based(zero_based, index_base):
+    """``convert``'s ``zero_based`` from it and ``index_base`` (the same setting, two spellings)."""
+    if index_base is None:
+        return zero_based
+    if isinstance(index_base, str) and index_base.strip().lower() == "auto":
+        wanted = "auto"
+    elif index_base in (0, 1) and not isinstance(index_base, bool):
+        wanted = index_base == 0
+    else:
+        raise ValueError(f"index_base={index_base!r}: expected 0, 1 or 'auto'")
+    if zero_based != "auto" and wanted != zero_based:
+        raise ValueError(f"index_base={index_base!r} contradicts zero_based={zero_based!r}")
+    return wanted
 
 
 def _load_numba(dtype) -> None:
@@ -967,6 +1071,8 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         attrs = w.finish_rows(n_features, label_kind)
         attrs["index_base"] = 0 if shift == 0 else 1
         attrs["source"] = source_desc
+        attrs[L.RECIPE] = settings["recipe"].finished(attrs["index_base"], settings["zero_based_option"],
+                                                      attrs).as_attr()
         if L.COLS in layouts:  # derived from the row layout, which is always written first
             build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
                           progress, threads)

@@ -94,6 +94,11 @@ REQUIRED_ATTRS = (
 #: zeros included, and whose every inner chunk of a shard holds bytes: a chunk without stored
 #: bytes is then damage, not fill values (stores without it read such chunks as zeros).
 ALL_CHUNKS_WRITTEN = "all_chunks_written"
+#: Attribute recording how the store's input was read (format, index base, hashing, text columns and
+#: tokenizer, CSV options, dtype, labels): a dict, :meth:`ooc.store.recipe.Recipe.as_attr`. Optional (stores
+#: written before it have ``index_base`` only); every later reader of new input follows it
+#: (:mod:`ooc.store.recipe`).
+RECIPE = "input_recipe"
 #: Attribute holding a digest of every other attribute (but ``complete``), one per key, so an
 #: edited or damaged attribute is refused by name (:mod:`ooc.store.integrity`).
 ATTRS_DIGEST = "attrs_digest"

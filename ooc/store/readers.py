@@ -1505,6 +1505,16 @@ _EXT_FORMATS = {
 }
 
 
+def format_from_name(path) -> str | None:
+    """The input format a file's name says (its extension, after .gz/.bz2/.xz), or None."""
+    name = os.path.basename(os.fspath(path)).lower()
+    for ext in _COMPRESSED_EXT:
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    return _EXT_FORMATS.get(os.path.splitext(name)[1])
+
+
 def detect_format(path):
     """Tell the input format of a file.
 
@@ -1526,12 +1536,7 @@ def detect_format(path):
         The file cannot be read, or its content fits none of the formats.
     """
     path = os.fspath(path)
-    name = os.path.basename(path).lower()
-    for ext in _COMPRESSED_EXT:
-        if name.endswith(ext):
-            name = name[: -len(ext)]
-            break
-    fmt = _EXT_FORMATS.get(os.path.splitext(name)[1])
+    fmt = format_from_name(path)
     if fmt is not None:
         return fmt
     with open_text(path) as f:

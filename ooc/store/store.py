@@ -21,6 +21,7 @@ from .layout import (
     INDICES,
     INDPTR,
     LABELS,
+    RECIPE,
     ROW_NNZ,
     ROW_SQNORM,
     ROWS,
@@ -462,6 +463,7 @@ class Store:
             "label_values": a.get("label_values"),
             "sample_weights": a.get(WEIGHTS_ATTR),
             "index_base": a.get("index_base"),
+            **_input_facts(a, self.path),
             "layouts": list(self.layouts),
             "block_bytes": a["block_bytes"],
             "blocks": {lay: self.n_blocks(lay) for lay in self.layouts},
@@ -542,3 +544,16 @@ def open_store(path: str | os.PathLike) -> Store:
     path = os.fspath(path)
     cls = backend_for_path(path)
     return Store(cls.open(path, "r"))
+
+
+def _input_facts(attrs: dict, path: str) -> dict:
+    """How the store's input was read, for :meth:`Store.info`: the recipe (attribute), one line on it,
+    and whether the index base was guessed."""
+    from .recipe import BASE_GUESSED, Recipe
+
+    try:
+        r = Recipe.from_attrs(attrs, path)
+    except ValueError:  # a recipe of another ooc: shown as it is
+        return {"input_recipe": attrs.get(RECIPE), "input": None, "index_base_guessed": None}
+    return {"input_recipe": attrs.get(RECIPE), "input": r.describe(),
+            "index_base_guessed": r.index_base_source == BASE_GUESSED if r.format == "svmlight" else False}

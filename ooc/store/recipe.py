@@ -1,0 +1,283 @@
+"""How a store's input was read (its *recipe*), and the one reader of new input that follows it.
+
+A store's columns mean what its input's reader made of them: the svmlight id ``j`` is column
+``j - index_base``; a VW feature or a raw-text word is the column its hash falls in modulo
+``2**hash_bits``; a CSV cell is its position among the feature columns once the label (and
+weight) column is taken out. Reading later input any other way gives other columns under the
+same numbers, silently. So ``ooc convert`` records the recipe in the store (attribute
+:data:`ooc.store.layout.RECIPE`, :meth:`Recipe.as_attr`), training copies it into the model
+(``model.json``'s ``meta.input_recipe``), and every later reader of new input (``ooc append``,
+``ooc predict``, ``ooc evaluate``, ``ooc train --validation``) goes through
+:func:`ooc.store.ingest.open_input` with it. Options the user passes to those commands are checked against it (:func:`follow`):
+one that differs is refused with one line naming the option and the recorded value.
+
+Rules for a file read with a recipe (docs/formats.rst, "Input recipe"):
+
+- A recipe of format ``svmlight``, ``csv``, ``vw`` or ``text`` fixes the format: the file is read
+  as that format (a file whose name says another format is refused), with the recorded index
+  base, hash bits, text columns and tokenizer, CSV delimiter and label/weight columns. The
+  header of a CSV is found per file (a first line with a cell that is not a number).
+- A recipe of format ``npz`` or ``matrix`` (arrays given from Python), and stores without a
+  recipe (older ones), have columns that are array positions: new input in any non-hashed
+  format is read by its own format (svmlight with the store's ``index_base``, 0 for arrays).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
+from . import layout as L
+from .readers import InputError, detect_format
+
+#: Version of the recipe attribute's layout (a dict; new keys may be added, none removed).
+RECIPE_VERSION = 1
+#: Formats whose columns are hashes (fixed width ``2**hash_bits``).
+HASHED = ("vw", "text")
+#: Formats whose recipe fixes how every later file is read.
+STRICT = ("svmlight", "csv", "vw", "text")
+#: File formats a user may name (``--input-format``; raw text is ``--text``).
+FILE_FORMATS = ("svmlight", "csv", "npz", "vw", "text")
+#: The raw-text tokenizer of :func:`ooc.store.readers.iter_text` (fixed: recorded so that a later
+#: ooc with another one refuses instead of hashing other features).
+TOKENIZER = "ascii-alnum-lower+bigrams/murmur3-seed0"
+#: How :func:`ooc.store.readers.iter_vw` reads VW text (fixed, as :data:`TOKENIZER`).
+VW_READER = {"namespaces": "all, hashed with their name as VW does", "constant_feature": False,
+             "importance_weights": "sample weights"}
+#: ``--index-base``'s values: the recipe's ``index_base_source``.
+BASE_FROM_OPTION, BASE_DETECTED, BASE_GUESSED = "option", "detected", "guessed"
+
+
+class Options(NamedTuple):
+    """What the user said about how to read a file (None: not said).
+
+    ``index_base``: 0, 1 or None (``auto`` on convert). ``text_columns``: ``(label, text)``.
+    """
+
+    input_format: str | None = None
+    index_base: int | None = None
+    hash_bits: int | None = None
+    text_columns: tuple | None = None
+    weight_column: int | None = None
+
+
+class Recipe(NamedTuple):
+    """How an input was (or is to be) read; :meth:`as_attr` is the store attribute.
+
+    ``format`` None: not known (a store from before recipes were recorded).
+    """
+
+    format: str | None = None
+    index_base: int | None = None
+    index_base_source: str | None = None
+    hash_bits: int | None = None
+    text_columns: tuple | None = None
+    csv_delimiter: str | None = None
+    csv_label_column: int | None = None
+    csv_weight_column: int | None = None
+    csv_header: bool | None = None
+    dtype: str | None = None
+    label_kind: str | None = None
+    label_values: list | None = None
+    classes: list | None = None
+
+    # -- the attribute ------------------------------------------------------------------------
+    def as_attr(self) -> dict:
+        """The store attribute (JSON): format, index base, hashing, text, CSV, dtype and labels."""
+        return {
+            "version": RECIPE_VERSION,
+            "format": self.format,
+            "index_base": self.index_base,
+            "index_base_source": self.index_base_source,
+            "hash_bits": self.hash_bits,
+            "vw": dict(VW_READER) if self.format == "vw" else None,
+            "text": ({"label": str(self.text_columns[0]), "text": str(self.text_columns[1]), "tokenizer": TOKENIZER}
+                     if self.format == "text" else None),
+            "csv": ({"delimiter": self.csv_delimiter, "label_column": self.csv_label_column,
+                     "weight_column": self.csv_weight_column, "header": self.csv_header}
+                    if self.format == "csv" else None),
+            "dtype": self.dtype,
+            "label_kind": self.label_kind,
+            "label_values": self.label_values,
+            "classes": self.classes,
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs: dict, where: str) -> Recipe:
+        """The recipe of a store's attributes (or a model's meta); a store without one gets a recipe of
+        unknown format with its ``index_base``, dtype and labels.
+
+        Raises
+        ------
+        ValueError
+            A recipe this ooc cannot follow (a newer version, another tokenizer), naming ``where``.
+        """
+        r = attrs.get(L.RECIPE)
+        if not r:
+            return cls(None, attrs.get("index_base"), None, None, None, None, None, None, None,
+                       attrs.get("dtype"), attrs.get("label_kind"), attrs.get("label_values"), attrs.get("classes"))
+        if not isinstance(r, dict) or r.get("version") != RECIPE_VERSION:
+            raise ValueError(f"{where}: input recipe version {r.get('version') if isinstance(r, dict) else r!r} "
+                             f"(attribute {L.RECIPE!r}) is not one this ooc follows ({RECIPE_VERSION})")
+        text = r.get("text") or None
+        if text is not None and text.get("tokenizer") != TOKENIZER:
+            raise ValueError(f"{where}: its raw text was tokenized by {text.get('tokenizer')!r}, which this ooc "
+                             f"does not have ({TOKENIZER!r}); convert the text again")
+        csv = r.get("csv") or {}
+        return cls(r.get("format"), r.get("index_base"), r.get("index_base_source"), r.get("hash_bits"),
+                   (text["label"], text["text"]) if text else None, csv.get("delimiter"), csv.get("label_column"),
+                   csv.get("weight_column"), csv.get("header"), r.get("dtype"), r.get("label_kind"),
+                   r.get("label_values"), r.get("classes"))
+
+    def finished(self, index_base: int | None, zero_based_option, attrs: dict) -> Recipe:
+        """This recipe once a conversion is done: the index base it read svmlight ids with (and
+        whether it was the option, detected from an id 0, or guessed), the labels it settled."""
+        rec = self
+        if self.format == "svmlight":
+            source = (BASE_FROM_OPTION if zero_based_option != "auto" else
+                      BASE_DETECTED if index_base == 0 else BASE_GUESSED)
+            rec = rec._replace(index_base=index_base, index_base_source=source)
+        return rec._replace(label_kind=attrs.get("label_kind"), label_values=attrs.get("label_values"),
+                            classes=attrs.get("classes"))
+
+    # -- descriptions ---------------------------------------------------------------------------
+    def describe(self) -> str | None:
+        """One line on how the input was read (``ooc convert`` and ``ooc info`` print it), e.g.
+        ``'svmlight, index base 1 (guessed: no feature id 0 occurs; ...)'``; None when unknown."""
+        fmt = self.format
+        if fmt == "svmlight":
+            why = {BASE_FROM_OPTION: " (--index-base)",
+                   BASE_DETECTED: " (detected: a feature id 0 occurs)",
+                   BASE_GUESSED: " (guessed: no feature id 0 occurs; if the file is 0-based, convert again "
+                                 "with --index-base 0)"}.get(self.index_base_source, "")
+            return f"svmlight, index base {self.index_base}{why}"
+        if fmt == "vw":
+            return f"Vowpal Wabbit text, hashed into 2**{self.hash_bits} columns"
+        if fmt == "text":
+            return (f"raw text (--text {self.text_columns[0]}:{self.text_columns[1]}), unigrams and bigrams hashed "
+                    f"into 2**{self.hash_bits} columns")
+        if fmt == "csv":
+            w = "" if self.csv_weight_column is None else f", weight column {self.csv_weight_column}"
+            return (f"CSV, delimiter {self.csv_delimiter!r}, {'a' if self.csv_header else 'no'} header, label column "
+                    f"{self.csv_label_column}{w}, index base 0 (columns)")
+        if fmt in ("npz", "matrix", "generated"):
+            return f"{fmt_name(fmt)}, index base 0 (columns)"
+        if self.index_base is not None:
+            return f"index base {self.index_base} (a store without an input recipe)"
+        return None
+
+
+def from_options(opts: Options, path: str | None, dtype) -> Recipe:
+    """The recipe ``ooc convert`` reads ``path`` with (None: an array or a chunk source).
+
+    ``index_base`` None is ``auto`` (settled by the conversion: :meth:`Recipe.finished`)."""
+    if opts.text_columns is not None and opts.input_format not in (None, "text"):
+        raise ValueError(f"{path}: text columns are for raw text input, not {opts.input_format}")
+    fmt = "text" if opts.text_columns is not None else (opts.input_format or detect_format(path))
+    if fmt == "text" and opts.text_columns is None:
+        raise ValueError(f"{path}: raw text needs its label and text columns (--text LABEL:TEXT)")
+    if opts.weight_column is not None and fmt != "csv":
+        raise ValueError(f"{path}: --weight-column is for CSV input (this file is {fmt})")
+    if fmt not in FILE_FORMATS:
+        raise ValueError(f"unknown input format {fmt!r}")
+    bits = check_hash_bits(opts.hash_bits if opts.hash_bits is not None else DEFAULT_HASH_BITS) \
+        if fmt in HASHED else None
+    return Recipe(fmt, opts.index_base if fmt == "svmlight" else None, None, bits,
+                  tuple(opts.text_columns) if fmt == "text" else None,
+                  csv_weight_column=opts.weight_column if fmt == "csv" else None, dtype=str(dtype))
+
+
+def _shown(option: str, value) -> str:
+    """An option as the user types it: ``--hash-bits 12``, ``--text label:review``."""
+    if option == "--text":
+        return f"--text {value[0]}:{value[1]}"
+    return f"{option} {value}"
+
+
+def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
+    """The recipe to read new input with: ``recipe``, where ``opts`` agree with it.
+
+    Parameters
+    ----------
+    recipe : Recipe
+        How ``owner``'s input was read.
+    opts : Options
+        What the user passed (None: not passed).
+    owner : str
+        What the recipe belongs to, for the message (``'the store s.zarr'``, ``'the model of RUN'``).
+
+    Raises
+    ------
+    ValueError
+        One line: the option, its value, and what ``owner`` recorded.
+    """
+    fmt = recipe.format
+    given_fmt = "text" if opts.text_columns is not None else opts.input_format
+    if fmt not in STRICT:
+        # array columns (or a store from before recipes): the file is read by its own format, as the user says
+        return recipe._replace(format=given_fmt,
+                               index_base=opts.index_base if opts.index_base is not None else (recipe.index_base or 0),
+                               hash_bits=opts.hash_bits, text_columns=opts.text_columns,
+                               csv_weight_column=opts.weight_column)
+    if given_fmt is not None and given_fmt != fmt:
+        opt = _shown("--text", opts.text_columns) if opts.text_columns is not None else f"--input-format {given_fmt}"
+        raise ValueError(f"{opt}: {owner}'s input was {fmt_name(fmt)}; new input is read the same way "
+                         "(leave the option out)")
+    text = None if opts.text_columns is None else tuple(str(c) for c in opts.text_columns)
+    checks = (("--index-base", opts.index_base, recipe.index_base, fmt == "svmlight"),
+              ("--hash-bits", opts.hash_bits, recipe.hash_bits, fmt in HASHED),
+              ("--text", text, recipe.text_columns and tuple(str(c) for c in recipe.text_columns), fmt == "text"),
+              ("--weight-column", opts.weight_column, recipe.csv_weight_column, fmt == "csv"))
+    for option, given, recorded, applies in checks:
+        if given is None or (applies and given == recorded):
+            continue
+        if not applies:
+            raise ValueError(f"{_shown(option, given)}: {owner}'s input was {fmt_name(fmt)}, which {option} "
+                             "does not apply to")
+        was = _shown(option, recorded) if recorded is not None else f"no {option}"
+        raise ValueError(f"{_shown(option, given)}: {owner}'s input was read with {was}; new input is read "
+                         "the same way (leave the option out)")
+    return recipe
+
+
+def fmt_name(fmt: str | None) -> str:
+    """How messages name an input format (``'CSV'``, ``'Vowpal Wabbit text'``, ...)."""
+    return {"svmlight": "svmlight", "csv": "CSV", "npz": "an .npz archive", "vw": "Vowpal Wabbit text",
+            "text": "raw text (--text)", "matrix": "an in-memory matrix", "generated": "generated rows (ooc synth)",
+            None: "of unknown format"}.get(fmt, str(fmt))
+
+
+def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner: str) -> None:
+    """Refuse a store read another way than ``ours`` (its columns are other features under the same
+    numbers): the format family, the index base, the hash bits, the text columns, the CSV columns.
+    Recipes of unknown format (stores from before recipes) and array columns are not compared.
+
+    Raises
+    ------
+    ValueError
+        One line naming both and the first difference.
+    """
+    if ours.format not in STRICT or theirs.format not in STRICT:
+        return
+    diffs = (("format", ours.format, theirs.format),
+             ("index base", ours.index_base, theirs.index_base),
+             ("hash bits", ours.hash_bits, theirs.hash_bits),
+             ("text columns", ours.text_columns and tuple(map(str, ours.text_columns)),
+              theirs.text_columns and tuple(map(str, theirs.text_columns))),
+             ("CSV label column", ours.csv_label_column, theirs.csv_label_column),
+             ("CSV weight column", ours.csv_weight_column, theirs.csv_weight_column))
+    for what, a, b in diffs:
+        if a != b:
+            shown = {"format": fmt_name}.get(what, repr)
+            raise ValueError(f"{their_owner}: its input was read with {what} {shown(b)}, but {our_owner}'s with "
+                             f"{shown(a)}: its columns are other features (convert its input again as {our_owner}'s "
+                             "was)")
+
+
+def check_path(path: str) -> None:
+    """Refuse a local input file that does not exist (one line naming it)."""
+    from .readers import is_local
+
+    if is_local(path) and not os.path.exists(path):
+        raise InputError(path, "no such file")

@@ -1,0 +1,270 @@
+"""A store records how its input was read (its recipe); every later reader of new input follows it.
+
+Invariants (docs/formats.rst, "Input recipe"):
+
+- ``ooc append STORE INPUT`` reads INPUT exactly as STORE's input was read: appending the very
+  file STORE was converted from gives twice STORE's rows, whatever the format and its options
+  (svmlight 0- or 1-based, VW and raw text with any ``--hash-bits``, CSV with a weight column);
+  ``ooc predict RUN INPUT`` on that file gives what it gives on STORE (the same margins).
+- An option passed to append/predict/evaluate that differs from the recipe is refused with one line
+  naming the option and the recorded value; one that agrees is accepted.
+- The index base of svmlight input is an option (``--index-base``), printed by convert and info, with
+  whether it was guessed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ooc
+from ooc.cli import main
+from ooc.model import LinearModel
+
+WORDS = ["good", "bad", "film", "plot", "actor", "dull", "great", "x_1", "été"]
+
+
+def run_cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=True)
+
+
+def ok(*args):
+    r = run_cli(*args)
+    assert r.exit_code == 0, (args, r.stdout, r.stderr, r.exception)
+    return r
+
+
+def one_line_error(r) -> str:
+    assert r.exit_code == 1, (r.stdout, r.exception)
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("ooc: error: "), r.stderr
+    return err[0]
+
+
+@st.composite
+def inputs(draw):
+    """(file name, text, convert options, recorded options that may be passed again)."""
+    kind = draw(st.sampled_from(["svmlight", "vw", "text", "csv"]))
+    n = draw(st.integers(2, 5))
+    labels = draw(st.lists(st.sampled_from([0, 1]), min_size=n, max_size=n).filter(lambda v: len(set(v)) == 2))
+    if kind == "svmlight":
+        base = draw(st.sampled_from([0, 1]))
+        d = draw(st.integers(2, 9))
+        rows = []
+        for y in labels:
+            ids = sorted(draw(st.sets(st.integers(base + 1, base + d), min_size=1, max_size=3)))
+            rows.append(f"{y} " + " ".join(f"{j}:{draw(st.integers(1, 9))}" for j in ids))
+        # feature 0 of a 0-based file never occurs: only --index-base 0 reads it right
+        return "in.svm", "\n".join(rows) + "\n", ["--index-base", str(base)], {"--index-base": str(base)}
+    if kind == "vw":
+        bits = draw(st.integers(4, 14))
+        rows = [f"{2 * y - 1} |{draw(st.sampled_from('fgh'))} " + " ".join(draw(st.lists(st.sampled_from(WORDS),
+                                                                                          min_size=1, max_size=4)))
+                for y in labels]
+        return "in.vw", "\n".join(rows) + "\n", ["--hash-bits", str(bits)], {"--hash-bits": str(bits)}
+    if kind == "text":
+        bits = draw(st.integers(4, 14))
+        named = draw(st.booleans())
+        head = "review\tlabel\n" if named else ""
+        rows = [" ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=5))) + f"\t{y}" for y in labels]
+        spec = "label:review" if named else "1:0"
+        return "in.tsv", head + "\n".join(rows) + "\n", ["--text", spec, "--hash-bits", str(bits)], \
+            {"--text": spec, "--hash-bits": str(bits)}
+    width = draw(st.integers(1, 4))
+    wcol = draw(st.sampled_from([None, -1, 1]))
+    rows = []
+    for y in labels:
+        cells = [str(y)] + [str(draw(st.integers(0, 5))) for _ in range(width)]
+        if wcol is not None:
+            cells.insert(wcol if wcol >= 0 else len(cells), str(draw(st.integers(1, 4))))
+        rows.append(",".join(cells))
+    opts = [] if wcol is None else ["--weight-column", str(wcol)]
+    return "in.csv", "\n".join(rows) + "\n", opts, dict(zip(opts[::2], opts[1::2]))
+
+
+def _rows(path):
+    with ooc.open_store(path) as s:
+        blocks = [s.block("rows", b) for b in range(s.n_blocks("rows"))]
+        y = s.read_labels(0, s.n_rows)
+        w = s.read_weights(0, s.n_rows)
+        dense = np.zeros((s.n_rows, s.n_cols))
+        for blk in blocks:
+            for i in range(blk.stop - blk.start):
+                lo, hi = blk.indptr[i], blk.indptr[i + 1]
+                dense[blk.start + i, blk.indices[lo:hi]] = blk.data[lo:hi]
+    return dense, y, w
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=inputs())
+def test_append_reads_new_input_as_the_store_did(tmp_path_factory, case):
+    name, text, convert_opts, recorded = case
+    d = tmp_path_factory.mktemp("recipe")
+    src = d / name
+    src.write_text(text, encoding="utf-8")
+    ok("convert", src, d / "s.zarr", *convert_opts)
+    ok("append", d / "s.zarr", src, "--out", d / "g.zarr")
+    A, ya, wa = _rows(d / "s.zarr")
+    G, yg, wg = _rows(d / "g.zarr")
+    assert G.shape == (2 * A.shape[0], A.shape[1])
+    np.testing.assert_array_equal(G, np.vstack([A, A]))
+    np.testing.assert_array_equal(yg, np.concatenate([ya, ya]))
+    if wa is not None:
+        np.testing.assert_array_equal(wg, np.concatenate([wa, wa]))
+    # predict reads the file as the store was read: the same margins as on the store itself
+    with ooc.open_store(str(d / "s.zarr")) as s:
+        meta = {"input_recipe": s.attrs["input_recipe"], "index_base": s.attrs["index_base"], "store": s.path}
+        coef = np.random.default_rng(len(text)).normal(size=s.n_cols)
+        LinearModel(coef, 0.25, s.label_values, "squared", "regression", meta).save(str(d / "model"))
+    on_file = ok("predict", d / "model", src).stdout.split()
+    on_store = ok("predict", d / "model", d / "s.zarr").stdout.split()
+    assert on_file == on_store and len(on_file) == A.shape[0]
+    # the options recorded may be passed again; any other value is refused by name
+    ok("append", d / "s.zarr", src, "--out", d / "g2.zarr", *[x for kv in recorded.items() for x in kv])
+    for option, value in recorded.items():
+        other = {"--index-base": lambda v: str(1 - int(v)), "--hash-bits": lambda v: str(int(v) % 14 + 1),
+                 "--text": lambda v: "0:2", "--weight-column": lambda v: "2"}[option](value)
+        line = one_line_error(run_cli("append", d / "s.zarr", src, "--out", d / "g3.zarr", option, other))
+        assert f"{option} {other}" in line and f"{option} {value}" in line
+    # an option the recipe has no use for is refused too
+    if "--hash-bits" not in recorded:
+        assert "--hash-bits" in one_line_error(run_cli("append", d / "s.zarr", src, "--out", d / "g4.zarr",
+                                                       "--hash-bits", "5"))
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("text")
+    src = d / "train.csv"
+    rng = np.random.default_rng(0)
+    lines = ["label,review"]
+    for _ in range(40):
+        y = int(rng.integers(0, 2))
+        words = rng.choice(["great", "fine", "loved"] if y else ["dull", "bad", "boring"], 3).tolist()
+        lines.append(f"{y},{' '.join(words)} film")
+    src.write_text("\n".join(lines) + "\n")
+    ok("convert", src, d / "t.zarr", "--text", "label:review", "--hash-bits", "10")
+    ok("train", d / "t.zarr", "--out", d / "run", "--l2", "0.01", "--tol", "1e-3")
+    return d
+
+
+def test_a_model_trained_on_raw_text_predicts_raw_text(text_run):
+    d = text_run
+    on_file = ok("predict", d / "run", d / "train.csv").stdout.split()
+    on_store = ok("predict", d / "run", d / "t.zarr").stdout.split()
+    assert on_file == on_store and len(on_file) == 40
+    # columns found by name, in any order, in another file
+    other = d / "other.csv"
+    other.write_text("review,label\nloved it great film,1\nboring bad film,0\n")
+    assert ok("predict", d / "run", other).stdout.split() == ["1", "0"]
+    m = json.loads(ok("evaluate", d / "run", d / "train.csv", "--json").stdout.splitlines()[-1])
+    assert m["accuracy"] > 0.9
+    line = one_line_error(run_cli("evaluate", d / "run", d / "train.csv", "--hash-bits", "18"))
+    assert "--hash-bits 18" in line and "--hash-bits 10" in line
+
+
+def test_vw_hash_bits_follow_the_store(tmp_path):
+    src = tmp_path / "a.vw"
+    src.write_text("1 |f a b c\n-1 |f d e\n1 |g a:2\n")
+    ok("convert", src, tmp_path / "v.zarr", "--hash-bits", "12")
+    r = ok("append", tmp_path / "v.zarr", src, "--out", tmp_path / "g.zarr")
+    assert "x 4096 cols" in r.stdout
+    line = one_line_error(run_cli("append", tmp_path / "v.zarr", src, "--out", tmp_path / "h.zarr", "--hash-bits",
+                                  "18"))
+    assert "--hash-bits 18" in line and "--hash-bits 12" in line and "v.zarr" in line
+
+
+def test_a_store_read_another_way_is_refused(tmp_path):
+    src = tmp_path / "a.svm"
+    src.write_text("1 2:1 3:0.5\n0 1:1 5:2\n")
+    ok("convert", src, tmp_path / "one.zarr", "--n-features", "6")
+    ok("convert", src, tmp_path / "zero.zarr", "--index-base", "0")
+    ok("train", tmp_path / "one.zarr", "--out", tmp_path / "run", "--max-epochs", "2")
+    line = one_line_error(run_cli("predict", tmp_path / "run", tmp_path / "zero.zarr"))
+    assert "zero.zarr" in line and "index base 0" in line
+
+
+@pytest.mark.parametrize("option", [["--index-base", "auto"], ["--index-base", "0"], ["--index-base", "1"], []])
+def test_index_base_is_an_option_and_is_printed(tmp_path, option):
+    # scikit-learn's dump_svmlight_file writes 0-based ids; feature 0 never occurs here
+    src = tmp_path / "zero.svm"
+    src.write_text("1 1:1 63:2\n0 2:1\n")
+    r = ok("convert", src, tmp_path / "s.zarr", *option)
+    info = json.loads(ok("info", tmp_path / "s.zarr", "--json").stdout.splitlines()[-1])
+    text = ok("info", tmp_path / "s.zarr").stdout
+    base = 0 if option[1:] == ["0"] else 1
+    assert info["n_cols"] == 64 - base
+    assert info["index_base"] == base and info["input_recipe"]["index_base"] == base
+    guessed = option[1:] in ([], ["auto"])
+    assert info["index_base_guessed"] is guessed
+    for out in (r.stdout, text):
+        assert f"index base {base}" in out
+        assert ("guessed" in out) is guessed
+        assert ("--index-base 0" in out) is guessed  # the way out of a wrong guess
+
+
+def test_index_base_contradicting_zero_based_is_refused(tmp_path):
+    src = tmp_path / "a.svm"
+    src.write_text("1 1:1\n0 2:1\n")
+    line = one_line_error(run_cli("convert", src, tmp_path / "s.zarr", "--index-base", "0", "--zero-based", "no"))
+    assert "index_base" in line and "zero_based" in line
+
+
+def test_a_file_of_another_format_is_refused(tmp_path):
+    src = tmp_path / "a.svm"
+    src.write_text("1 1:1 2:0.5\n0 2:1 3:2\n")
+    ok("convert", src, tmp_path / "s.zarr")
+    other = tmp_path / "b.csv"
+    other.write_text("1,1,0.5,0\n0,0,1,2\n")
+    line = one_line_error(run_cli("append", tmp_path / "s.zarr", other, "--out", tmp_path / "g.zarr"))
+    assert str(other) in line and "CSV" in line and "svmlight" in line
+    line = one_line_error(run_cli("append", tmp_path / "s.zarr", other, "--out", tmp_path / "g.zarr",
+                                  "--input-format", "csv"))
+    assert "--input-format csv" in line and "svmlight" in line
+
+
+@pytest.mark.parametrize("bad", ["bits", "width"])
+def test_validation_data_is_read_as_the_store_before_training(tmp_path, bad):
+    src = tmp_path / "a.vw"
+    src.write_text("1 |f a b c\n-1 |f d e\n1 |g a:2\n-1 |g e\n")
+    ok("convert", src, tmp_path / "v.zarr", "--hash-bits", "8")
+    ok("train", tmp_path / "v.zarr", "--out", tmp_path / "good", "--validation", src, "--max-epochs", "2")
+    if bad == "bits":
+        ok("convert", src, tmp_path / "other.zarr", "--hash-bits", "9")
+        val, needle = tmp_path / "other.zarr", "hash bits 9"
+    else:
+        src = tmp_path / "a.svm"
+        src.write_text("1 1:1 3:1\n0 2:1 256:1\n")
+        ok("convert", src, tmp_path / "v.zarr", "--overwrite")
+        val = tmp_path / "w.svm"
+        val.write_text("1 1:1\n0 2:1 257:1\n")
+        needle = f"{val}:2: feature id 257 is beyond the model's 256 features"
+    line = one_line_error(run_cli("train", tmp_path / "v.zarr", "--out", tmp_path / "r", "--validation", val))
+    assert needle in line and str(val) in line
+    assert not (tmp_path / "r").exists()  # refused before the run started
+
+
+def test_a_store_without_a_recipe_appends_hashed_rows_at_its_width(tmp_path):
+    """Stores written before recipes have ``index_base`` only: hashed new rows take the store's
+    2**bits columns (its width), not the default 2**18."""
+    from ooc.store import layout as L
+    from ooc.store.integrity import seal_attrs
+    from ooc.store.store import BACKENDS
+
+    src = tmp_path / "a.vw"
+    src.write_text("1 |f a b c\n-1 |f d e\n")
+    ok("convert", src, tmp_path / "v.zarr", "--hash-bits", "10")
+    be = BACKENDS["zarr"].open(str(tmp_path / "v.zarr"), "r+")
+    be.set_attrs({L.RECIPE: None})
+    seal_attrs(be)
+    be.close()
+    assert ooc.open_store(str(tmp_path / "v.zarr")).info()["input_recipe"] is None
+    ok("append", tmp_path / "v.zarr", src, "--out", tmp_path / "g.zarr")
+    A, _, _ = _rows(tmp_path / "v.zarr")
+    G, _, _ = _rows(tmp_path / "g.zarr")
+    np.testing.assert_array_equal(G, np.vstack([A, A]))
