@@ -37,12 +37,13 @@ def _user_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         # imported when a command runs, not when the CLI loads (a Ctrl-C here is click's Abort: status 130)
-        from .fsutil import disk_full_error, os_error_line
+        from .fsutil import disk_full_error, os_error_line, sweep_temporaries
         from .runs.rundir import RunError
         from .store.backend import StoreError
         from .store.readers import InputError
 
         try:
+            sweep_temporaries()  # what killed ooc processes left, wherever they were writing
             return fn(*args, **kwargs)
         except click.ClickException:
             raise
@@ -610,7 +611,8 @@ def append(store, newdata, out_store, input_format, memory, overwrite, as_json):
 def predict(run, input, out_file, proba, memory, threads, verbose):
     """Predict the rows of INPUT (a store or an svmlight/CSV file), one label per line."""
     from .evaluate import iter_predictions
-    from .fsutil import atomic_output, contains
+    from .fsutil import contains
+    from .owned import output
 
     if out_file:
         # the predictions appear whole when done (a temporary renamed): never the input or the run's own files
@@ -619,7 +621,7 @@ def predict(run, input, out_file, proba, memory, threads, verbose):
                 raise UserError(f"--out {out_file}: is {what} {path} or inside it; choose another file")
     bar = RowsProgress(wanted(verbose), "predict")
     try:
-        with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
+        with output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
             for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar):
                 fh.write("\n".join(_fmt_label(p) for p in pred))
                 if len(pred):

@@ -449,6 +449,7 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
         opts["max_epochs"] = max_epochs
     o = _validate(opts, st, resumed=True)
     with rd.lock():
+        rd.check_owned()  # nothing of the user's is written beside or through
         # what a process killed while replacing this run (--overwrite) left beside it
         remove_stale_temporaries(rd.path)
         if (max_epochs is not None and max_epochs != cfg["max_epochs"]) or new_threads is not None:
@@ -510,6 +511,7 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
         able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
         raise RunError(f"{rd.path}: its solver {o['solver_used']} keeps no duals to continue from ({able} do)")
     with rd.lock():
+        rd.check_owned()
         remove_stale_temporaries(rd.path)
         gens = list(cfg.get("generations") or [])
         gen = len(gens) + 1
@@ -602,6 +604,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
+    rd.release_outputs()  # the model, metrics and plot are written again below
     # what the process holds comes off --memory first: measured before the store is read, with the
     # reader's buffers it will hold once it is (the cut below reads already)
     memory = _memory_budget(o, st.reader_bytes())
@@ -661,6 +664,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         plot_convergence(rd)
     except Exception as exc:  # a plot must never lose a trained model
         warnings.warn(f"could not draw convergence.png: {exc}")
+    rd.record_outputs()
     if res.get("early_stopped"):
         log.info("early stop: %d certified states without a better validation %s (best %.6g at epoch %d)",
                  o["early_stop"], res["validation_metric"], res["best_validation"], res["best_epoch"])

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import fsutil
+from .. import fsutil, owned
 from ..fsutil import (
     array_checksum,
     atomic_save_npy,
@@ -115,6 +115,10 @@ class RunDir:
         one deleted (:func:`ooc.fsutil.swap_into_place`), so a crash leaves one of them whole.
         """
         path = os.path.abspath(path)
+        try:
+            owned.check_target(path)
+        except owned.NotOurs as exc:
+            raise RunError(str(exc)) from None
         replace = os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path))
         if replace:
             if not overwrite:
@@ -122,7 +126,7 @@ class RunDir:
                         if os.path.isdir(path) else "exists and is not a directory")
                 raise RunError(f"{path}: {what}")
             try:
-                fsutil.refuse_to_replace(path, "an ooc run directory", is_run_dir, inputs)
+                owned.refuse_to_replace(path, "a new run", inputs)
             except FileExistsError as exc:
                 raise RunError(str(exc)) from None
         try:
@@ -141,8 +145,10 @@ class RunDir:
             os.makedirs(os.path.join(tmp.path, "state", "duals", "0"))
             os.makedirs(os.path.join(tmp.path, "state", "duals", "1"))
             atomic_write_bytes(os.path.join(tmp.path, "run.json"), seal_json(dict(config, state_format=STATE_FORMAT)))
+            owned.seal_dir(tmp.path, "run", RUN_GENERATED)
             if replace:
                 with cls(path).lock():  # never replace a run another process is training
+                    owned.check_replaceable(path, "a new run")  # again, now that nobody writes there
                     old = fsutil.swap_into_place(tmp.path, path)
             else:
                 old = fsutil.swap_into_place(tmp.path, path)  # over an empty directory, if one is there
@@ -197,6 +203,24 @@ class RunDir:
         """Replace ``run.json`` (sealed with its checksum) atomically."""
         config = {**config, "state_format": config.get("state_format", STATE_FORMAT)}  # a format-1 run stays one
         atomic_write_bytes(os.path.join(self.path, "run.json"), seal_json(config))
+        owned.record(self.path, ["run.json"])
+
+    def record_outputs(self) -> None:
+        """List the run's final outputs (model, metrics, plot) in its manifest, as written now."""
+        names = [n for n in OUTPUT_FILES if os.path.isfile(os.path.join(self.path, n))]
+        owned.record(self.path, names)
+
+    def release_outputs(self) -> None:
+        """Unlist the run's final outputs before they are written again (a crash meanwhile leaves
+        files that only their generated names cover, never a listed file whose content changed)."""
+        owned.forget(self.path, OUTPUT_FILES)
+
+    def check_owned(self) -> None:
+        """Refuse (:class:`RunError`, naming the entry) a run directory holding what ooc did not write
+        (a user's file, a link): an in-place update (resume) must not write beside or through it."""
+        why = owned.foreign_entry(self.path)
+        if why is not None and os.path.isfile(os.path.join(self.path, owned.MANIFEST)):
+            raise RunError(f"{why}; refusing to update the run (remove it, or move it out of the run directory)")
 
     # -- duals ------------------------------------------------------------------------------
     def dual_path(self, buf: int, block: int) -> str:
@@ -335,7 +359,7 @@ class RunDir:
 
     def _write_checkpoint(self, name: str, arrays: dict, meta: dict, unsynced: set[str], duals: list) -> None:
         final = os.path.join(self.state, name)
-        tmp = final + f".tmp-{os.getpid()}"
+        tmp = fsutil.temporary_sibling(final, "tmp")
         with disk_full_is_run_error(self.path, f"checkpoint {final}"):
             try:
                 if os.path.exists(tmp):
@@ -384,7 +408,7 @@ class RunDir:
             names = os.listdir(self.state)
         except OSError:
             return []
-        done = [n for n in names if n.startswith("ckpt-") and ".tmp-" not in n and n[5:].isdigit()
+        done = [n for n in names if n.startswith("ckpt-") and n[5:].isdigit()
                 and int(n[5:]) >= min_seq]
         return [os.path.join(self.state, n) for n in sorted(done, key=lambda n: int(n[5:]), reverse=True)]
 
@@ -485,7 +509,8 @@ class RunDir:
     def remove_stale(self) -> None:
         """Delete the temporary files and directories of a process that died mid-write.
 
-        Only half-written files carry ``.tmp-`` in their names (complete ones are renamed). Complete
+        Only half-written files carry a temporary's name (:data:`ooc.fsutil.TEMPORARY`; complete ones are
+        renamed). Complete
         checkpoints are never deleted here: only a newer checkpoint that verified replaces them. Call it
         only under :meth:`lock`: then no other process is writing here.
         """
@@ -496,7 +521,7 @@ class RunDir:
                 continue
             for name in names:
                 p = os.path.join(d, name)
-                if ".tmp-" in name:
+                if fsutil.is_temporary_name(name):
                     if os.path.isdir(p):
                         shutil.rmtree(p, ignore_errors=True)
                     else:
@@ -561,6 +586,19 @@ class RunDir:
 
 #: What ooc puts at the top of a run directory (temporaries aside).
 RUN_ENTRIES = frozenset({"run.json", "history.jsonl", "LATEST", "state", "model", "convergence.png", ".lock"})
+#: The files of a run's ``model/``.
+MODEL_FILES = ("coef.npy", "model.json", "metrics.json", "duals.npy")
+#: The final outputs of a run, listed in its manifest once written.
+OUTPUT_FILES = ("convergence.png", *(os.path.join("model", n) for n in MODEL_FILES))
+#: The names a run directory's manifest lets ooc generate while it trains (one segment per ``/``); the
+#: files it lists exactly (run.json, the model) are checked against their recorded content.
+RUN_GENERATED = (
+    "run.json", "history.jsonl", "LATEST", ".lock", "convergence.png", "state", "model",
+    *(f"model/{n}" for n in MODEL_FILES),
+    "state/duals", "state/duals/[0-9]", "state/duals/[0-9]/b[0-9][0-9][0-9][0-9][0-9][0-9].npy",
+    "state/ckpt-[0-9]*", "state/ckpt-[0-9]*/state.npz", "state/ckpt-[0-9]*/meta.json", "state/ckpt-[0-9]*/*.npy",
+    "state/parent-[0-9]*", "state/parent-[0-9]*/b[0-9][0-9][0-9][0-9][0-9][0-9].npy",
+)
 
 
 def is_run_dir(path: str) -> bool:
