@@ -267,6 +267,8 @@ def export(run: str, out: str, fmt: str, overwrite: bool = False) -> dict:
         if not overwrite:
             raise FileExistsError(f"{out}: exists (--overwrite replaces an export ooc wrote)")
         owned.refuse_to_replace(out, f"an ooc {fmt} export", inputs=(run,))
+        if not is_export(out, fmt):  # ooc's, but another kind of file: a slip of --format, most likely
+            raise FileExistsError(f"{out}: is not an ooc {fmt} export (another format's); refusing to replace it")
     payload = render(model, fmt)
     owned.write_bytes(out, payload)
     return {"run": run, "out": out, "format": fmt, "bytes": len(payload), "task": model.task,

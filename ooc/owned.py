@@ -168,10 +168,12 @@ def _generated(rel: str, patterns) -> bool:
     return False
 
 
-def foreign_entry(path: str) -> str | None:
+def foreign_entry(path: str, contents: bool = True) -> str | None:
     """Why ``path`` may not be replaced or deleted by ooc (one line naming the entry), or None if it may.
 
     See the module's docstring for the rule. A path that does not exist is None (nothing to lose).
+    ``contents=False`` skips comparing listed files with their recorded content (an update in place
+    that verifies them by their own checksums when it reads them: resume).
     """
     path = os.path.abspath(path)
     if not os.path.lexists(path):
@@ -180,7 +182,7 @@ def foreign_entry(path: str) -> str | None:
         return f"{path}: is a symbolic link (ooc never writes through or replaces a link it did not make)"
     try:
         if os.path.isdir(path):
-            return _foreign_in_dir(path)
+            return _foreign_in_dir(path, contents)
         return _foreign_file(path)
     except NotOurs as exc:
         return str(exc)
@@ -197,7 +199,7 @@ def _foreign_file(path: str) -> str | None:
     return None
 
 
-def _foreign_in_dir(path: str) -> str | None:
+def _foreign_in_dir(path: str, contents: bool = True) -> str | None:
     m = read_manifest(path)
     if m is None or not m.get("whole"):
         try:
@@ -215,7 +217,7 @@ def _foreign_in_dir(path: str) -> str | None:
         if want is not None:
             if is_dir != bool(want.get("dir")):
                 return f"{full}: is not the {'directory' if want.get('dir') else 'file'} ooc wrote"
-            if not is_dir and file_entry(full) != {"size": want["size"], "crc": want["crc"]}:
+            if contents and not is_dir and file_entry(full) != {"size": want["size"], "crc": want["crc"]}:
                 return f"{full}: changed since ooc wrote it"
             continue
         if _generated(rel, generated) or fsutil.is_temporary_name(os.path.basename(rel)):

@@ -218,7 +218,7 @@ class RunDir:
     def check_owned(self) -> None:
         """Refuse (:class:`RunError`, naming the entry) a run directory holding what ooc did not write
         (a user's file, a link): an in-place update (resume) must not write beside or through it."""
-        why = owned.foreign_entry(self.path)
+        why = owned.foreign_entry(self.path, contents=False)  # ooc's own files: verified when read
         if why is not None and os.path.isfile(os.path.join(self.path, owned.MANIFEST)):
             raise RunError(f"{why}; refusing to update the run (remove it, or move it out of the run directory)")
 
