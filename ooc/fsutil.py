@@ -494,6 +494,26 @@ def array_checksum(a: np.ndarray, crc: int = 0) -> int:
     return zlib.crc32(memoryview(a.reshape(-1)).cast("B"), crc) if a.size else crc
 
 
+def read_npy(path: str, crc: int | None = None, mmap: bool = False) -> np.ndarray:
+    """The array ooc saved at ``path``, verified: it reads, its :func:`array_checksum` is ``crc`` (when one
+    was recorded) and a floating array is finite. ``ValueError`` (one line naming ``path``) otherwise.
+
+    The one way ooc reads back an array file it wrote (a model's, a run's final duals, a checkpoint's).
+    """
+    try:
+        a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{path}: unreadable ({exc})") from None
+    if crc is not None and array_checksum(a) != crc:
+        raise ValueError(f"{path}: failed its checksum (the file is damaged)")
+    if a.dtype.kind in "fc":
+        flat, step = a.reshape(-1), 1 << 20
+        for i in range(0, flat.size, step):
+            if not np.isfinite(flat[i:i + step]).all():
+                raise ValueError(f"{path}: holds NaN or infinite values (damaged)")
+    return a
+
+
 def npz_checksums(path: str, chunk: int = 1 << 22) -> dict[str, int]:
     """:func:`array_checksum` of every array in the ``.npz`` file ``path``, read a piece at a time.
 
@@ -586,6 +606,31 @@ def seal_json(obj: dict, indent: int | None = 2) -> bytes:
     body = json.loads(json.dumps(obj, default=str))  # as it will read back (numpy scalars, paths as text)
     body.pop(CHECKSUM_KEY, None)
     return json.dumps({**body, CHECKSUM_KEY: _json_digest(body)}, indent=indent).encode()
+
+
+def unseal_json_line(line: bytes, required: bool = True) -> dict:
+    """One JSON object written by :func:`seal_json` (a line of a ``.jsonl`` file), verified; its checksum removed.
+
+    Raises ``ValueError`` (the reason, without a path: the caller names the file and the line).
+    """
+    import json
+
+    try:
+        body = json.loads(line.decode())
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from None
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    digest = body.pop(CHECKSUM_KEY, None)
+    if digest is None:
+        if required:
+            raise ValueError("its checksum is missing")
+        return body
+    if digest != _json_digest(body):
+        raise ValueError("failed its checksum")
+    return body
 
 
 def read_sealed_json(path: str, required: bool = True) -> dict:

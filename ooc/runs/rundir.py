@@ -556,28 +556,45 @@ class RunDir:
     def history_path(self) -> str:
         return os.path.join(self.path, "history.jsonl")
 
-    def history(self) -> list[dict]:
-        if not os.path.exists(self.history_path):
+    def history(self, limit: int | None = None) -> list[dict]:
+        """The entries of ``history.jsonl`` (the first ``limit``), each line verified by its checksum.
+
+        A last line without its newline is a write a crash cut short: it is left out. Any other line
+        that does not verify is refused (:class:`RunError` naming the line), never skipped with the lines
+        after it. Lines of a run made before they were sealed have no checksum: accepted only when no
+        line of the file has one.
+        """
+        try:
+            with open(self.history_path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise RunError(f"{self.history_path}: unreadable ({exc.strerror or exc})") from None
+        lines = raw.split(b"\n")[:-1]  # the last piece: empty, or a line cut short by a crash
+        if limit is not None:
+            lines = lines[:limit]
+        sealed = any(fsutil.CHECKSUM_KEY.encode() in line for line in lines)
         out = []
-        with open(self.history_path) as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        break  # a torn last line from a crash: everything before it is good
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = fsutil.unseal_json_line(line, required=sealed)
+            except ValueError as exc:
+                raise RunError(f"{self.history_path}: line {i}: {exc} (the history is damaged; 'ooc train ... "
+                               "--overwrite' trains the run again)") from None
+            out.append(entry)
         return out
 
     def append_history(self, entry: dict) -> None:
-        with disk_full_is_run_error(self.path, self.history_path), open(self.history_path, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+        with disk_full_is_run_error(self.path, self.history_path), open(self.history_path, "ab") as f:
+            f.write(seal_json(entry, indent=None) + b"\n")  # one write: a crash cuts the last line at most
 
     def truncate_history(self, n_lines: int) -> None:
         """Keep the first ``n_lines`` entries (those the checkpoint being resumed knew)."""
-        kept = self.history()[:n_lines]
-        atomic_write_bytes(self.history_path, "".join(json.dumps(e) + "\n" for e in kept).encode(), fsync=False)
+        kept = self.history(limit=n_lines)
+        atomic_write_bytes(self.history_path, b"".join(seal_json(e, indent=None) + b"\n" for e in kept), fsync=False)
 
     @property
     def model_dir(self) -> str:
