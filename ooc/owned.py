@@ -13,6 +13,9 @@ in that directory's manifest (``whole`` false: the directory itself is not ooc's
 The rule (:func:`check_replaceable`), used by ``--overwrite`` and every in-place update:
 
 * a symbolic link is never ooc's (ooc makes none): nothing is written through or in place of one;
+* a manifest copied with its whole directory (``cp -r RUN COPY``) vouches for the copy as it did for
+  the original: only for what it lists, with the same content, and the generated names; copied alone
+  into a folder of the user's, it owns nothing there but what it lists;
 * a directory is ooc's when its manifest is intact and every entry under it is the manifest,
   a listed file whose size and CRC-32 still match, a listed directory, a generated name, or a
   temporary of ooc's (:data:`ooc.fsutil.TEMPORARY`);
@@ -283,6 +286,8 @@ def output(path: str, mode: str = "w", overwrite: bool = True):
         if not overwrite:
             raise FileExistsError(f"{path}: exists (--overwrite replaces a file ooc wrote)")
         check_replaceable(path)
+    fsutil.check_parent(path)
+    read_manifest(os.path.dirname(os.path.abspath(path)))  # one ooc cannot add to: refused before writing
     with fsutil.atomic_output(path, mode) as f:
         yield f
     directory, name = os.path.split(os.path.abspath(path))
