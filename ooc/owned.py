@@ -101,15 +101,21 @@ def _locked(directory: str):
         os.close(fd)
 
 
-def seal_dir(directory: str, kind: str, generated=()) -> dict:
+def new_token() -> str:
+    """A random ownership token (also the id of a conversion, in a store's shard records)."""
+    return os.urandom(12).hex()
+
+
+def seal_dir(directory: str, kind: str, generated=(), token: str | None = None, extra: dict | None = None) -> dict:
     """Write the manifest of ``directory``, which ooc has just built: every entry in it now, and the
-    ``generated`` names ooc will add while it works there. Call before it is renamed into place."""
+    ``generated`` names ooc will add while it works there. Call before it is renamed into place.
+    ``extra``: more keys for the manifest (a store's shard records), sealed with it."""
     entries = {}
     for rel, full, is_dir in _walk(directory):
         if os.path.islink(full):
             raise NotOurs(f"{full}: a symbolic link in a directory ooc built (not written by ooc)")
         entries[rel] = {"dir": True} if is_dir else file_entry(full)
-    manifest = {"ooc_owned": FORMAT, "token": os.urandom(12).hex(), "kind": kind, "whole": True,
+    manifest = {**(extra or {}), "ooc_owned": FORMAT, "token": token or new_token(), "kind": kind, "whole": True,
                 "entries": entries, "generated": list(generated)}
     _write_manifest(directory, manifest)
     return manifest
@@ -121,7 +127,7 @@ def record(directory: str, names, kind: str = "files") -> None:
     ooc did not make that directory, and never replaces or deletes it)."""
     directory = os.path.abspath(directory)
     with _locked(directory):
-        m = read_manifest(directory) or {"ooc_owned": FORMAT, "token": os.urandom(12).hex(), "kind": kind,
+        m = read_manifest(directory) or {"ooc_owned": FORMAT, "token": new_token(), "kind": kind,
                                          "whole": False, "entries": {}, "generated": []}
         for name in names:
             full = os.path.join(directory, name)

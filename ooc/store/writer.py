@@ -170,7 +170,10 @@ def publish(tmp: str, final: str, replace: bool = False) -> None:
     if os.path.lexists(final) and not replace:
         raise FileExistsError(f"{final}: already exists (use --overwrite to replace it)")
     if os.path.isdir(tmp):  # a directory store: its manifest lists every file ooc wrote into it
-        owned.seal_dir(tmp, "store")
+        from .chunk_files import chunk_records
+
+        token = owned.new_token()  # the conversion's id, in its chunk records too
+        owned.seal_dir(tmp, "store", token=token, extra={"shards": {"conversion": token, "chunks": chunk_records(tmp)}})
     old = swap_into_place(tmp, final)
     if old is not None:
         remove_path(old)
@@ -499,6 +502,8 @@ class StoreWriter:
             "fingerprint": h.hexdigest(),
             L.ALL_CHUNKS_WRITTEN: True,
         })
+        if self.backend.name == "zarr" and "://" not in self.backend.path:  # sealed in its manifest by publish()
+            attrs[L.CHUNK_RECORDS] = True
         self.backend.set_attrs(attrs)
         seal_attrs(self.backend)
         self.backend.set_attrs({"complete": True})
