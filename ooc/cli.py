@@ -804,11 +804,13 @@ def demo(workdir, rows):
     import warnings
 
     from .evaluate import evaluate as do_evaluate
+    from .owned import check_target
     from .store.ingest import convert as do_convert
     from .synth import SynthSource, write_svmlight
     from .train import train as do_train
 
     workdir = workdir or tempfile.mkdtemp(prefix="ooc-demo-")
+    check_target(workdir)  # never written through a link (its files: only those ooc wrote are replaced)
     os.makedirs(workdir, exist_ok=True)
     src = SynthSource(rows + rows // 4, 5000, 20, seed=0)
     train_file = os.path.join(workdir, "train.svm.gz")

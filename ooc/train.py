@@ -28,7 +28,7 @@ from .fsutil import (
 )
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
-from .runs.duals import final_duals_reader, read_final_duals
+from .runs.duals import final_block_reader, final_duals_reader, read_final_duals
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError
 from .schedule.scheduler import row_order
@@ -539,8 +539,8 @@ def _stage_final_duals(rd: RunDir, metrics: dict, n_rows: int, gen: int) -> dict
         src = os.path.join(rd.model_dir, "duals.npy")
         blocks = iter([read_final_duals(src, metrics)]) if os.path.exists(src) else iter(())
     elif "dual_buffer" in metrics:
-        buf = int(metrics["dual_buffer"])
-        blocks = (rd.read_duals(buf, b) for b in range(n_rows + 1))
+        read = final_block_reader(rd, metrics)
+        blocks = (read(b) for b in range(n_rows + 1))
     else:
         raise RunError(f"{rd.path}: its final duals are not recorded")
     ptr, crcs, k = [0], [], 1
@@ -650,7 +650,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         "memory_source": memory["memory_limit"].source if "memory_limit" in memory else "--memory",
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
-    result.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc") if k in res})
+    result.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})
     # --validation: the last state's score, the best one and whether --early-stop ended the run
     result.update({k: res[k] for k in ("validation", "validation_metric", "best_validation", "best_epoch",
                                         "early_stopped", "generation") if k in res})
