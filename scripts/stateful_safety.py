@@ -45,8 +45,10 @@ def main(argv=None) -> int:
     status = 0
     try:
         case().runTest()
-    except BaseException as exc:  # the failing sequence was printed by hypothesis
-        print(f"FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
+    except BaseException as exc:  # hypothesis printed the failing sequence; the error itself, whole
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
         status = 1
     print(f"stateful safety: {SafetyMachine.steps} steps in {time.perf_counter() - t0:.0f} s, "
           f"{args.examples} sequences of up to {args.steps} steps: {'FAILED' if status else 'ok'}")

@@ -31,7 +31,7 @@ import time
 import numpy as np
 from click.testing import CliRunner
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from ooc.cli import main as cli
 from ooc.fsutil import TEMPORARY
@@ -131,42 +131,79 @@ class SafetyMachine(RuleBasedStateMachine):
         else:
             self.expect.pop(run, None)
 
+    def intrude(self, target: str, inside: bool) -> None:
+        """A user's file put where a command is about to write: inside the folder ``target`` (when it is
+        one), or at the path ``target`` itself (when nothing is there yet)."""
+        if inside:
+            if os.path.isdir(target) and not os.path.islink(target):
+                path = os.path.join(target, "notes.txt")
+                if not os.path.lexists(path):
+                    with open(path, "wb") as f:
+                        f.write(b"my notes ooc_export\n")
+                    self.user[path] = b"my notes ooc_export\n"
+        elif not os.path.lexists(target):
+            with open(target, "wb") as f:
+                f.write(b"mine ooc_export\n")
+            self.user[target] = b"mine ooc_export\n"
+
+    @initialize()
+    def made(self):
+        """Every sequence starts with a store and a finished run (the things users put files into)."""
+        assert self.ooc("convert", self.data, self.p("s.zarr"), "--block-bytes", "1KiB")
+        assert self.ooc("train", self.p("s.zarr"), "--out", self.p("r1"), *TRAIN)
+        self.remember_run("r1")
+
     # -- ooc commands ---------------------------------------------------------------------------
-    @rule(overwrite=st.booleans())
-    def convert(self, overwrite):
+    @rule(overwrite=st.booleans(), intrude=st.booleans())
+    def convert(self, overwrite, intrude):
+        if intrude:
+            self.intrude(self.p("s.zarr"), inside=True)
         ok = self.ooc("convert", self.data, self.p("s.zarr"), "--block-bytes", "1KiB",
                       *(["--overwrite"] if overwrite else []))
         if ok:
             self.store_expect = None
 
-    @rule(in_place=st.booleans(), overwrite=st.booleans())
-    def append(self, in_place, overwrite):
+    @rule(in_place=st.booleans(), overwrite=st.booleans(), intrude=st.booleans())
+    def append(self, in_place, overwrite, intrude):
+        if intrude:
+            self.intrude(self.p("s.zarr" if in_place else "s2.zarr"), inside=True)
         out = [] if in_place else ["--out", self.p("s2.zarr")] + (["--overwrite"] if overwrite else [])
         self.ooc("append", self.p("s.zarr"), self.more, *out)
         if in_place:
             self.store_expect = None
 
-    @rule(run=st.sampled_from(RUNS), overwrite=st.booleans())
-    def train(self, run, overwrite):
+    @rule(run=st.sampled_from(RUNS), overwrite=st.booleans(), intrude=st.booleans())
+    def train(self, run, overwrite, intrude):
+        if intrude:
+            self.intrude(self.p(run), inside=True)
         if self.ooc("train", self.p("s.zarr"), "--out", self.p(run), *TRAIN, *(["--overwrite"] if overwrite else [])):
             self.remember_run(run)
 
-    @rule(run=st.sampled_from(RUNS))
-    def resume(self, run):
+    @rule(run=st.sampled_from(RUNS), intrude=st.booleans())
+    def resume(self, run, intrude):
+        if intrude:
+            self.intrude(self.p(run, "state"), inside=True)
         if self.ooc("resume", self.p(run), "--max-epochs", "6"):
             self.remember_run(run)
 
-    @rule(run=st.sampled_from(RUNS), out=st.sampled_from(["p.txt", "user.txt", "lnk"]))
-    def predict(self, run, out):
+    @rule(run=st.sampled_from(RUNS), out=st.sampled_from(["p.txt", "user.txt", "lnk"]), intrude=st.booleans())
+    def predict(self, run, out, intrude):
+        if intrude:
+            self.intrude(self.p(out), inside=False)
         self.ooc("predict", self.p(run), self.data, "--out", self.p(out))
 
     @rule(run=st.sampled_from(RUNS), out=st.sampled_from(["e.txt", "user.txt", "lnk"]), overwrite=st.booleans(),
-          fmt=st.sampled_from(["text", "liblinear"]))
-    def export(self, run, out, overwrite, fmt):
+          fmt=st.sampled_from(["text", "liblinear"]), intrude=st.booleans())
+    def export(self, run, out, overwrite, fmt, intrude):
+        if intrude:
+            self.intrude(self.p(out), inside=False)
         self.ooc("export", self.p(run), "--format", fmt, "--out", self.p(out), *(["--overwrite"] if overwrite else []))
 
-    @rule(out=st.sampled_from([".", "b", "lnk", "foreign"]))
-    def batch(self, out):
+    @rule(out=st.sampled_from([".", "b", "lnk", "foreign"]), intrude=st.sampled_from([None, "summary.md",
+                                                                                       "results.csv"]))
+    def batch(self, out, intrude):
+        if intrude and os.path.isdir(self.p(out)):
+            self.intrude(self.p(out, intrude), inside=False)
         spec = self.p("spec.toml")
         with open(spec, "w") as f:
             f.write(f'[batch]\nout = "{out}"\n\n[grid]\nstore = ["{self.p("s.zarr")}"]\nl2 = [1e-2]\n'
@@ -174,11 +211,13 @@ class SafetyMachine(RuleBasedStateMachine):
         self.user[spec] = open(spec, "rb").read()  # a user's spec: never touched by ooc
         self.ooc("batch", spec, "--workers", "1")
 
-    @rule(where=st.sampled_from(["demo", "foreign", "lnk"]))
-    def demo(self, where):
+    @rule(where=st.sampled_from(["demo", "foreign", "lnk"]), intrude=st.booleans())
+    def demo(self, where, intrude):
+        if intrude and os.path.isdir(self.p(where)):
+            self.intrude(self.p(where, "train.svm.gz"), inside=False)
         self.ooc("demo", "--dir", self.p(where), "--rows", "80")
 
-    @rule(what=st.sampled_from(["train", "append", "convert", "predict"]), delay=st.floats(0.0, 4.0))
+    @rule(what=st.sampled_from(["train", "append", "convert", "predict"]), delay=st.floats(0.0, 2.5))
     def sigkill_child(self, what, delay):
         """A child ooc killed with SIGKILL at a random moment; the next command (any) clears what it left."""
         args = {"train": ["train", self.p("s.zarr"), "--out", self.p("r2"), *TRAIN, "--overwrite"],
