@@ -181,12 +181,19 @@ def temporary_sibling(path: str, tag: str = "partial") -> str:
 
     head, tail = os.path.split(os.path.abspath(path))
     register_temporary_dir(head)
-    return os.path.join(head, f".{tail}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    # the token starts with this process's registration's: a sweep removes only what that process made,
+    # even where another process (another pid namespace on a shared disk) has the same id
+    token = (_REGISTRATION[4] if _REGISTRATION and _REGISTRATION[0] == os.getpid() else "") + uuid.uuid4().hex
+    return os.path.join(head, f".{tail}.{tag}-{os.getpid()}-{token[:12]}")
 
 
 # -- the registry of directories holding temporaries ---------------------------------------------
-#: This process's registration: (pid, lock fd, list path, directories listed).
+#: This process's registration: (pid, lock fd, list path, directories listed, token prefix of its temporaries).
 _REGISTRATION: list = []
+
+
+#: Hex digits of a registration's token that start the token of each temporary its process makes.
+_PREFIX = 6
 
 
 def registry_dir() -> str:
@@ -213,12 +220,13 @@ def register_temporary_dir(directory: str) -> None:
         try:
             os.makedirs(reg, exist_ok=True)
             sweep_temporaries()
-            stem = os.path.join(reg, f"{pid}-{uuid.uuid4().hex[:12]}")
+            token = uuid.uuid4().hex[:12]
+            stem = os.path.join(reg, f"{pid}-{token}")
             fd = os.open(stem + ".lock", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return
-        _REGISTRATION[:] = [pid, fd, stem + ".list", set()]
+        _REGISTRATION[:] = [pid, fd, stem + ".list", set(), token[:_PREFIX]]
     listed = _REGISTRATION[3]
     if directory not in listed:
         try:
@@ -233,8 +241,8 @@ def sweep_temporaries() -> list[str]:
     """Remove the temporaries of processes that died, wherever they made them; return their paths.
 
     A registration whose lock can be taken belongs to a dead process: each directory it listed is
-    searched for temporaries (:data:`TEMPORARY`) carrying its process id, which are removed, then the
-    registration. A process id in use again (by another process) leaves the registration for later.
+    searched for temporaries (:data:`TEMPORARY`) carrying its process id and its token's prefix, which
+    are removed, then the registration. A process id in use again (by another process) leaves the registration for later.
     """
     import fcntl
 
@@ -259,7 +267,7 @@ def sweep_temporaries() -> list[str]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # its process is alive
-            pid = name.split("-", 1)[0]
+            pid, _, token = name[:-5].partition("-")
             if not _pid_is_dead(pid):  # the id is someone else's now: their temporaries carry it too
                 continue
             try:
@@ -274,7 +282,7 @@ def sweep_temporaries() -> list[str]:
                     continue
                 for entry in entries:
                     m = TEMPORARY.match(entry)
-                    if m is not None and m.group("pid") == pid:
+                    if m is not None and m.group("pid") == pid and m.group("token").startswith(token[:_PREFIX]):
                         remove_tree(os.path.join(d, entry))
                         removed.append(os.path.join(d, entry))
             for p in (stem + ".list", stem + ".lock"):
