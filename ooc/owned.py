@@ -1,6 +1,6 @@
 """What ooc owns on disk: the one rule for replacing or deleting anything, by manifest.
 
-Every directory ooc makes (a store, a run directory, a model directory) holds a manifest,
+Every directory ooc makes (a store, a run directory) holds a manifest,
 ``.ooc-owned.json``, written when its content is written: a random ownership token, the kind
 of thing it is, and every entry ooc put there (files with their size and CRC-32, directories),
 sealed with its own checksum (:func:`ooc.fsutil.seal_json`). A directory whose content keeps
@@ -13,9 +13,9 @@ in that directory's manifest (``whole`` false: the directory itself is not ooc's
 The rule (:func:`check_replaceable`), used by ``--overwrite`` and every in-place update:
 
 * a symbolic link is never ooc's (ooc makes none): nothing is written through or in place of one;
-* a manifest copied with its whole directory (``cp -r RUN COPY``) vouches for the copy as it did for
-  the original: only for what it lists, with the same content, and the generated names; copied alone
-  into a folder of the user's, it owns nothing there but what it lists;
+* a manifest vouches only for what it lists, with the same content, and the generated names: copied
+  with its whole directory (``cp -r RUN COPY``) it vouches for the copy as for the original; copied
+  into a folder of the user's, every other file there is foreign;
 * a directory is ooc's when its manifest is intact and every entry under it is the manifest,
   a listed file whose size and CRC-32 still match, a listed directory, a generated name, or a
   temporary of ooc's (:data:`ooc.fsutil.TEMPORARY`);
