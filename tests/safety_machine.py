@@ -217,7 +217,7 @@ class SafetyMachine(RuleBasedStateMachine):
             self.intrude(self.p(where, "train.svm.gz"), inside=False)
         self.ooc("demo", "--dir", self.p(where), "--rows", "80")
 
-    @rule(what=st.sampled_from(["train", "append", "convert", "predict"]), delay=st.floats(0.0, 2.5))
+    @rule(what=st.sampled_from(["train", "append", "convert", "predict"]), delay=st.floats(0.0, 1.5))
     def sigkill_child(self, what, delay):
         """A child ooc killed with SIGKILL at a random moment; the next command (any) clears what it left."""
         args = {"train": ["train", self.p("s.zarr"), "--out", self.p("r2"), *TRAIN, "--overwrite"],

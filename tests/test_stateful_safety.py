@@ -14,7 +14,7 @@ from safety_machine import SafetyMachine
 def test_ooc_never_touches_what_it_did_not_make(tmp_path):
     SafetyMachine.base = str(tmp_path)
     SafetyMachine.steps = 0
-    run = settings(max_examples=int(os.environ.get("OOC_SAFETY_EXAMPLES", "5")),
+    run = settings(max_examples=int(os.environ.get("OOC_SAFETY_EXAMPLES", "4")),
                    stateful_step_count=int(os.environ.get("OOC_SAFETY_STEPS", "10")), deadline=None,
                    derandomize=True, suppress_health_check=list(HealthCheck))(SafetyMachine).TestCase
     run().runTest()
