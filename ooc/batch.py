@@ -56,9 +56,9 @@ import sys
 import time
 import typing
 
+from . import owned
 from .config import TrainConfig, defaults, option_names
 from .dask_client import dask_client
-from .fsutil import atomic_write_bytes, temporary_file
 
 RESULT_COLUMNS = ["run", "store", "loss", "l2", "l1", "solver", "status", "primal", "gap", "epochs", "seconds",
                   "converged", "validation", "error"]
@@ -66,6 +66,8 @@ RESULT_COLUMNS = ["run", "store", "loss", "l2", "l1", "solver", "status", "prima
 SPEC_KEYS = set(option_names()) | {"store"}
 #: Keys of the ``[batch]`` table, and the tables of a spec.
 BATCH_KEYS = ("out", "validation")
+#: The files a batch writes into its ``out`` folder (each listed in that folder's manifest, :mod:`ooc.owned`).
+OUTPUTS = ("results.csv", "summary.md", "comparison.png")
 TABLES = ("batch", "grid", "path")
 DEFAULTS = defaults()
 
@@ -282,10 +284,11 @@ def _same_store(run_dir: str, store: str) -> bool:
 
     with open_store(store) as st:
         fingerprint = st.fingerprint
+    from .runs.rundir import RunDir, RunError
+
     try:
-        with open(os.path.join(run_dir, "run.json")) as f:
-            recorded = json.load(f).get("store_fingerprint")
-    except (OSError, ValueError, AttributeError):
+        recorded = RunDir(run_dir).config.get("store_fingerprint")  # verified: a damaged run.json is another run
+    except RunError:
         return False
     return recorded == fingerprint
 
@@ -311,8 +314,9 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
         # what a previous batch left here counts only if it was trained on the store as it is now
         current = _same_store(run_dir, options["store"]) if os.path.exists(os.path.join(run_dir, "run.json")) else None
         if current and os.path.exists(metrics_path):
-            with open(metrics_path) as f:
-                res = json.load(f)
+            from .fsutil import read_sealed_json
+
+            res = read_sealed_json(metrics_path)  # verified: a damaged one is reported, never believed
             state = "skipped"
         else:
             opts = {k: v for k, v in options.items() if k != "store"}
@@ -410,7 +414,10 @@ def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None 
     """
     spec = load_spec(spec_path)
     out = spec["out"]
+    owned.check_target(out)
     os.makedirs(out, exist_ok=True)
+    for name in OUTPUTS:  # refused before any training, not after it: the user's files stay as they are
+        owned.check_replaceable(os.path.join(out, name), f"the batch's {name}")
     jobs = []
     for options in expand_grid(spec["grid"]) if spec["grid"] else []:
         jobs.append(("run", os.path.join(out, run_name(options)), options))
@@ -469,7 +476,7 @@ def write_results(out: str, rows: list[dict]) -> None:
     w.writeheader()
     for r in sorted(rows, key=lambda r: r["run"]):
         w.writerow(r)
-    atomic_write_bytes(os.path.join(out, "results.csv"), buf.getvalue().encode())
+    owned.write_bytes(os.path.join(out, "results.csv"), buf.getvalue().encode())
 
 
 def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
@@ -518,7 +525,7 @@ def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
     if failed:
         lines += ["", "## Failed runs", ""]
         lines += [f"- `{r['run']}`: {r['error']}" for r in failed]
-    atomic_write_bytes(os.path.join(out, "summary.md"), ("\n".join(lines) + "\n").encode())
+    owned.write_bytes(os.path.join(out, "summary.md"), ("\n".join(lines) + "\n").encode())
     try:
         _plot_comparison(out, ok)
     except Exception as exc:  # pragma: no cover - a plot never fails a batch
@@ -554,7 +561,7 @@ def _plot_comparison(out: str, rows: list[dict]) -> None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     try:
-        with temporary_file(os.path.join(out, "comparison.png"), ".png") as f:
+        with owned.output(os.path.join(out, "comparison.png"), "wb") as f:
             fig.savefig(f, format="png", dpi=90)
     finally:
         plt.close(fig)

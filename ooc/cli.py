@@ -37,12 +37,13 @@ def _user_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         # imported when a command runs, not when the CLI loads (a Ctrl-C here is click's Abort: status 130)
-        from .fsutil import disk_full_error, os_error_line
+        from .fsutil import disk_full_error, os_error_line, sweep_temporaries
         from .runs.rundir import RunError
         from .store.backend import StoreError
         from .store.readers import InputError
 
         try:
+            sweep_temporaries()  # what killed ooc processes left, wherever they were writing
             return fn(*args, **kwargs)
         except click.ClickException:
             raise
@@ -746,7 +747,8 @@ def append(store, newdata, out_store, memory, overwrite, as_json, **recipe):
 def predict(run, input, out_file, proba, memory, threads, verbose, **recipe):
     """Predict the rows of INPUT (a store, or an svmlight/CSV/.npz file; '-' for stdin), one label per line."""
     from .evaluate import iter_predictions
-    from .fsutil import atomic_output, contains
+    from .fsutil import contains
+    from .owned import output
 
     if out_file:
         # the predictions appear whole when done (a temporary renamed): never the input or the run's own files
@@ -756,7 +758,7 @@ def predict(run, input, out_file, proba, memory, threads, verbose, **recipe):
     options = _recipe_given(recipe)
     bar = RowsProgress(wanted(verbose), "predict")
     try:
-        with atomic_output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
+        with output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
             for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar,
                                          options=options):
                 fh.write("\n".join(" ".join(map(_fmt_proba, p)) if proba else _fmt_label(p) for p in pred))
@@ -945,11 +947,13 @@ def demo(workdir, rows):
     import warnings
 
     from .evaluate import evaluate as do_evaluate
+    from .owned import check_target
     from .store.ingest import convert as do_convert
     from .synth import SynthSource, write_svmlight
     from .train import train as do_train
 
     workdir = workdir or tempfile.mkdtemp(prefix="ooc-demo-")
+    check_target(workdir)  # never written through a link (its files: only those ooc wrote are replaced)
     os.makedirs(workdir, exist_ok=True)
     src = SynthSource(rows + rows // 4, 5000, 20, seed=0)
     train_file = os.path.join(workdir, "train.svm.gz")

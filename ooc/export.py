@@ -10,8 +10,9 @@ so its feature ``j`` is column ``j - 1`` (the file's own id when the data was 1-
 scikit-learn and ONNX exports take a matrix of the ``d`` columns.
 
 Outputs appear whole (written under a temporary name, then renamed: :func:`ooc.fsutil.atomic_output`).
-An existing file is replaced only with ``overwrite`` and only when it is an export ooc wrote
-(:func:`is_export`): each format carries a mark that its readers ignore.
+An existing file is replaced only with ``overwrite`` and only when ooc wrote it, as its directory's
+manifest records it (:mod:`ooc.owned`); each format also carries a mark that its readers ignore
+(:func:`is_export`), which tells what made a file but gives no right to replace it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import os
 
 import numpy as np
 
-from .fsutil import atomic_output, contains, refuse_to_replace
+from . import owned
+from .fsutil import contains
 from .model import LinearModel
 from .objectives.losses import loss_spec
 
@@ -260,13 +262,15 @@ def export(run: str, out: str, fmt: str, overwrite: bool = False) -> dict:
     model = LinearModel.load(run)
     if os.path.lexists(run) and contains(run, out):
         raise ValueError(f"--out {out}: is inside the run directory {run}; choose another file")
+    owned.check_target(out)
     if os.path.lexists(out):
         if not overwrite:
             raise FileExistsError(f"{out}: exists (--overwrite replaces an export ooc wrote)")
-        refuse_to_replace(out, f"an ooc {fmt} export", lambda p: is_export(p, fmt), inputs=(run,))
+        owned.refuse_to_replace(out, f"an ooc {fmt} export", inputs=(run,))
+        if not is_export(out, fmt):  # ooc's, but another kind of file: a slip of --format, most likely
+            raise FileExistsError(f"{out}: is not an ooc {fmt} export (another format's); refusing to replace it")
     payload = render(model, fmt)
-    with atomic_output(out, "wb") as f:
-        f.write(payload)
+    owned.write_bytes(out, payload)
     return {"run": run, "out": out, "format": fmt, "bytes": len(payload), "task": model.task,
             "loss": model.loss, "n_features": model.n_features,
             "index_base": int(model.meta.get("index_base", 0))}

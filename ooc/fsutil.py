@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 
 import numpy as np
 
@@ -68,7 +69,7 @@ def temporary_file(path: str, suffix: str = ""):
 
     On any failure (a full disk mid-write) the temporary is deleted and ``path`` is untouched.
     """
-    tmp = f"{path}.tmp-{os.getpid()}{suffix}"
+    tmp = temporary_sibling(path, "tmp") + suffix
     try:
         f = open(tmp, "wb")
     except OSError as exc:  # name the file being replaced, not our temporary
@@ -181,12 +182,137 @@ _LOCK_SUFFIX = ".lock"
 _SCRATCH_SUFFIX = ".scratch"
 
 
+#: The name of every temporary ooc makes: ``.NAME.TAG-PID-TOKEN`` and optional suffixes (``.lock``,
+#: ``.scratch``, ``.old``, an extension): hidden, the process that owns it, and a random token.
+TEMPORARY = re.compile(r"^\..+\.[a-z][a-z-]*-(?P<pid>[0-9]+)-(?P<token>[0-9a-f]{12})(\.[A-Za-z0-9.]+)?$")
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether the file name ``name`` is one of ooc's temporaries (:data:`TEMPORARY`)."""
+    return TEMPORARY.match(name) is not None
+
+
 def temporary_sibling(path: str, tag: str = "partial") -> str:
-    """A hidden, unique sibling of ``path`` (same directory, so a rename to ``path`` is atomic)."""
+    """A hidden, unique sibling of ``path`` (same directory, so a rename to ``path`` is atomic).
+
+    Its name (:data:`TEMPORARY`) carries this process's id and a random token, and its directory is
+    registered (:func:`register_temporary_dir`), so that whatever kills this process, the next ooc
+    command removes what it left (:func:`sweep_temporaries`).
+    """
     import uuid
 
     head, tail = os.path.split(os.path.abspath(path))
-    return os.path.join(head, f".{tail}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    register_temporary_dir(head)
+    # the token starts with this process's registration's: a sweep removes only what that process made,
+    # even where another process (another pid namespace on a shared disk) has the same id
+    token = (_REGISTRATION[4] if _REGISTRATION and _REGISTRATION[0] == os.getpid() else "") + uuid.uuid4().hex
+    return os.path.join(head, f".{tail}.{tag}-{os.getpid()}-{token[:12]}")
+
+
+# -- the registry of directories holding temporaries ---------------------------------------------
+#: This process's registration: (pid, lock fd, list path, directories listed, token prefix of its temporaries).
+_REGISTRATION: list = []
+
+
+#: Hex digits of a registration's token that start the token of each temporary its process makes.
+_PREFIX = 6
+
+
+def registry_dir() -> str:
+    """Where processes register the directories they make temporaries in (``OOC_STATE_DIR``, else
+    ``$XDG_STATE_HOME/ooc``, else ``~/.local/state/ooc``; then ``temporaries/``)."""
+    base = os.environ.get("OOC_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"), "ooc")
+    return os.path.join(base, "temporaries")
+
+
+def register_temporary_dir(directory: str) -> None:
+    """Note that this process makes temporaries in ``directory`` (before it makes them).
+
+    A process registers once (``PID-TOKEN.lock``, locked for its lifetime, and ``PID-TOKEN.list``,
+    one directory a line). Best effort: where the registry cannot be written, nothing is noted and
+    the temporaries are left to the local sweeps (:func:`remove_stale_temporaries`).
+    """
+    import fcntl
+    import uuid
+
+    pid = os.getpid()
+    if not _REGISTRATION or _REGISTRATION[0] != pid:  # first time, or a forked child
+        reg = registry_dir()
+        try:
+            os.makedirs(reg, exist_ok=True)
+            sweep_temporaries()
+            token = uuid.uuid4().hex[:12]
+            stem = os.path.join(reg, f"{pid}-{token}")
+            fd = os.open(stem + ".lock", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return
+        _REGISTRATION[:] = [pid, fd, stem + ".list", set(), token[:_PREFIX]]
+    listed = _REGISTRATION[3]
+    if directory not in listed:
+        try:
+            with open(_REGISTRATION[2], "a") as f:
+                f.write(directory + "\n")
+            listed.add(directory)
+        except OSError:
+            pass
+
+
+def sweep_temporaries() -> list[str]:
+    """Remove the temporaries of processes that died, wherever they made them; return their paths.
+
+    A registration whose lock can be taken belongs to a dead process: each directory it listed is
+    searched for temporaries (:data:`TEMPORARY`) carrying its process id and its token's prefix, which
+    are removed, then the registration. A process id in use again (by another process) leaves the registration for later.
+    """
+    import fcntl
+
+    reg = registry_dir()
+    try:
+        names = os.listdir(reg)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        if not name.endswith(".lock"):
+            continue
+        stem = os.path.join(reg, name[:-5])
+        if _REGISTRATION and stem + ".list" == _REGISTRATION[2]:
+            continue
+        try:
+            fd = os.open(stem + ".lock", os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its process is alive
+            pid, _, token = name[:-5].partition("-")
+            if not _pid_is_dead(pid):  # the id is someone else's now: their temporaries carry it too
+                continue
+            try:
+                with open(stem + ".list") as f:
+                    dirs = {line.rstrip("\n") for line in f if line.strip()}
+            except OSError:
+                dirs = set()
+            for d in sorted(dirs):
+                try:
+                    entries = os.listdir(d)
+                except OSError:
+                    continue
+                for entry in entries:
+                    m = TEMPORARY.match(entry)
+                    if m is not None and m.group("pid") == pid and m.group("token").startswith(token[:_PREFIX]):
+                        remove_tree(os.path.join(d, entry))
+                        removed.append(os.path.join(d, entry))
+            for p in (stem + ".list", stem + ".lock"):
+                with contextlib.suppress(OSError):
+                    os.unlink(p)
+        finally:
+            os.close(fd)
+    return removed
 
 
 class Temporary:
@@ -384,26 +510,6 @@ def contains(ancestor: str, path: str) -> bool:
     return p == a or p.startswith(a.rstrip(os.sep) + os.sep)
 
 
-def refuse_to_replace(target: str, what: str, is_ours, inputs=()) -> None:
-    """Raise ``FileExistsError`` unless ``target`` may be replaced by a new ``what``.
-
-    ooc replaces only what it made: an existing ``target`` must be ``what`` (``is_ours(target)``,
-    which recognizes the marker a store or a run directory carries), must not be nor contain any of
-    ``inputs`` (the files the new ``what`` is made from), nor be the current directory or one of its
-    ancestors.
-    """
-    for src in inputs:
-        if src is not None and "://" not in str(src) and os.path.lexists(src) and contains(target, src):
-            same = os.path.realpath(target) == os.path.realpath(src)
-            raise FileExistsError(f"{target}: {'is' if same else 'contains'} the input {src}; "
-                                  "refusing to replace it (choose another output path)")
-    if contains(target, os.getcwd()):
-        raise FileExistsError(f"{target}: is the current directory or one of its parents; refusing to replace it")
-    if not is_ours(target):
-        raise FileExistsError(f"{target}: exists and is not {what}; refusing to replace it "
-                              "(--overwrite replaces only what ooc made: remove it yourself or choose another path)")
-
-
 # -- checksums of what ooc reads back ----------------------------------------------------------------
 #: The key under which :func:`seal_json` stores a JSON document's own checksum.
 CHECKSUM_KEY = "checksum"
@@ -416,6 +522,26 @@ def array_checksum(a: np.ndarray, crc: int = 0) -> int:
     a = np.ascontiguousarray(a)
     crc = zlib.crc32(repr((a.dtype.str, a.shape)).encode(), crc)
     return zlib.crc32(memoryview(a.reshape(-1)).cast("B"), crc) if a.size else crc
+
+
+def read_npy(path: str, crc: int | None = None, mmap: bool = False) -> np.ndarray:
+    """The array ooc saved at ``path``, verified: it reads, its :func:`array_checksum` is ``crc`` (when one
+    was recorded) and a floating array is finite. ``ValueError`` (one line naming ``path``) otherwise.
+
+    The one way ooc reads back an array file it wrote (a model's, a run's final duals, a checkpoint's).
+    """
+    try:
+        a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{path}: unreadable ({exc})") from None
+    if crc is not None and array_checksum(a) != crc:
+        raise ValueError(f"{path}: failed its checksum (the file is damaged)")
+    if a.dtype.kind in "fc":
+        flat, step = a.reshape(-1), 1 << 20
+        for i in range(0, flat.size, step):
+            if not np.isfinite(flat[i:i + step]).all():
+                raise ValueError(f"{path}: holds NaN or infinite values (damaged)")
+    return a
 
 
 def npz_checksums(path: str, chunk: int = 1 << 22) -> dict[str, int]:
@@ -513,6 +639,31 @@ def seal_json(obj: dict, indent: int | None = 2) -> bytes:
     body = json.loads(dumps(obj, default=str))
     body.pop(CHECKSUM_KEY, None)
     return json.dumps({**body, CHECKSUM_KEY: _json_digest(body)}, indent=indent).encode()
+
+
+def unseal_json_line(line: bytes, required: bool = True) -> dict:
+    """One JSON object written by :func:`seal_json` (a line of a ``.jsonl`` file), verified; its checksum removed.
+
+    Raises ``ValueError`` (the reason, without a path: the caller names the file and the line).
+    """
+    import json
+
+    try:
+        body = json.loads(line.decode())
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from None
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    digest = body.pop(CHECKSUM_KEY, None)
+    if digest is None:
+        if required:
+            raise ValueError("its checksum is missing")
+        return body
+    if digest != _json_digest(body):
+        raise ValueError("failed its checksum")
+    return body
 
 
 def read_sealed_json(path: str, required: bool = True) -> dict:

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from .fsutil import array_checksum, atomic_save_npy, atomic_write_bytes, read_sealed_json, seal_json
+from .fsutil import array_checksum, atomic_save_npy, atomic_write_bytes, read_npy, read_sealed_json, seal_json
 from .objectives.losses import loss_spec
 
 #: 2: ``model.json`` is sealed with its checksum and holds the CRC-32 of ``coef.npy`` (1: neither).
@@ -170,12 +170,13 @@ class LinearModel:
             if fmt >= 2:
                 read_sealed_json(mj)  # sealed since format 2: a missing checksum is damage
             cp = os.path.join(path, "coef.npy")
-            coef = np.load(cp, allow_pickle=False)
         except (OSError, ValueError, EOFError) as exc:
             raise ValueError(f"{path}: the model is unreadable ({exc})") from None
-        if fmt >= 2 and array_checksum(coef) != meta.get("coef_crc"):
-            raise ValueError(f"{cp}: failed its checksum (the model is damaged; 'ooc train' again)")
-        if coef.dtype.kind != "f" or not np.isfinite(coef).all():
+        try:
+            coef = read_npy(cp, meta.get("coef_crc") if fmt >= 2 else None)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; the model is damaged ('ooc train' again)") from None
+        if coef.dtype.kind != "f":
             raise ValueError(f"{cp}: the coefficients are not finite numbers (the model is damaged)")
         icpt = meta["intercept"]
         icpt = np.asarray(icpt) if isinstance(icpt, list) else float(icpt)

@@ -151,11 +151,19 @@ class SynthSource:
 
 
 def write_svmlight(source: SynthSource, path: str, precision: int = 6) -> None:
-    """Write a synthetic source as a 1-based svmlight text file (for demos and benchmarks)."""
+    """Write a synthetic source as a 1-based svmlight text file (for demos and benchmarks).
+
+    The file appears whole, and replaces only a file ooc wrote there (:func:`ooc.owned.output`).
+    """
+    import contextlib
     import gzip
 
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "wt") as f:
+    from . import owned
+
+    with contextlib.ExitStack() as stack:
+        f = stack.enter_context(owned.output(path, "wb"))
+        if path.endswith(".gz"):  # closing it leaves the file open: atomic_output fsyncs then renames it
+            f = stack.enter_context(gzip.GzipFile(fileobj=f, mode="wb", mtime=0))
         for ch in source():
             lines = []
             for r in range(len(ch.labels)):
@@ -164,7 +172,7 @@ def write_svmlight(source: SynthSource, path: str, precision: int = 6) -> None:
                 y = ch.labels[r]
                 lab = f"{int(y)}" if y == int(y) else repr(float(y))
                 lines.append(f"{lab} {feats}\n")
-            f.write("".join(lines))
+            f.write("".join(lines).encode())
 
 
 def synth(store: str, rows: int, cols: int, nnz_per_row: int, **kwargs):

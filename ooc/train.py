@@ -38,7 +38,7 @@ from .fsutil import (
 )
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
-from .runs.duals import final_duals_reader
+from .runs.duals import final_block_reader, final_duals_reader, read_final_duals
 from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError, refuse_or_warn
 from .schedule.planner import plan as plan_memory
@@ -485,6 +485,7 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
         opts["max_epochs"] = max_epochs
     o = _validate(opts, st, resumed=True)
     with rd.lock():
+        rd.check_owned()  # nothing of the user's is written beside or through
         # what a process killed while replacing this run (--overwrite) left beside it
         remove_stale_temporaries(rd.path)
         if (max_epochs is not None and max_epochs != cfg["max_epochs"]) or new_threads is not None:
@@ -573,6 +574,7 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
         able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
         raise RunError(f"{rd.path}: its solver {o['solver_used']} keeps no duals to continue from ({able} do)")
     with rd.lock():
+        rd.check_owned()
         remove_stale_temporaries(rd.path)
         gens = list(cfg.get("generations") or [])
         gen = len(gens) + 1
@@ -598,10 +600,10 @@ def _stage_final_duals(rd: RunDir, metrics: dict, n_rows: int, gen: int) -> dict
     os.makedirs(d)
     if metrics.get("dual_store") == "memory":
         src = os.path.join(rd.model_dir, "duals.npy")
-        blocks = iter([np.load(src, allow_pickle=False)]) if os.path.exists(src) else iter(())
+        blocks = iter([read_final_duals(src, metrics)]) if os.path.exists(src) else iter(())
     elif "dual_buffer" in metrics:
-        buf = int(metrics["dual_buffer"])
-        blocks = (rd.read_duals(buf, b) for b in range(n_rows + 1))
+        read = final_block_reader(rd, metrics)
+        blocks = (read(b) for b in range(n_rows + 1))
     else:
         raise RunError(f"{rd.path}: its final duals are not recorded")
     ptr, crcs, k = [0], [], 1
@@ -668,6 +670,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     from ._malloc import tune_malloc
 
     tune_malloc()  # freed block buffers go back to the system (ooc._malloc)
+    rd.release_outputs()  # the model, metrics and plot are written again below
     # what the process holds comes off --memory first: measured before the store is read, with the
     # reader's buffers it will hold once it is (the cut below reads already)
     memory = _memory_budget(o, st.reader_bytes())
@@ -724,7 +727,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         "peak_rss": peak_rss, "memory_ceiling": ceiling,
     }
     # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
-    result.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
+    result.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})
     # --validation: the last state's score, the best one and whether --early-stop ended the run
     result.update({k: res[k] for k in ("validation", "validation_metric", "best_validation", "best_epoch",
                                         "early_stopped", "generation") if k in res})
@@ -738,6 +741,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         plot_convergence(rd)
     except Exception as exc:  # a plot must never lose a trained model
         warnings.warn(f"could not draw convergence.png: {exc}")
+    rd.record_outputs()
     if res.get("early_stopped"):
         log.info("early stop: %d certified states without a better validation %s (best %.6g at epoch %d)",
                  o["early_stop"], res["validation_metric"], res["best_validation"], res["best_epoch"])

@@ -25,6 +25,8 @@ os.environ["NUMBA_CACHE_DIR"] = os.path.join(_cache, "tests")
 # that run under a memory cgroup keep the disk (tmp_path below): a cgroup is charged for the tmpfs
 # pages its process writes. OOC_TEST_TMP=disk keeps everything on the disk.
 _DISK_TMP = tempfile.gettempdir()
+# ooc's registry of directories holding temporaries (ooc.fsutil.sweep_temporaries): the session's own,
+# never the user's (set below with the session's temporary directory)
 _SESSION_TMP = None
 if os.environ.get("OOC_TEST_TMP", "memory") != "disk" and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
     _st = os.statvfs("/dev/shm")
@@ -32,6 +34,7 @@ if os.environ.get("OOC_TEST_TMP", "memory") != "disk" and os.path.isdir("/dev/sh
         _SESSION_TMP = tempfile.mkdtemp(prefix="ooc-tests-", dir="/dev/shm")
         os.environ["TMPDIR"] = _SESSION_TMP
         tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+os.environ["OOC_STATE_DIR"] = tempfile.mkdtemp(prefix="ooc-state-")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -114,8 +114,9 @@ def test_predict_out_on_a_full_disk_keeps_the_old_file(data, tmp_path):
     run = str(data["root"] / "ref-memory")
     with small_fs(tmp_path / "mnt", "1m") as mnt:
         out = os.path.join(mnt, "pred.txt")
-        with open(out, "w") as f:
-            f.write("previous predictions\n")
+        from ooc.owned import write_bytes
+
+        write_bytes(out, b"previous predictions\n")  # as an earlier 'ooc predict --out' would: listed as ooc's
         with _filled(mnt, 0):
             r = _invoke("predict", run, data["store"], "--out", out)
             _full_disk_line(r)

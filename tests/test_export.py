@@ -169,7 +169,7 @@ def test_export_replaces_only_its_own_files(runs, tmp_path):
     assert str(out) in err and "--overwrite" in err
     err = assert_one_line_error(cli("export", runs["logistic"], "--format", "text", "--out", out,
                                     "--overwrite", ok=False))
-    assert "not an ooc text export" in err
+    assert "was not written by ooc" in err
     assert out.read_text() == "mine\n"
     out.unlink()
     cli("export", runs["logistic"], "--format", "liblinear", "--out", out)
@@ -185,7 +185,7 @@ def test_export_replaces_only_its_own_files(runs, tmp_path):
     err = assert_one_line_error(cli("export", runs["hinge"], "--format", "text", "--out",
                                     os.path.join(runs["hinge"], "w.txt"), ok=False))
     assert "run directory" in err
-    assert sorted(os.listdir(tmp_path)) == ["model.txt"]
+    assert sorted(os.listdir(tmp_path)) == [".ooc-owned.json", "model.txt"]  # the file and ooc's manifest of it
 
 
 def test_cli_offers_every_format():

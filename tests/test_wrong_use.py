@@ -250,7 +250,7 @@ def test_reconverted_store_is_trained_again_and_outputs_are_atomic(tmp_path):
     out = tmp_path / "out"
     first = run_batch(str(spec), workers=1)
     assert [r["status"] for r in first] == ["ok"]
-    assert sorted(os.listdir(out)) == sorted(["comparison.png", "results.csv", "summary.md", first[0]["run"]])
+    assert sorted(os.listdir(out)) == sorted([".ooc-owned.json", "comparison.png", "results.csv", "summary.md", first[0]["run"]])
     run_dir = str(out / first[0]["run"])
     fp1 = json.load(open(os.path.join(run_dir, "run.json")))["store_fingerprint"]
     options = {"store": store, "l2": 1e-2, "tol": 1e-3}
@@ -282,5 +282,5 @@ def test_results_csv_is_replaced_atomically(tmp_path):
     with pytest.raises(RuntimeError):
         write_results(str(tmp_path), rows + [{"run": "b", "status": Unwritable()}])
     assert (tmp_path / "results.csv").read_bytes() == before
-    assert os.listdir(tmp_path) == ["results.csv"]
+    assert sorted(os.listdir(tmp_path)) == [".ooc-owned.json", "results.csv"]  # and ooc's manifest of it
     assert list(csv.DictReader(open(tmp_path / "results.csv")))[0]["run"] == "a"

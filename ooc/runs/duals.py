@@ -57,8 +57,12 @@ class PagedDuals:
         pass
 
     def final(self, buf: int) -> dict:
-        """What a later warm start needs to find this run's final duals."""
-        return {"dual_store": self.kind, "dual_buffer": buf}
+        """What a later warm start needs to find this run's final duals, and their checksums (one per block,
+        of the files of buffer ``buf`` as they are now: a warm start verifies what it reads against them)."""
+        from ..fsutil import array_checksum
+
+        crcs = [array_checksum(self.rd.read_duals(buf, b)) for b in range(len(self.row_ptr) - 1)]
+        return {"dual_store": self.kind, "dual_buffer": buf, "dual_crcs": crcs}
 
 
 class MemoryDuals:
@@ -99,11 +103,12 @@ class MemoryDuals:
         self.alpha = np.array(a, dtype=np.float64)
 
     def final(self, buf: int) -> dict:
-        from ..fsutil import atomic_save_npy
+        from ..fsutil import array_checksum, atomic_save_npy
 
         os.makedirs(self.rd.model_dir, exist_ok=True)
         atomic_save_npy(os.path.join(self.rd.model_dir, "duals.npy"), self.alpha, fsync=True)
-        return {"dual_store": self.kind}
+        # recorded in metrics.json: a warm start reads the file back verified (ooc.fsutil.read_npy)
+        return {"dual_store": self.kind, "duals_crc": array_checksum(self.alpha)}
 
 
 def _start_writeback(path: str) -> None:
@@ -141,9 +146,41 @@ def final_duals_reader(run_dir: str, metrics: dict, row_ptr: np.ndarray):
         path = os.path.join(rd.model_dir, "duals.npy")
         if not os.path.exists(path):
             raise RunError(f"{run_dir}: its final duals ({path}) are missing")
-        alpha = np.load(path, allow_pickle=False)
+        alpha = read_final_duals(path, metrics)
+        if alpha.ndim != 2 or alpha.shape[1] != int(row_ptr[-1]):
+            raise RunError(f"{path}: holds duals of shape {alpha.shape}, not of the run's {int(row_ptr[-1])} rows "
+                           "(damaged)")
         return lambda b: alpha[:, row_ptr[b]:row_ptr[b + 1]]
     if "dual_buffer" in metrics:
-        buf = int(metrics["dual_buffer"])
-        return lambda b: rd.read_duals(buf, b)
+        return final_block_reader(rd, metrics)
     raise RunError(f"{run_dir}: its final duals are not recorded")
+
+
+def final_block_reader(rd: RunDir, metrics: dict):
+    """``read(b)``: block ``b``'s final duals of a finished run whose duals were paged, verified against the
+    CRC-32 its ``metrics.json`` records (runs made before it was recorded: readable and finite only)."""
+    from ..fsutil import read_npy
+
+    buf, crcs = int(metrics["dual_buffer"]), metrics.get("dual_crcs")
+
+    def read(b):
+        p = rd.dual_path(buf, b)
+        if crcs is not None and not 0 <= b < len(crcs):
+            raise RunError(f"{p}: not one of the run's {len(crcs)} blocks of final duals")
+        try:
+            return read_npy(p, None if crcs is None else crcs[b])
+        except ValueError as exc:
+            raise RunError(f"{exc}; warm starts and continued runs cannot use it ('ooc train' the run again)") from None
+
+    return read
+
+
+def read_final_duals(path: str, metrics: dict) -> np.ndarray:
+    """A finished run's ``model/duals.npy``, verified against the CRC-32 its ``metrics.json`` records
+    (runs made before it was recorded: readable and finite only)."""
+    from ..fsutil import read_npy
+
+    try:
+        return read_npy(path, metrics.get("duals_crc"))
+    except ValueError as exc:
+        raise RunError(f"{exc}; warm starts and continued runs cannot use it ('ooc train' the run again)") from None

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import fsutil
+from .. import fsutil, owned
 from ..fsutil import (
     array_checksum,
     atomic_save_npy,
@@ -45,7 +45,6 @@ from ..fsutil import (
     read_sealed_json,
     seal_json,
 )
-from ..jsonout import dumps
 
 #: Bumped whenever the meaning of saved state changes; resume refuses other versions. Format 2 is
 #: format 1 with checksums: ``run.json``, every checkpoint's ``meta.json`` (which holds the CRC-32 of
@@ -116,6 +115,10 @@ class RunDir:
         one deleted (:func:`ooc.fsutil.swap_into_place`), so a crash leaves one of them whole.
         """
         path = os.path.abspath(path)
+        try:
+            owned.check_target(path)
+        except owned.NotOurs as exc:
+            raise RunError(str(exc)) from None
         replace = os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path))
         if replace:
             if not overwrite:
@@ -123,7 +126,7 @@ class RunDir:
                         if os.path.isdir(path) else "exists and is not a directory")
                 raise RunError(f"{path}: {what}")
             try:
-                fsutil.refuse_to_replace(path, "an ooc run directory", is_run_dir, inputs)
+                owned.refuse_to_replace(path, "a new run", inputs)
             except FileExistsError as exc:
                 raise RunError(str(exc)) from None
         try:
@@ -142,8 +145,10 @@ class RunDir:
             os.makedirs(os.path.join(tmp.path, "state", "duals", "0"))
             os.makedirs(os.path.join(tmp.path, "state", "duals", "1"))
             atomic_write_bytes(os.path.join(tmp.path, "run.json"), seal_json(dict(config, state_format=STATE_FORMAT)))
+            owned.seal_dir(tmp.path, "run", RUN_GENERATED)
             if replace:
                 with cls(path).lock():  # never replace a run another process is training
+                    owned.check_replaceable(path, "a new run")  # again, now that nobody writes there
                     old = fsutil.swap_into_place(tmp.path, path)
             else:
                 old = fsutil.swap_into_place(tmp.path, path)  # over an empty directory, if one is there
@@ -198,6 +203,24 @@ class RunDir:
         """Replace ``run.json`` (sealed with its checksum) atomically."""
         config = {**config, "state_format": config.get("state_format", STATE_FORMAT)}  # a format-1 run stays one
         atomic_write_bytes(os.path.join(self.path, "run.json"), seal_json(config))
+        owned.record(self.path, ["run.json"])
+
+    def record_outputs(self) -> None:
+        """List the run's final outputs (model, metrics, plot) in its manifest, as written now."""
+        names = [n for n in OUTPUT_FILES if os.path.isfile(os.path.join(self.path, n))]
+        owned.record(self.path, names)
+
+    def release_outputs(self) -> None:
+        """Unlist the run's final outputs before they are written again (a crash meanwhile leaves
+        files that only their generated names cover, never a listed file whose content changed)."""
+        owned.forget(self.path, OUTPUT_FILES)
+
+    def check_owned(self) -> None:
+        """Refuse (:class:`RunError`, naming the entry) a run directory holding what ooc did not write
+        (a user's file, a link): an in-place update (resume) must not write beside or through it."""
+        why = owned.foreign_entry(self.path, contents=False)  # ooc's own files: verified when read
+        if why is not None and os.path.isfile(os.path.join(self.path, owned.MANIFEST)):
+            raise RunError(f"{why}; refusing to update the run (remove it, or move it out of the run directory)")
 
     # -- duals ------------------------------------------------------------------------------
     def dual_path(self, buf: int, block: int) -> str:
@@ -336,7 +359,7 @@ class RunDir:
 
     def _write_checkpoint(self, name: str, arrays: dict, meta: dict, unsynced: set[str], duals: list) -> None:
         final = os.path.join(self.state, name)
-        tmp = final + f".tmp-{os.getpid()}"
+        tmp = fsutil.temporary_sibling(final, "tmp")
         with disk_full_is_run_error(self.path, f"checkpoint {final}"):
             try:
                 if os.path.exists(tmp):
@@ -385,7 +408,7 @@ class RunDir:
             names = os.listdir(self.state)
         except OSError:
             return []
-        done = [n for n in names if n.startswith("ckpt-") and ".tmp-" not in n and n[5:].isdigit()
+        done = [n for n in names if n.startswith("ckpt-") and n[5:].isdigit()
                 and int(n[5:]) >= min_seq]
         return [os.path.join(self.state, n) for n in sorted(done, key=lambda n: int(n[5:]), reverse=True)]
 
@@ -486,7 +509,8 @@ class RunDir:
     def remove_stale(self) -> None:
         """Delete the temporary files and directories of a process that died mid-write.
 
-        Only half-written files carry ``.tmp-`` in their names (complete ones are renamed). Complete
+        Only half-written files carry a temporary's name (:data:`ooc.fsutil.TEMPORARY`; complete ones are
+        renamed). Complete
         checkpoints are never deleted here: only a newer checkpoint that verified replaces them. Call it
         only under :meth:`lock`: then no other process is writing here.
         """
@@ -497,7 +521,7 @@ class RunDir:
                 continue
             for name in names:
                 p = os.path.join(d, name)
-                if ".tmp-" in name:
+                if fsutil.is_temporary_name(name):
                     if os.path.isdir(p):
                         shutil.rmtree(p, ignore_errors=True)
                     else:
@@ -532,28 +556,45 @@ class RunDir:
     def history_path(self) -> str:
         return os.path.join(self.path, "history.jsonl")
 
-    def history(self) -> list[dict]:
-        if not os.path.exists(self.history_path):
+    def history(self, limit: int | None = None) -> list[dict]:
+        """The entries of ``history.jsonl`` (the first ``limit``), each line verified by its checksum.
+
+        A last line without its newline is a write a crash cut short: it is left out. Any other line
+        that does not verify is refused (:class:`RunError` naming the line), never skipped with the lines
+        after it. Lines of a run made before they were sealed have no checksum: accepted only when no
+        line of the file has one.
+        """
+        try:
+            with open(self.history_path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise RunError(f"{self.history_path}: unreadable ({exc.strerror or exc})") from None
+        lines = raw.split(b"\n")[:-1]  # the last piece: empty, or a line cut short by a crash
+        if limit is not None:
+            lines = lines[:limit]
+        sealed = any(fsutil.CHECKSUM_KEY.encode() in line for line in lines)
         out = []
-        with open(self.history_path) as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        break  # a torn last line from a crash: everything before it is good
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = fsutil.unseal_json_line(line, required=sealed)
+            except ValueError as exc:
+                raise RunError(f"{self.history_path}: line {i}: {exc} (the history is damaged; 'ooc train ... "
+                               "--overwrite' trains the run again)") from None
+            out.append(entry)
         return out
 
     def append_history(self, entry: dict) -> None:
-        with disk_full_is_run_error(self.path, self.history_path), open(self.history_path, "a") as f:
-            f.write(dumps(entry) + "\n")
+        with disk_full_is_run_error(self.path, self.history_path), open(self.history_path, "ab") as f:
+            f.write(seal_json(entry, indent=None) + b"\n")  # one write: a crash cuts the last line at most
 
     def truncate_history(self, n_lines: int) -> None:
         """Keep the first ``n_lines`` entries (those the checkpoint being resumed knew)."""
-        kept = self.history()[:n_lines]
-        atomic_write_bytes(self.history_path, "".join(dumps(e) + "\n" for e in kept).encode(), fsync=False)
+        kept = self.history(limit=n_lines)
+        atomic_write_bytes(self.history_path, b"".join(seal_json(e, indent=None) + b"\n" for e in kept), fsync=False)
 
     @property
     def model_dir(self) -> str:
@@ -562,6 +603,19 @@ class RunDir:
 
 #: What ooc puts at the top of a run directory (temporaries aside).
 RUN_ENTRIES = frozenset({"run.json", "history.jsonl", "LATEST", "state", "model", "convergence.png", ".lock"})
+#: The files of a run's ``model/``.
+MODEL_FILES = ("coef.npy", "model.json", "metrics.json", "duals.npy")
+#: The final outputs of a run, listed in its manifest once written.
+OUTPUT_FILES = ("convergence.png", *(os.path.join("model", n) for n in MODEL_FILES))
+#: The names a run directory's manifest lets ooc generate while it trains (one segment per ``/``); the
+#: files it lists exactly (run.json, the model) are checked against their recorded content.
+RUN_GENERATED = (
+    "run.json", "history.jsonl", "LATEST", ".lock", "convergence.png", "state", "model",
+    *(f"model/{n}" for n in MODEL_FILES),
+    "state/duals", "state/duals/[0-9]", "state/duals/[0-9]/b[0-9][0-9][0-9][0-9][0-9][0-9].npy",
+    "state/ckpt-[0-9]*", "state/ckpt-[0-9]*/state.npz", "state/ckpt-[0-9]*/meta.json", "state/ckpt-[0-9]*/*.npy",
+    "state/parent-[0-9]*", "state/parent-[0-9]*/b[0-9][0-9][0-9][0-9][0-9][0-9].npy",
+)
 
 
 def is_run_dir(path: str) -> bool:

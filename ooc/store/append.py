@@ -37,6 +37,7 @@ import os
 
 import numpy as np
 
+from .. import owned
 from ..fsutil import contains, make_parents
 from ..kernels.hash_bits import MAX_HASH_BITS
 from . import layout as L
@@ -124,6 +125,9 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
     memory_store = out.startswith("memory://")
     in_place = out == old.path if "://" in out else os.path.abspath(out) == os.path.abspath(old.path)
     exists = MemoryBackend.detect(out) if memory_store else os.path.lexists(out)
+    if in_place and not memory_store:
+        # the store is replaced by the new one: it must hold only what ooc wrote (no user's file inside)
+        owned.check_replaceable(out, "the appended store")
     if not in_place:
         if "://" not in out and "://" not in old.path and contains(old.path, out):
             raise FileExistsError(f"{out}: is inside the store {old.path}; choose another output path")

@@ -252,6 +252,9 @@ class DirectArray:
         self.file_bytes = 0
         self._lock = threading.Lock()
         self._index: dict[int, np.ndarray] = {}
+        #: chunk file path -> the checksums the store's conversion recorded (:func:`chunk_records`); None:
+        #: a store without records (made before them), whose chunks are checked by their own checksums only
+        self.records: dict[str, list[int]] | None = None
 
     def jobs(self, start: int, stop: int, out: np.ndarray) -> list:
         """``(array, chunk, first, count, dest)`` pieces of ``start..stop-1``, ``out`` holding the range.
@@ -328,7 +331,7 @@ class DirectArray:
         return buf, lo - a
 
     def _decode(self, enc: np.ndarray, base: int, off: int, size: int, n_elems: int, first: int, count: int,
-                dst: int, where) -> None:
+                dst: int, where, recorded: int | None = None) -> None:
         """Elements ``first..first+count-1`` of an encoded chunk of ``n_elems``, to address ``dst``.
 
         ``enc[off:off + size]`` is the chunk as stored: the Blosc frame, then its crc32c (4 bytes,
@@ -339,6 +342,9 @@ class DirectArray:
             raise ChunkFileError(f"{where()} is truncated ({size} bytes)")
         if not _crc_ok(enc, base, off, size):
             raise ChunkFileError(f"{where()}: crc32c mismatch")
+        if recorded is not None and _CRC.unpack_from(enc, off + size - 4)[0] != recorded:
+            raise ChunkFileError(f"{where()}: not the chunk this store's conversion recorded (a chunk of another "
+                                 "conversion, or replaced)")
         _, _, _, typesize, nbytes, _, cbytes = _BLOSC_HEADER.unpack_from(enc, off)
         itemsize = self.dtype.itemsize
         if nbytes != n_elems * itemsize or cbytes != size - 4:
@@ -411,8 +417,12 @@ class DirectArray:
         if len(dest) != count or not dest.flags.c_contiguous or dest.dtype != self.dtype:
             raise ValueError(f"dest must be a contiguous ({count},) {self.dtype} array")
         base, dst = enc.ctypes.data, dest.ctypes.data
+        rec = None if self.records is None else self.records.get(path)
+        if self.records is not None and rec is None:
+            raise ChunkFileError(f"chunk file {path}: not recorded by this store's conversion (a file added since)")
         if idx is None:
-            self._decode(enc, base, 0, enc.size, self.chunk_len, first, count, dst, lambda: f"chunk file {path}")
+            self._decode(enc, base, 0, enc.size, self.chunk_len, first, count, dst, lambda: f"chunk file {path}",
+                         None if rec is None else rec[0])
             return
         il, cl, itemsize = self.inner_len, self.chunk_len, self.dtype.itemsize
         for i in range(first // il, (first + count - 1) // il + 1):
@@ -424,7 +434,7 @@ class DirectArray:
                 continue
             self._decode(enc, base, shift + off, nb, il, a - i * il, b - a, dst + (a - first) * itemsize,
                          lambda i=i: f"shard file {path}, inner chunk {i} (elements {k * cl + i * il}.."
-                                     f"{k * cl + (i + 1) * il - 1})")
+                                     f"{k * cl + (i + 1) * il - 1})", None if rec is None else rec[1 + i])
 
     def _shard_index(self, fd: int, path: str, size: int, k: int, scratch: _Buffer) -> np.ndarray:
         """The index of shard ``k``: ``index[i] = (offset, nbytes)`` of inner chunk ``i``."""
@@ -439,6 +449,11 @@ class DirectArray:
         buf, skip = self._pread(fd, path, size - isize, size, size, scratch)
         if not _crc_ok(buf, buf.ctypes.data, skip, isize):
             raise ChunkFileError(f"shard file {path}: crc32c mismatch in its index")
+        if self.records is not None:
+            rec = self.records.get(path)
+            if rec is None or len(rec) != n + 1 or rec[0] != _CRC.unpack_from(buf, skip + isize - 4)[0]:
+                raise ChunkFileError(f"shard file {path}: its index is not the one this store's conversion "
+                                     "recorded (a file of another conversion, or replaced)")
         idx = buf[skip:skip + isize - 4].view("<u8").reshape(n, 2).copy()
         present = idx[:, 0] != _EMPTY
         if np.any(idx[present, 0] + idx[present, 1] > size - isize) or np.any((idx[:, 0] == _EMPTY) != (idx[:, 1] == _EMPTY)):
@@ -543,6 +558,59 @@ class ChunkReader:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+
+
+def chunk_records(root: str) -> dict[str, list[int]]:
+    """The checksums each chunk file of the Zarr v3 arrays under ``root`` holds, by path relative to ``root``.
+
+    A shard file's record is the crc32c of its index, then that of each inner chunk (-1: empty), as
+    stored in their trailers; an unsharded chunk file's, its own crc32c. Read from the files (the
+    index and 4 bytes an inner chunk): a store records them when it is sealed (:mod:`ooc.owned`), and
+    :class:`DirectArray` refuses a chunk whose checksum is not the recorded one (a file of another
+    conversion of the same shape has valid checksums of its own, but not these).
+    """
+    import json
+
+    out: dict[str, list[int]] = {}
+    for dp, _, fs in os.walk(root):
+        if "zarr.json" not in fs:
+            continue
+        try:
+            with open(os.path.join(dp, "zarr.json")) as f:
+                meta = json.load(f)
+            if meta.get("node_type") != "array":
+                continue
+            codecs, n = meta.get("codecs") or [], None
+            if len(codecs) == 1 and codecs[0].get("name") == "sharding_indexed":
+                n = (int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
+                     // int(codecs[0]["configuration"]["chunk_shape"][0]))
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            continue
+        for cp, _, cfs in os.walk(os.path.join(dp, "c")):
+            for name in cfs:
+                path = os.path.join(cp, name)
+                with open(path, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    if n is None:
+                        if size < 4:
+                            continue
+                        f.seek(size - 4)
+                        out[os.path.relpath(path, root)] = [_CRC.unpack(f.read(4))[0]]
+                        continue
+                    isize = 16 * n + 4
+                    if size < isize:
+                        continue
+                    f.seek(size - isize)
+                    raw = f.read(isize)
+                    rec = [_CRC.unpack_from(raw, isize - 4)[0]]
+                    for off, nb in np.frombuffer(raw[:-4], dtype="<u8").reshape(n, 2).tolist():
+                        if off == _EMPTY or nb < 4:
+                            rec.append(-1)
+                            continue
+                        f.seek(off + nb - 4)
+                        rec.append(_CRC.unpack(f.read(4))[0])
+                out[os.path.relpath(path, root)] = rec
+    return out
 
 
 def direct_reader(zarr_array, direct_io: bool = False, every_chunk: bool = False) -> DirectArray | None:

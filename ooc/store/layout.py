@@ -99,6 +99,10 @@ ALL_CHUNKS_WRITTEN = "all_chunks_written"
 #: written before it have ``index_base`` only); every later reader of new input follows it
 #: (:mod:`ooc.store.recipe`).
 RECIPE = "input_recipe"
+#: Attribute of a local Zarr store whose manifest (:mod:`ooc.owned`) records the checksums of every chunk
+#: file its conversion wrote (:func:`ooc.store.chunk_files.chunk_records`): a chunk file of another
+#: conversion is refused, and so is the store when the manifest is gone.
+CHUNK_RECORDS = "chunk_records"
 #: Attribute holding a digest of every other attribute (but ``complete``), one per key, so an
 #: edited or damaged attribute is refused by name (:mod:`ooc.store.integrity`).
 ATTRS_DIGEST = "attrs_digest"

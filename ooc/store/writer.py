@@ -15,7 +15,7 @@ import uuid
 
 import numpy as np
 
-from .. import fsutil
+from .. import fsutil, owned
 from .._cpu import Behind
 from ..fsutil import swap_into_place, temporary_sibling
 from . import layout as L
@@ -169,9 +169,16 @@ def publish(tmp: str, final: str, replace: bool = False) -> None:
         return
     if os.path.lexists(final) and not replace:
         raise FileExistsError(f"{final}: already exists (use --overwrite to replace it)")
+    if os.path.isdir(tmp):  # a directory store: its manifest lists every file ooc wrote into it
+        from .chunk_files import chunk_records
+
+        token = owned.new_token()  # the conversion's id, in its chunk records too
+        owned.seal_dir(tmp, "store", token=token, extra={"shards": {"conversion": token, "chunks": chunk_records(tmp)}})
     old = swap_into_place(tmp, final)
     if old is not None:
         remove_path(old)
+    if not os.path.isdir(final):  # a file store (HDF5): listed in its directory's manifest
+        owned.record(os.path.dirname(os.path.abspath(final)), [os.path.basename(final)], kind="files")
 
 
 def output_location(store) -> str:
@@ -197,9 +204,9 @@ def output_location(store) -> str:
 def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -> None:
     """Refuse to write ``store`` where that would destroy what is not an ooc store of ours.
 
-    ``exists`` without ``overwrite`` is an error; with it, ``store`` must be an ooc store
-    (:func:`is_ooc_store`) that is not the input ``source`` (a path), does not contain it, and is
-    not the current directory (:func:`ooc.fsutil.refuse_to_replace`).
+    ``exists`` without ``overwrite`` is an error; with it, ``store`` must be what ooc wrote, as its
+    manifest lists it, and not the input ``source`` (a path), contain it, or be the current directory
+    (:func:`ooc.owned.refuse_to_replace`).
     """
     inputs = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else []
     for src in inputs:  # a store inside the input: the input would be a container being written into
@@ -216,7 +223,7 @@ def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -
         if inputs and os.path.realpath(inputs[0]) == os.path.realpath(store):
             raise FileExistsError(f"{store}: is the input; choose another output path")
         raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
-    fsutil.refuse_to_replace(store, "an ooc store", is_ooc_store, inputs)
+    owned.refuse_to_replace(store, "a new store", inputs)
 
 
 def is_ooc_store(path: str) -> bool:
@@ -495,6 +502,8 @@ class StoreWriter:
             "fingerprint": h.hexdigest(),
             L.ALL_CHUNKS_WRITTEN: True,
         })
+        if self.backend.name == "zarr" and "://" not in self.backend.path:  # sealed in its manifest by publish()
+            attrs[L.CHUNK_RECORDS] = True
         self.backend.set_attrs(attrs)
         seal_attrs(self.backend)
         self.backend.set_attrs({"complete": True})

@@ -45,7 +45,7 @@ from zarr.storage import LocalStore
 from .backend import Backend, StoreCorruptError, StoreError, one_line
 from .chunk_files import READ_BUFFERS, ChunkReader, direct_io_default, direct_reader
 from .chunk_writer import direct_writer
-from .layout import inner_chunk_len, worth_compressing
+from .layout import CHUNK_RECORDS, inner_chunk_len, worth_compressing
 
 _COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
 #: for arrays that do not compress (layout.worth_compressing): Blosc level 0 stores the bytes
@@ -178,8 +178,35 @@ class ZarrBackend(Backend):
             if name not in self._direct:
                 if self._direct_io is None:
                     self._direct_io = False if _is_url(self.path) else direct_io_default(self.bytes_on_disk())
-                self._direct[name] = direct_reader(self._array(name), self._direct_io, self.every_chunk)
+                fast = direct_reader(self._array(name), self._direct_io, self.every_chunk)
+                if fast is not None:
+                    fast.records = self._chunk_records()
+                self._direct[name] = fast
             return self._direct[name]
+
+    def _chunk_records(self) -> dict | None:
+        """The checksums of every chunk file the store's conversion recorded in its manifest
+        (:func:`ooc.store.chunk_files.chunk_records`), by absolute path; None for a store without them."""
+        if getattr(self, "_records", False) is not False:
+            return self._records
+        self._records = None
+        if not _is_url(self.path) and not self._writable:
+            from .. import owned
+
+            try:
+                m = owned.read_manifest(self.path)
+            except owned.NotOurs as exc:
+                raise StoreCorruptError(f"{self.path}: {exc}") from None
+            shards = (m or {}).get("shards")
+            if shards is None and self.attrs.get(CHUNK_RECORDS):
+                raise StoreCorruptError(f"{self.path}: {owned.MANIFEST}, which records the checksums of its chunk "
+                                        "files, is missing or has none (damaged)")
+            if shards is not None:
+                if shards.get("conversion") != m.get("token"):
+                    raise StoreCorruptError(f"{self.path}: its chunk records belong to another conversion "
+                                            f"({os.path.join(self.path, owned.MANIFEST)})")
+                self._records = {os.path.join(self.path, rel): rec for rel, rec in shards["chunks"].items()}
+        return self._records
 
     def require_every_chunk(self):
         super().require_every_chunk()
