@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import threading
 import weakref
 from typing import Iterator, Protocol
@@ -31,7 +32,7 @@ from typing import Iterator, Protocol
 from ._malloc import trim
 from ._memlimit import rss_bytes
 
-__all__ = ["Shrinkable", "governed", "check", "room", "register", "ceiling", "peak", "shrunk", "SAMPLE_SECONDS"]
+__all__ = ["Shrinkable", "MappedPages", "governed", "check", "room", "register", "ceiling", "peak", "shrunk", "SAMPLE_SECONDS"]
 
 #: How often the sampling thread reads the resident size while a ceiling is set.
 SAMPLE_SECONDS = 0.02
@@ -57,6 +58,26 @@ class _State:
 
 
 _S = _State()
+
+
+class MappedPages:
+    """Memory-mapped arrays (``numpy.memmap`` of files) the governor may make non-resident: their dirty
+    pages written back (``msync``) and dropped from this process (``madvise(MADV_DONTNEED)``); the next
+    access reads them again from the file (its page cache), so no value changes. A mapped page counts in
+    the resident size as much as an allocated one (rcd-primal's paged margins)."""
+
+    def __init__(self, arrays):
+        self._maps = [m for m in (getattr(a, "_mmap", None) for a in arrays) if m is not None]
+
+    def shrink(self, nbytes: int) -> int:
+        before = rss_bytes()
+        for m in self._maps:
+            try:
+                m.flush()
+                m.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError, AttributeError):  # closed, or no madvise on this platform
+                continue
+        return max(0, before - rss_bytes())
 
 
 def register(obj: Shrinkable) -> None:

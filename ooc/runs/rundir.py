@@ -615,6 +615,8 @@ RUN_GENERATED = (
     "state/duals", "state/duals/[0-9]", "state/duals/[0-9]/b[0-9][0-9][0-9][0-9][0-9][0-9].npy",
     "state/ckpt-[0-9]*", "state/ckpt-[0-9]*/state.npz", "state/ckpt-[0-9]*/meta.json", "state/ckpt-[0-9]*/*.npy",
     "state/parent-[0-9]*", "state/parent-[0-9]*/b[0-9][0-9][0-9][0-9][0-9][0-9].npy",
+    # rcd-primal's memory-mapped O(n) vectors (margins, labels, weights) when --memory pages them
+    "state/primal", "state/primal/[zyc].npy",
 )
 
 

@@ -90,7 +90,7 @@ from ..objectives.penalties import primal_value, require_l2
 from ..runs.rundir import RunDir
 from ..schedule.cache import BlockCache
 from ..schedule.planner import DGPD as DGPD_FOOTPRINT
-from ..schedule.planner import budget_option, fixed_bytes, refuse_or_warn
+from ..schedule.planner import MemoryLimitError, budget_option, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
@@ -105,6 +105,13 @@ VECTORS = ("memory", "streamed")
 
 #: share of the (example, class) pairs in the dual active set above which dgpd warns (DenseDualWarning)
 DENSE_DUAL_SHARE = 0.5
+
+
+#: Bytes an entry of a full line held by the searches (int64 id, float64 value: :class:`LineSet`).
+LINE_ENTRY_BYTES = 16
+#: Bytes an entry of the active submatrix takes while it is built (row and column ids, value, the sort's
+#: order and the concatenations' copies): the planner's "about 40 bytes per entry".
+A_ENTRY_BYTES = 48
 
 
 class DenseDualWarning(UserWarning):
@@ -463,8 +470,13 @@ class DGPDSolver(StoreSolver):
         # vector of length n is ever held (the margins are recomputed exactly at every search,
         # from the active columns, as in the paper's eq. 14: they are no state to checkpoint)
         all_cols = np.unique(np.concatenate([p["ax"] for p in plan] + [np.zeros(0, np.int64)]))
-        cols = self._lines(L.COLS, all_cols, keep=True)
         extra_all = np.unique(np.concatenate([p["extra"] for p in plan] + [np.zeros(0, np.int64)]))
+        # the active columns' full lines are held for the search (16 bytes an entry): within the plan, or not
+        # by dgpd (a tall store's few columns hold every entry of the matrix)
+        col_nnz = self.store.read_col_nnz()
+        self._refuse_growth(int(LINE_ENTRY_BYTES * (col_nnz[all_cols].sum() + col_nnz[extra_all].sum())),
+                            "the active columns' lines", epoch)
+        cols = self._lines(L.COLS, all_cols, keep=True)
         ecols = self._lines(L.COLS, extra_all, keep=False)
         psum = np.zeros(self.k)
         for s, p in zip(states, plan):
@@ -514,6 +526,7 @@ class DGPDSolver(StoreSolver):
         new = np.setdiff1d(all_rows, rows.ids, assume_unique=True).astype(np.int64)
         rows = _merge(rows, self._fetch(L.ROWS, new))
         self.resident[L.ROWS] = rows if rows.nbytes <= self.line_budget else None
+        self._check_active_fits(rows, epoch)
         nnz_A = 0
         seed = int(self.opt["seed"])
         for c, (s, p) in enumerate(zip(states, plan)):
@@ -603,6 +616,32 @@ class DGPDSolver(StoreSolver):
             # reads queued but not started are dropped; a running one ends on its own (it waits for nothing)
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+
+    def _check_active_fits(self, rows, epoch: int) -> None:
+        """The active submatrix ``[A]`` is about to be built from the active rows' lines (``rows``): at most
+        their entries, :data:`A_ENTRY_BYTES` each with its sort, per problem. When that is more than the
+        memory plan holds (its ``memory``, what the run may add beyond its fixed vectors), the run does not
+        grow past ``--memory``: a new run falls back to sdca from its duals (as on a dense dual), otherwise it
+        stops with one line saying what to change. The iterates never depend on --memory: a run either fits
+        or is not run by dgpd."""
+        entries = rows.nbytes / LINE_ENTRY_BYTES
+        self._refuse_growth(int(entries * A_ENTRY_BYTES * self.k + rows.nbytes), "its active submatrix", epoch)
+
+    def _refuse_growth(self, need: int, what: str, epoch: int) -> None:
+        """``need`` bytes of ``what`` are about to be held: beyond the plan's memory, a new run falls back to
+        sdca from its duals, a resumed one (or ``--no-dgpd-fallback``) stops with one line
+        (:meth:`_check_active_fits`)."""
+        room = self.plan.memory - self.plan.cache_bytes  # the half of the plan that is not the block cache
+        if need <= room:
+            return
+        from ..store.ingest import format_bytes
+
+        msg = (f"dgpd: {what} would need about {format_bytes(need, up=True)} at epoch {epoch}, more than --memory "
+               f"leaves it ({format_bytes(room)})")
+        if self.fallback:
+            raise DenseDualFallback(msg + ": sdca goes on from its duals (--no-dgpd-fallback keeps dgpd)",
+                                    [(s.ay.copy(), s.av.copy()) for s in self.states])
+        raise MemoryLimitError(msg + ": raise --memory, or train with --solver sdca (the same optimum)")
 
     def _warn_dense_dual(self, active_y: int, epoch: int) -> None:
         """The dual active set holds more than :data:`DENSE_DUAL_SHARE` of the ``(example, class)``
