@@ -798,7 +798,7 @@ class CoCoASolver(StoreSolver):
             full = True
         return [g for g in got if g is not None]
 
-    def _run_round(self, rnd: int, update: bool) -> tuple[list, np.ndarray, dict]:
+    def _run_round(self, rnd: int, update: bool, done=None) -> tuple[list, np.ndarray, dict]:
         """Run round ``rnd``'s steps: every partition's last result (in partition order), the ``v`` the
         round ends with, and what it cost (``sent``, ``received`` bytes, ``steps``, ``redone`` rounds).
 
@@ -806,7 +806,7 @@ class CoCoASolver(StoreSolver):
         ``v`` whatever order they finished in), and sends the entries that changed with the next step.
         A partition whose worker was lost after step 0 has lost the duals it had updated: every partition
         starts the round again from its starting duals (the other buffer's files) and ``v``, with the same
-        numbers as before.
+        numbers as before. ``done(fraction)``: told the share of the round's steps done (progress only).
         """
         opt = self.opt
         topts = self._task_options()
@@ -831,6 +831,8 @@ class CoCoASolver(StoreSolver):
                 for g in got:
                     flat[g[0]] += g[1]
                 self._version, self._changed = self._version + 1, self._union(got, flat.size)
+                if done is not None and step < steps - 1:
+                    done((step + 1) / steps)
             else:
                 return got, v, counts
             # a worker lost the round's state: the round again, from its start, the whole v to everyone
@@ -844,7 +846,7 @@ class CoCoASolver(StoreSolver):
             self._connect()
         pb, v, rnd = self.pb, self.v, ctx.epoch
         t_round = time.perf_counter()
-        got, v_next, counts = self._run_round(rnd, ctx.update)
+        got, v_next, counts = self._run_round(rnd, ctx.update, ctx.done)
         ends = [g[2] for g in got]
         for e in ends:
             self.rd.note_dual_checksums(e[4])
