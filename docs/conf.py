@@ -12,6 +12,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the ooc of this checkout, installed or not
+sys.path.insert(0, os.path.join(ROOT, "docs", "_ext"))  # mathml: math rendered at build time
 
 from ooc._version import __version__  # noqa: E402
 
@@ -24,13 +25,16 @@ extensions = [
     "sphinx.ext.autodoc",
     "numpydoc",
     "sphinx_click",
+    "mathml",
 ]
+# math as MathML written into the pages (docs/_ext/mathml.py), not MathJax from a CDN: readable offline
+html_math_renderer = "mathml"
 
 exclude_patterns = ["_build"]
 root_doc = "index"
 html_theme = "alabaster"
 html_title = f"ooc {__version__}"
-html_static_path = []
+html_static_path = []  # the figures in _static are images of the pages, copied by the image directive
 
 # autodoc: members in source order, imported lazily through ooc's PEP 562 exports
 autodoc_member_order = "bysource"
