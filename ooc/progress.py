@@ -142,6 +142,8 @@ class EpochProgress:
         """Epochs to the end as the estimate sees them (None: no limit and no rate)."""
         import math
 
+        if self.last is None:  # nothing certified yet in this session
+            return None
         e, gap = self.last
         left = [self.max_epochs - e] if self.max_epochs else []
         r = self._rate()

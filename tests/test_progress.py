@@ -84,8 +84,9 @@ def test_log_lines_go_above_the_bar_whole(small):
     """Invariant: every ``ooc:`` line written while the bar is shown starts a line of its own (after
     the bar's carriage return and clearing) and holds no bar text: no line is glued to the bar."""
     root, store = small
+    # small blocks, one a group: the bar also moves inside the epochs (before the first gap, too)
     res = cli("train", store, "--out", root / "loud", "--overwrite", "--l2", "1e-4", "--tol", "1e-12",
-              "--max-epochs", "3", "-v")
+              "--max-epochs", "3", "--solver", "sdca", "--block-bytes", "2048", "--mix-blocks", "1", "-v")
     assert "train:" in res.stderr and "ooc: memory" in res.stderr, res.stderr
     for line in res.stderr.split("\n"):
         for seg in line.split("\r"):
@@ -107,3 +108,22 @@ def test_eta_from_the_gap_rate_and_the_epoch_limit():
     p({"epoch": 1, "rel_gap": 0.9e-2})
     assert p.epochs_left() == 4  # the limit comes first
     assert p.eta(0.5) is not None and p.eta(0.5) >= 0
+    fresh = EpochProgress(False, 1e-6, 5)
+    assert fresh.epochs_left() is None and fresh.eta(0.5) is None  # nothing certified yet
+
+
+def test_the_bar_moves_before_the_first_gap_and_shows_the_eta(monkeypatch, capsys):
+    """The bar itself (tqdm on stderr): an epoch's share before any gap is known moves it, and once
+    two gaps are known its line shows the ETA."""
+    from ooc.progress import EpochProgress
+
+    p = EpochProgress(True, 1e-6, 10)
+    p.within(0, 0.5)
+    p({"epoch": 0, "rel_gap": 1e-2})
+    p.within(1, 0.5)
+    p({"epoch": 1, "rel_gap": 1e-3})
+    p.within(2, 0.5)
+    moved = p.bar.n
+    p.close()
+    err = capsys.readouterr().err
+    assert moved > 0 and "ETA" in err and "epoch 1/10" in err
