@@ -594,3 +594,23 @@ def test_a_distributed_run_is_never_told_to_change_to_a_solver_it_cannot_run(kin
          "distributed": "local:2"}
     text = _advice(Stall(kind, "the gap shrinks slowly", 500), o, "RUN", 100)
     assert "--solver" not in text and "--distributed" in text, text
+
+
+def test_a_round_reports_its_share_done_between_synchronizations(data, tmp_path, workers):
+    """With --sync-rows a round is several steps: the progress display is told each step's share of
+    the round before the round's history entry (the bar moves inside a round)."""
+    _, store = data
+    events = []
+
+    class Display:
+        def __call__(self, h):
+            events.append(("end", h["epoch"]))
+
+        def within(self, epoch, fraction):
+            events.append(("within", epoch, fraction))
+
+    ooc.train(store, str(tmp_path / "r"), distributed=workers, sync_rows=300, l2=1e-3, tol=1e-12, max_epochs=2,
+              progress=Display())
+    ends = [i for i, e in enumerate(events) if e[0] == "end"]
+    inside = [e[2] for e in events[ends[0] + 1:ends[1]] if e[0] == "within"]
+    assert inside and inside == sorted(inside) and all(0.0 < f < 1.0 for f in inside), events
