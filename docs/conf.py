@@ -2,7 +2,11 @@
 
 Build (strict: every warning is an error)::
 
+    pip install '.[docs]'
     python -m sphinx -W -b html docs docs/_build/html
+
+Math is rendered to MathML at build time (``_ext/mathml.py``) and the figures in ``_static`` are
+drawn by ``python scripts/docs_figures.py``.
 
 Nothing here downloads anything (no intersphinx): the build works offline.
 """
