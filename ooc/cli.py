@@ -23,6 +23,7 @@ from . import options as T
 from ._version import __version__
 from .kernels.hash_bits import DEFAULT_HASH_BITS
 from .progress import ConvertProgress, EpochProgress, RowsProgress, wanted
+from .progress import echo as progress_echo
 
 
 class UserError(click.ClickException):
@@ -143,7 +144,7 @@ def _one_line_warnings():
         text = text if ours and issubclass(category, UserWarning) else f"{category.__name__}: {text}"
         if text not in seen:
             seen.add(text)
-            click.echo(f"ooc: warning: {text}", err=True)
+            progress_echo(f"ooc: warning: {text}")
 
     with warnings.catch_warnings():
         warnings.showwarning = show  # restored when the block ends
@@ -173,7 +174,7 @@ def _whole_process():
 
 class _EchoHandler(logging.Handler):
     def emit(self, record):
-        click.echo(f"ooc: {record.getMessage()}", err=True)
+        progress_echo(f"ooc: {record.getMessage()}")  # above a progress bar, never inside its line
 
 
 @contextlib.contextmanager

@@ -109,7 +109,8 @@ class TrainConfig:
                              type=T.POSITIVE_INT)
     block_bytes: str = _opt(DEFAULT_TRAIN_BLOCK, "Decoded bytes per training block: the store's blocks cut to at most "
                                                  "this ('store': as converted). With --seed and --mix-blocks it fixes "
-                                                 "the order rows are visited in.",
+                                                 "the order rows are visited in. --distributed local:N with the "
+                                                 "default: halved until each partition has 4 blocks.",
                                      type=T.Bytes(MIN_TRAIN_BLOCK, words=(STORE_BLOCKS,)))
     threads: int = _opt(0, "Threads (0: every core the process may use: CPU affinity and cgroup quota; recorded "
                            "in run.json, resume keeps it). The classes of one-vs-rest train on several at "

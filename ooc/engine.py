@@ -213,9 +213,18 @@ class EpochContext:
         """Decoded bytes the run has read so far, all sessions (the history's ``bytes_read``)."""
         return self._engine.bytes0 + self._engine.solver.bytes_read()
 
-    def tick(self) -> None:
-        """A safe point inside the epoch: checkpoint if ``checkpoint_every`` seconds have passed."""
-        self._engine.tick(self)
+    def tick(self, fraction: float | None = None) -> None:
+        """A safe point inside the epoch: checkpoint if ``checkpoint_every`` seconds have passed.
+
+        ``fraction``: the share of the epoch's work done (groups, blocks or steps), reported to a
+        progress display that takes it (:meth:`ooc.progress.EpochProgress.within`).
+        """
+        self._engine.tick(self, fraction)
+
+    def done(self, fraction: float) -> None:
+        """Report the share of the epoch's work done where the state is not a safe point (a
+        checkpoint would save a half-updated state): progress only, nothing saved."""
+        self._engine.report(fraction)
 
 
 class Watch(NamedTuple):
@@ -336,10 +345,19 @@ class _Engine:
         since = time.perf_counter() - self.last_ck
         return since >= min(self.ck_every, self.rd.write_seconds / CHECKPOINT_SHARE)
 
-    def tick(self, ctx: EpochContext) -> None:
+    def tick(self, ctx: EpochContext, fraction: float | None = None) -> None:
         self.stop_point(ctx, self.history_len)
+        if fraction is not None:
+            self.report(fraction)
         if ctx.update and time.perf_counter() - self.last_ck >= self.ck_every:
             self.checkpoint()
+
+    def report(self, fraction: float) -> None:
+        """The share of the epoch done, to a progress display with a ``within(epoch, fraction)``
+        (:class:`ooc.progress.EpochProgress`); a plain callable gets history entries only."""
+        within = getattr(self.solver.progress, "within", None)
+        if within is not None:
+            within(self.epoch, min(1.0, max(0.0, float(fraction))))
 
     # -- certificates --------------------------------------------------------------------------------
     def converged(self, cert: Certificate) -> bool:

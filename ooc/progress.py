@@ -73,17 +73,47 @@ def gap_fraction(first: float, gap: float, tol: float) -> float:
     return min(1.0, max(0.0, math.log(first / gap) / math.log(first / tol)))
 
 
+def echo(line: str) -> None:
+    """Write one line to stderr above any progress bar there: the bar is cleared, the line written
+    whole, the bar drawn again below it (a line written plainly would be glued to the bar's text)."""
+    tqdm = sys.modules.get("tqdm")  # no bar was ever made without tqdm imported
+    if tqdm is not None and getattr(tqdm.tqdm, "_instances", None):
+        tqdm.tqdm.write(line, file=sys.stderr)
+    else:
+        import click
+
+        click.echo(line, err=True)
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
 class EpochProgress:
     """A tqdm bar of ``train`` / ``resume``: the relative gap against ``--tol`` (log scale, from the
-    first gap of this session), the epoch of ``--max-epochs``, and MB/s of the epochs that read the
-    store (none once the rows are all in the cache); silent when disabled."""
+    first gap of this session), the epoch of ``--max-epochs``, MB/s of the epochs that read the store
+    (none once the rows are all in the cache), and an estimate of the time left; silent when disabled.
+
+    The bar moves inside an epoch too (:meth:`within`, the share of the epoch's groups, blocks or
+    steps done): by that share of the last epoch's step on the gap's log scale. The time left is
+    ``epochs left x seconds per epoch`` (both of this session), less the current epoch's share done;
+    the epochs left are the fewer of ``--max-epochs`` less the epoch, and, once two gaps are known
+    and the gap falls, ``log(gap / tol) / r``, ``r`` the mean decrease of ``log(gap)`` per epoch so far.
+    """
 
     STEPS = 1000  # bar resolution
 
     def __init__(self, enabled: bool, tol: float | None, max_epochs: int | None):
+        import time
+
         self.bar = None
         self.tol, self.max_epochs = tol, max_epochs
-        self.first = None
+        self.first = None  # (epoch, gap) of the first certificate of this session
+        self.last = None  # (epoch, gap) of the latest
+        self.t0 = time.perf_counter()
+        self.t_first = self.t_last = None  # when the first and latest certificates came
+        self.shown = ""
         if enabled:
             from tqdm import tqdm
 
@@ -91,20 +121,99 @@ class EpochProgress:
             self.bar = tqdm(total=self.STEPS, file=sys.stderr, leave=False,
                             bar_format="train: {percentage:3.0f}%|{bar}| {desc} [{elapsed}]")
 
+    def _fraction(self, gap: float) -> float:
+        if self.tol:
+            return gap_fraction(self.first[1], gap, self.tol)
+        if self.max_epochs:
+            return min(1.0, self.last[0] / self.max_epochs)
+        return 0.0
+
+    def _rate(self) -> float | None:
+        """Mean decrease of ``log(gap)`` per epoch in this session (None: unknown, or not falling)."""
+        import math
+
+        (e0, g0), (e1, g1) = self.first, self.last
+        if e1 <= e0 or not (g0 > 0 and g1 > 0):
+            return None
+        r = math.log(g0 / g1) / (e1 - e0)
+        return r if r > 0 else None
+
+    def epochs_left(self) -> float | None:
+        """Epochs to the end as the estimate sees them (None: no limit and no rate)."""
+        import math
+
+        if self.last is None:  # nothing certified yet in this session
+            return None
+        e, gap = self.last
+        left = [self.max_epochs - e] if self.max_epochs else []
+        r = self._rate()
+        if self.tol and gap <= self.tol:
+            return 0.0
+        if self.tol and r is not None:
+            left.append(math.log(gap / self.tol) / r)
+        return max(0.0, min(left)) if left else None
+
+    def seconds_per_epoch(self) -> float | None:
+        if self.t_last is None:
+            return None
+        e0, e1 = self.first[0], self.last[0]
+        if e1 > e0:
+            return (self.t_last - self.t_first) / (e1 - e0)
+        return self.t_last - self.t0  # one epoch known: the first one (with the set-up)
+
+    def eta(self, fraction: float = 0.0) -> float | None:
+        """Seconds left, ``fraction`` of the current epoch done (None: not known yet)."""
+        left, per = self.epochs_left(), self.seconds_per_epoch()
+        if left is None or per is None:
+            return None
+        return max(0.0, (left - fraction if left >= 1 else left) * per)
+
     def __call__(self, h: dict) -> None:
+        import time
+
+        gap = float(h["rel_gap"])
+        now = time.perf_counter()
+        if self.first is None:
+            self.first, self.t_first = (int(h["epoch"]), gap), now
+        self.last, self.t_last = (int(h["epoch"]), gap), now
         if self.bar is None:
             return
-        gap = float(h["rel_gap"])
-        if self.first is None:
-            self.first = gap
         shown = [f"gap {gap:.2e}" + (f" -> tol {self.tol:g}" if self.tol else "")]
         shown.append(f"epoch {h['epoch']}" + (f"/{self.max_epochs}" if self.max_epochs else ""))
         if h.get("mb_per_s"):  # the epoch read from the store (0 or None: served from the cache)
             shown.append(f"{h['mb_per_s']:.3g} MB/s")
-        if self.tol:
-            self.bar.n = round(self.STEPS * gap_fraction(self.first, gap, self.tol))
-        self.bar.set_description_str(", ".join(shown), refresh=False)
+        self.shown = ", ".join(shown)
+        self.bar.n = round(self.STEPS * self._fraction(gap))
+        self._describe(0.0)
+
+    def _describe(self, fraction: float) -> None:
+        eta = self.eta(fraction)
+        self.bar.set_description_str(self.shown + (f", ETA {_duration(eta)}" if eta is not None else ""),
+                                     refresh=False)
         self.bar.refresh()
+
+    def within(self, epoch: int, fraction: float) -> None:
+        """The share ``fraction`` of the epoch after ``epoch`` certified states is done: the bar moves
+        by that share of one epoch's expected step (1 / max-epochs, without a rate or a tol)."""
+        if self.bar is None:
+            return
+        base = self._fraction(self.last[1]) if self.last is not None else 0.0
+        step = 0.0
+        if self.tol and self.first is not None:
+            import math
+
+            r = self._rate()
+            span = math.log(self.first[1] / self.tol) if self.first[1] > self.tol else 0.0
+            if r is not None and span > 0:
+                step = r / span
+            elif self.max_epochs:
+                step = (1.0 - base) / max(1, self.max_epochs - self.last[0])
+        elif self.max_epochs:
+            step = 1.0 / self.max_epochs
+        self.bar.n = round(self.STEPS * min(1.0, base + fraction * step))
+        if self.last is None:
+            self.shown = f"epoch {epoch}" + (f"/{self.max_epochs}" if self.max_epochs else "")
+        self._describe(fraction)
 
     def close(self) -> None:
         if self.bar is not None:

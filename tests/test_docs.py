@@ -19,7 +19,7 @@ from ooc.cli import main as cli_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
-SPHINX_PACKAGES = ("sphinx", "numpydoc", "sphinx_click")
+SPHINX_PACKAGES = ("sphinx", "numpydoc", "sphinx_click", "latex2mathml")
 
 
 def _missing_sphinx() -> list[str]:
@@ -46,6 +46,46 @@ def test_sphinx_build_is_strict_and_offline(built_docs):
     with open(os.path.join(DOCS, "conf.py")) as f:
         conf = f.read()
     assert "sphinx.ext.intersphinx" not in conf  # the CI has no network but PyPI: nothing may be downloaded
+
+
+def _pages(built):
+    for dirpath, _, files in os.walk(built):
+        for name in files:
+            if name.endswith(".html"):
+                with open(os.path.join(dirpath, name), encoding="utf-8") as f:
+                    yield os.path.relpath(os.path.join(dirpath, name), built), f.read()
+
+
+def test_pages_load_nothing_from_the_network_and_math_is_rendered(built_docs):
+    """Invariant: no page loads a script, style or image from another host (a reader offline sees
+    the same page), and every math node is MathML in the page, never raw LaTeX left for a script."""
+    import re
+
+    maths = 0
+    for page, html in _pages(built_docs):
+        for ref in re.findall(r'<(?:script|link|img)\b[^>]*?(?:src|href)="([^"]+)"', html):
+            assert not re.match(r"(https?:)?//", ref), f"{page} loads {ref}"
+        assert "mathjax" not in html.lower(), page
+        assert not re.search(r'class="math[^"]*">\s*\\\(|\\\[', html), f"{page}: raw LaTeX"
+        maths += html.count("<math ")
+    assert maths >= 2  # training.rst's objective and sdca.rst's step
+
+
+def test_figures_are_in_the_pages_and_drawn_by_the_script(built_docs):
+    """Every image a page shows exists in the built site, and each figure in docs/_static is one
+    ``scripts/docs_figures.py`` draws (a figure nobody can redraw would go stale)."""
+    import re
+
+    shown = set()
+    for page, html in _pages(built_docs):
+        for src in re.findall(r'<img\b[^>]*?src="([^"]+)"', html):
+            assert (built_docs / os.path.dirname(page) / src).resolve().exists(), (page, src)
+            shown.add(os.path.basename(src))
+    with open(os.path.join(ROOT, "scripts", "docs_figures.py")) as f:
+        script = f.read()
+    figures = {n for n in os.listdir(os.path.join(DOCS, "_static")) if n.endswith(".png")}
+    assert {"convergence.png", "solvers.png"} <= figures <= shown
+    assert all(f'"{n}"' in script for n in figures)
 
 
 # -- docstrings ----------------------------------------------------------------------------------

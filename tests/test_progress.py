@@ -44,3 +44,86 @@ def test_bars_only_when_asked_and_the_not_converged_line_gives_the_command(small
     for cmd in ("evaluate", "predict"):
         assert cli(cmd, run, store).stderr == ""
         assert f"{cmd}:" in cli(cmd, run, store, "-v").stderr
+
+
+class _Events:
+    """A progress display that takes the epoch's share done (``within``) and the history entries."""
+
+    def __init__(self):
+        self.events = []
+
+    def __call__(self, h):
+        self.events.append(("end", int(h["epoch"])))
+
+    def within(self, epoch, fraction):
+        self.events.append(("within", int(epoch), fraction))
+
+
+# every solver family's epoch loop: row groups (sdca and the solvers on its pass), column blocks
+# (rcd-primal / rcd-dual), active-set rounds class by class (dgpd, one-vs-rest so two classes)
+@pytest.mark.parametrize("solver,extra", [
+    ("sdca", {}), ("acc-sdca", {}), ("rcd-primal", {"l1": 1e-3}), ("rcd-dual", {}),
+    ("dgpd", {"l1": 1e-3, "loss": "hinge"}),
+])
+def test_progress_moves_inside_an_epoch(small, solver, extra):
+    """Invariant: before each epoch's history entry, the display is told fractions in [0, 1] that
+    do not decrease within the epoch, at least one strictly between 0 and 1."""
+    root, store = small
+    ev = _Events()
+    ooc.train(store, str(root / f"within-{solver}"), overwrite=True, progress=ev, solver=solver,
+              l2=1e-3, tol=1e-12, max_epochs=3, block_bytes=2048, mix_blocks=1, **extra)
+    ends = [i for i, e in enumerate(ev.events) if e[0] == "end"]
+    assert len(ends) >= 2
+    inside = [e for e in ev.events[ends[0] + 1:ends[1]] if e[0] == "within"]
+    assert inside, ev.events
+    fr = [e[2] for e in inside]
+    assert all(0.0 <= f <= 1.0 for f in fr) and fr == sorted(fr) and any(0.0 < f < 1.0 for f in fr)
+
+
+def test_log_lines_go_above_the_bar_whole(small):
+    """Invariant: every ``ooc:`` line written while the bar is shown starts a line of its own (after
+    the bar's carriage return and clearing) and holds no bar text: no line is glued to the bar."""
+    root, store = small
+    # small blocks, one a group: the bar also moves inside the epochs (before the first gap, too)
+    res = cli("train", store, "--out", root / "loud", "--overwrite", "--l2", "1e-4", "--tol", "1e-12",
+              "--max-epochs", "3", "--solver", "sdca", "--block-bytes", "2048", "--mix-blocks", "1", "-v")
+    assert "train:" in res.stderr and "ooc: memory" in res.stderr, res.stderr
+    for line in res.stderr.split("\n"):
+        for seg in line.split("\r"):
+            if "ooc:" in seg:
+                assert seg.startswith("ooc:") and "train:" not in seg, repr(line)
+
+
+def test_eta_from_the_gap_rate_and_the_epoch_limit():
+    """The estimate: epochs left is the fewer of max-epochs less the epoch and log(gap / tol) / rate."""
+    from ooc.progress import EpochProgress
+
+    p = EpochProgress(False, 1e-6, 100)
+    p({"epoch": 0, "rel_gap": 1e-2})
+    assert p.epochs_left() == 100  # one gap: no rate yet
+    p({"epoch": 2, "rel_gap": 1e-4})  # a factor of 10 an epoch
+    assert p.epochs_left() == pytest.approx(2.0)
+    p = EpochProgress(False, 1e-6, 5)
+    p({"epoch": 0, "rel_gap": 1e-2})
+    p({"epoch": 1, "rel_gap": 0.9e-2})
+    assert p.epochs_left() == 4  # the limit comes first
+    assert p.eta(0.5) is not None and p.eta(0.5) >= 0
+    fresh = EpochProgress(False, 1e-6, 5)
+    assert fresh.epochs_left() is None and fresh.eta(0.5) is None  # nothing certified yet
+
+
+def test_the_bar_moves_before_the_first_gap_and_shows_the_eta(monkeypatch, capsys):
+    """The bar itself (tqdm on stderr): an epoch's share before any gap is known moves it, and once
+    two gaps are known its line shows the ETA."""
+    from ooc.progress import EpochProgress
+
+    p = EpochProgress(True, 1e-6, 10)
+    p.within(0, 0.5)
+    p({"epoch": 0, "rel_gap": 1e-2})
+    p.within(1, 0.5)
+    p({"epoch": 1, "rel_gap": 1e-3})
+    p.within(2, 0.5)
+    moved = p.bar.n
+    p.close()
+    err = capsys.readouterr().err
+    assert moved > 0 and "ETA" in err and "epoch 1/10" in err

@@ -760,7 +760,7 @@ class BlockLoopSolver(StoreSolver):
                 gblk = alpha = None  # the next group is being read: do not hold two
                 gate.release()
                 if self._pos < self.nb:
-                    ctx.tick()
+                    ctx.tick(self._pos / self.nb)
         # the pass is complete: S_e is certified (or not)
         p, d = self._gap(psum, dsum, w_prev)
         pass_seconds = time.perf_counter() - pass_t0

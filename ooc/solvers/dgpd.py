@@ -517,8 +517,11 @@ class DGPDSolver(StoreSolver):
         gap = (P - D) if math.isfinite(D) else math.inf
         return plan, (P, D, gap), rows, cols
 
-    def _update(self, states: list[ClassState], plan: list[dict], rows: LineSet, cols: LineSet, epoch: int) -> int:
-        """Steps 4-6: grow ``[A]``, rounds on it, shrink the active sets. Returns nnz of ``[A]``."""
+    def _update(self, states: list[ClassState], plan: list[dict], rows: LineSet, cols: LineSet, epoch: int,
+                done=None) -> int:
+        """Steps 4-6: grow ``[A]``, rounds on it, shrink the active sets. Returns nnz of ``[A]``.
+
+        ``done(fraction)``: told the share of the classes updated (progress only)."""
         pb, n = self.pb, self.n
         all_rows = np.unique(np.concatenate([np.union1d(s.ay, p["new_y"]) for s, p in zip(states, plan)]
                                             + [np.zeros(0, np.int64)])).astype(np.int64)
@@ -560,6 +563,8 @@ class DGPDSolver(StoreSolver):
             s.xb = float(w[-1]) if self.has_bias else 0.0
             km = _isin_sorted(s.ay, s.a_rows) & _isin_sorted(s.ax, s.a_cols)
             s.a_rows, s.a_cols, s.a_vals = s.a_rows[km], s.a_cols[km], s.a_vals[km]
+            if done is not None:
+                done((c + 1) / len(states))
         return nnz_A
 
     def _dual_q(self, indptr, vals, cA) -> np.ndarray:
@@ -685,7 +690,9 @@ class DGPDSolver(StoreSolver):
         self._warn_dense_dual(fields["active_y"], e)
         if not ctx.stops(P, D):
             t1 = time.perf_counter()
-            nnz_A = self._update(states, plan, rows, cols, e)
+            # the search is about half the epoch's reading; the rounds are the other half, class by class
+            ctx.done(0.5)
+            nnz_A = self._update(states, plan, rows, cols, e, lambda f: ctx.done(0.5 + 0.5 * f))
             fields.update(rounds_seconds=time.perf_counter() - t1, nnz_A=nnz_A)
         fields["bytes_paged"] = self.cache.bytes_read - b0
         ctx.record(P, D, fields)

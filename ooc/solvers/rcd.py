@@ -1137,4 +1137,4 @@ class RCDPrimalSolver(StoreSolver):
                 self.updates += int(self.counts[b])
                 self.pos += 1
                 if self.pos < len(order):
-                    ctx.tick()
+                    ctx.tick(self.pos / len(order))
