@@ -292,7 +292,7 @@ def output(path: str, mode: str = "w", overwrite: bool = True):
         if not overwrite:
             raise FileExistsError(f"{path}: exists (--overwrite replaces a file ooc wrote)")
         check_replaceable(path)
-    fsutil.check_parent(path)
+    fsutil.make_parents(path)  # --out a/b makes a/ (a file in the way: one line)
     read_manifest(os.path.dirname(os.path.abspath(path)))  # one ooc cannot add to: refused before writing
     with fsutil.atomic_output(path, mode) as f:
         yield f

@@ -401,7 +401,8 @@ def test_prefetcher_overlapping_loads_count_once():
 
 
 def test_two_groups_read_at_once_give_the_same_run(data, tmp_path):
-    """--memory for three groups of data that does not fit: two read-ahead threads, same coefficients."""
+    """--memory for four groups (the one worked on, two read ahead, and the pool's slack for a fourth) of data
+    that does not fit: two read-ahead threads, same coefficients."""
     X, y = data
     st = ooc.convert(X, str(tmp_path / "s.zarr"), y=y, dtype="float64", block_bytes=900, chunk_len=50)
     nb = st.n_blocks(L.ROWS)
@@ -409,11 +410,11 @@ def test_two_groups_read_at_once_give_the_same_run(data, tmp_path):
     probe = _solver(st, tmp_path, 16, 2)
     assert probe.read_depth == 1
     fixed = probe.plan.fixed  # the O(d) vectors come off the budget first
-    two = _solver(st, tmp_path, fixed + 6 * 900, 2)  # 3 groups of 2 blocks: the data takes nb blocks
+    two = _solver(st, tmp_path, fixed + 8 * 900, 2)  # 4 groups of 2 blocks: the data takes nb blocks
     assert two.read_depth == 2 and two.ahead_blocks == 4 and two.cache.budget == 0
-    assert _solver(st, tmp_path, fixed + 4 * (nb + 6) * 900, 2).read_depth == 1  # the data fits in the cache
+    assert _solver(st, tmp_path, fixed + 4 * (nb + 8) * 900, 2).read_depth == 1  # the data fits in the cache
     runs = [ooc.train(st, out=str(tmp_path / f"run{m}"), loss="logistic", l2=1e-3, max_epochs=3, tol=1e-12,
-                      memory=str(m), mix_blocks=2, solver="sdca") for m in (16, fixed + 6 * 900)]
+                      memory=str(m), mix_blocks=2, solver="sdca") for m in (16, fixed + 8 * 900)]
     np.testing.assert_array_equal(runs[0].model.coef_, runs[1].model.coef_)
     for h0, h1 in zip(runs[0].history, runs[1].history):
         assert h0["gap"] == h1["gap"] and h0["read_bytes"] == h1["read_bytes"]

@@ -13,9 +13,13 @@ from ooc.store.ingest import convert
 
 
 def _files(root):
+    """Every file's bytes, but the ownership manifest's: it holds a random token of the conversion (a shard of
+    another conversion is refused by it), so two conversions never write the same manifest."""
     out = {}
     for d, _, names in os.walk(root):
         for n in names:
+            if n == ".ooc-owned.json":
+                continue
             p = os.path.join(d, n)
             with open(p, "rb") as f:
                 out[os.path.relpath(p, root)] = f.read()

@@ -38,9 +38,14 @@ def one_line(res) -> str:
     return lines[0]
 
 
+#: the regression losses --loss takes: those built in (a test that registers another loss, tests/test_extending,
+#: may run before this one in the same process; the command line's choices were read at import)
+BUILTIN_REGRESSION_LOSSES = tuple(sorted(n for n in REGRESSION_LOSSES if n in ("squared",)))
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
-@given(k=st.integers(3, 300), low=st.integers(-50, 2000), loss=st.sampled_from(REGRESSION_LOSSES),
+@given(k=st.integers(3, 300), low=st.integers(-50, 2000), loss=st.sampled_from(BUILTIN_REGRESSION_LOSSES),
        seed=st.integers(0, 9))
 def test_integer_targets_and_a_regression_loss_name_label_kind_regression(tmp_path_factory, k, low, loss, seed):
     tmp = tmp_path_factory.mktemp("reg")
