@@ -27,6 +27,16 @@ LIMIT = os.environ.get("OOC_CAPPED_LIMIT", "176M")
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
+def require_run_capped() -> str:
+    """``RUN_CAPPED``, or skip the test where it is missing or finds no writable memory cgroup."""
+    if not os.path.exists(RUN_CAPPED):
+        pytest.skip(f"{RUN_CAPPED} not found")
+    probe = subprocess.run([RUN_CAPPED, "64M", "--", "true"], capture_output=True, text=True)
+    if probe.returncode == 3:
+        pytest.skip(f"run-capped: no writable memory cgroup here ({probe.stderr.strip().splitlines()[-1]})")
+    return RUN_CAPPED
+
+
 def _bytes(limit: str) -> int:
     return int(float(limit[:-1]) * UNITS[limit[-1].upper()]) if limit[-1].isalpha() else int(limit)
 
@@ -52,11 +62,7 @@ def _count(path):
 @pytest.mark.cgroup
 @pytest.mark.parametrize("fmt", ["zarr"])
 def test_convert_under_memory_cap(tmp_path, fmt):
-    if not os.path.exists(RUN_CAPPED):
-        pytest.skip(f"{RUN_CAPPED} not found")
-    probe = subprocess.run([RUN_CAPPED, "64M", "--", "true"], capture_output=True, text=True)
-    if probe.returncode == 3:
-        pytest.skip(f"run-capped: no writable memory cgroup here ({probe.stderr.strip().splitlines()[-1]})")
+    require_run_capped()
     from ooc.synth import write_textlike_svmlight
 
     cap = _bytes(LIMIT)
@@ -83,11 +89,7 @@ def test_convert_under_memory_cap(tmp_path, fmt):
 
 
 def _cgroup_or_skip():
-    if not os.path.exists(RUN_CAPPED):
-        pytest.skip(f"{RUN_CAPPED} not found")
-    probe = subprocess.run([RUN_CAPPED, "64M", "--", "true"], capture_output=True, text=True)
-    if probe.returncode == 3:
-        pytest.skip(f"run-capped: no writable memory cgroup here ({probe.stderr.strip().splitlines()[-1]})")
+    require_run_capped()
 
 
 #: the training cap: the interpreter with its kernels (~190 MiB), 2**18 features' vectors, a group

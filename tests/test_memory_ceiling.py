@@ -22,8 +22,7 @@ import subprocess
 import sys
 
 import pytest
-
-RUN_CAPPED = os.environ.get("OOC_RUN_CAPPED") or os.path.join(os.path.dirname(__file__), "..", "scripts", "run-capped")
+from test_capped import RUN_CAPPED, require_run_capped
 
 #: cell -> (the solver whose smallest limit ``ooc info`` names, the command's arguments after STORE)
 CELLS = {
@@ -116,11 +115,7 @@ def test_explicit_memory_is_a_ceiling_matrix(big, tmp_path, cell, factor):
 
 @pytest.mark.cgroup
 def test_auto_under_the_smallest_limit_named_is_not_killed(big, tmp_path):
-    if not os.path.exists(RUN_CAPPED):
-        pytest.skip(f"{RUN_CAPPED} not found")
-    probe = subprocess.run([RUN_CAPPED, "64M", "--", "true"], capture_output=True, text=True)
-    if probe.returncode == 3:
-        pytest.skip(f"run-capped: no writable memory cgroup here ({probe.stderr.strip().splitlines()[-1]})")
+    require_run_capped()
     store, run, fams = big
     limit = int(fams["sdca"]["smallest_memory"])
     r = subprocess.run([RUN_CAPPED, str(limit), "--", *_command("sdca", store, run, tmp_path / "r")],
