@@ -138,6 +138,13 @@ DIAGNOSE_WINDOW = 5
 DIAGNOSE_MAX_FACTOR = 10
 
 
+def rel_gap_of(entry: dict) -> float:
+    """An entry's relative gap as a float: a history line or metrics read back hold ``null`` for a gap
+    that was not finite (strict JSON), which is ``inf`` here."""
+    v = entry.get("rel_gap")
+    return math.inf if v is None else float(v)
+
+
 def diagnose(history: list[dict], tol: float) -> Stall:
     r"""Why the last certified state of ``history`` is not within ``tol``, from its last states.
 
@@ -151,7 +158,7 @@ def diagnose(history: list[dict], tol: float) -> Stall:
     """
     if not tol > 0.0:
         return Stall("exact", "--tol 0 asks for a zero gap, which no run certifies")
-    states = [h for h in history if math.isfinite(h.get("rel_gap", math.inf))]
+    states = [h for h in history if math.isfinite(rel_gap_of(h))]
     if len(states) < 3:
         return Stall("few", f"only {len(states)} certified state(s): too few epochs to tell a rate")
     win = states[-DIAGNOSE_WINDOW:]
@@ -295,7 +302,7 @@ class _Engine:
         self.last_ck = self.t_start
         # relative gaps of the last states of this trajectory, to decide when a pass should only certify
         mine = rd.history()[int(self.base.meta.get("history_len", 0)):]
-        self.recent = [h["rel_gap"] for h in mine[-2:]]
+        self.recent = [rel_gap_of(h) for h in mine[-2:]]
         self.cert_failed = -1
         # the best validation score so far and the states since it: from the history, so that a
         # resumed run stops where the uninterrupted one would

@@ -24,7 +24,7 @@ from ._memlimit import (
 )
 from ._version import __version__
 from .config import DEFAULT_TRAIN_BLOCK, TrainConfig, defaults
-from .engine import Start, diagnose
+from .engine import Start, diagnose, rel_gap_of
 from .engine import run as run_solver
 from .fsutil import (
     array_checksum,
@@ -534,14 +534,14 @@ def finished_metrics(rd: RunDir) -> dict | None:
 def _certificate_words(m: dict) -> str:
     """A model's certificate in a few words: converged or not, and its relative gap."""
     state = "converged" if m.get("converged") else "NOT converged"
-    return f"{state}, relative gap {float(m['rel_gap']):.3g}"
+    return f"{state}, relative gap {rel_gap_of(m):.3g}"
 
 
 def worse_certificate(new: dict, old: dict) -> bool:
     """Whether the certificate ``new`` is worse than ``old``: it lost convergence or its relative gap grew."""
     if bool(old.get("converged")) and not bool(new.get("converged")):
         return True
-    return float(new["rel_gap"]) > float(old["rel_gap"])
+    return rel_gap_of(new) > rel_gap_of(old)
 
 
 #: Options a run continued on new rows may change (its duals stay feasible, as for a warm start).

@@ -33,6 +33,19 @@ def test_diagnose_kinds():
     assert diagnose(_hist([0.5 ** e for e in range(8)]), 0.0).kind == "exact"  # --tol 0: no rate to reach it
 
 
+def test_non_finite_gaps_read_back_as_null_are_no_crash():
+    # strict JSON writes a gap that was not finite as null: the history and metrics read back hold None,
+    # which the stop diagnosis and the certificate comparison take as an infinite gap (--l2 1e-300 made
+    # 'internal error: TypeError: must be real number, not NoneType')
+    from ooc.train import worse_certificate
+
+    hist = _hist([None, None, 0.5, 0.25, 0.125, 0.0625], [1.0] * 6)
+    assert diagnose(hist, 1e-6).kind == "rate"
+    assert diagnose(_hist([None] * 6, [1.0] * 6), 1e-6).kind == "few"
+    assert worse_certificate({"rel_gap": None}, {"rel_gap": 0.1}) and not worse_certificate({"rel_gap": 0.1},
+                                                                                              {"rel_gap": None})
+
+
 @pytest.fixture(scope="module")
 def store():
     return ooc.convert(SynthSource(400, 40, 6, task="binary", seed=2), f"memory://stop-{uuid.uuid4().hex}",
