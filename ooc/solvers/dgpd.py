@@ -637,7 +637,8 @@ class DGPDSolver(StoreSolver):
         sdca from its duals, a resumed one (or ``--no-dgpd-fallback``) stops with one line
         (:meth:`_check_active_fits`)."""
         room = self.plan.memory - self.plan.cache_bytes  # the half of the plan that is not the block cache
-        if need <= room:
+        # a Python caller's memory (no process size given: what training adds) goes on above it, as its plan does
+        if need <= room or not int(self.opt.get("memory_held") or 0):
             return
         from ..store.ingest import format_bytes
 
