@@ -33,7 +33,8 @@ from ooc._cpu import map_threads, resolve_threads
 from ooc.kernels import text as _k
 from ooc.kernels import vw as _kv
 from ooc.kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
-from ooc.store import input_rules as _rules
+
+from .input_rules import is_header, line_too_long, max_line_bytes, skip_bom
 
 __all__ = [
     "InputError",
@@ -478,7 +479,7 @@ def open_text(path):
 
 def _skip_bom(path, f):
     try:
-        return _rules.skip_bom(f)
+        return skip_bom(f)
     except InputError:
         f.close()
         raise
@@ -526,7 +527,7 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
     try:
         carry = b""  # the unfinished line at the end of the block before
         lines = 0  # newlines before ``carry``, to name the line of one too long
-        longest = _rules.max_line_bytes(chunk_bytes)
+        longest = max_line_bytes(chunk_bytes)
         while not stop.is_set():
             buf = bytearray(len(carry) + max(chunk_bytes, len(carry)))
             buf[:len(carry)] = carry
@@ -534,7 +535,7 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
             # a block starts a line; the others it holds are shorter than the block's new bytes (at most
             # ``longest``): only the first can be too long, refused before its buffer doubles again
             if n > longest and buf.find(b"\n", 0, longest + 1) < 0:
-                raise InputError(path, _rules.line_too_long(longest), line=lines + 1)
+                raise InputError(path, line_too_long(longest), line=lines + 1)
             if n == len(carry):  # the end of the input
                 if carry:
                     tail = carry if carry.endswith(b"\n") else carry + b"\n"
@@ -1173,7 +1174,7 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_colum
         )
     cells = _split_cells(first_text, delimiter)
     if header == "auto":  # only a line without numbers: one that mixes them with bad cells is data, and an error
-        header = _rules.is_header([c.decode("utf-8", "replace") for c in cells], lambda c: _is_number(c.encode()))
+        header = is_header([c.decode("utf-8", "replace") for c in cells], lambda c: _is_number(c.encode()))
     ncols = len(cells)
     label_col = label_column + ncols if label_column < 0 else label_column
     if not 0 <= label_col < ncols:

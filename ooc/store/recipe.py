@@ -28,7 +28,7 @@ import os
 from typing import NamedTuple
 
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
-from . import layout as L
+from .layout import RECIPE
 from .readers import InputError, detect_format
 
 #: Version of the recipe attribute's layout (a dict; new keys may be added, none removed).
@@ -113,13 +113,13 @@ class Recipe(NamedTuple):
         ValueError
             A recipe this ooc cannot follow (a newer version, another tokenizer), naming ``where``.
         """
-        r = attrs.get(L.RECIPE)
+        r = attrs.get(RECIPE)
         if not r:
             return cls(None, attrs.get("index_base"), None, None, None, None, None, None, None,
                        attrs.get("dtype"), attrs.get("label_kind"), attrs.get("label_values"), attrs.get("classes"))
         if not isinstance(r, dict) or r.get("version") != RECIPE_VERSION:
             raise ValueError(f"{where}: input recipe version {r.get('version') if isinstance(r, dict) else r!r} "
-                             f"(attribute {L.RECIPE!r}) is not one this ooc follows ({RECIPE_VERSION})")
+                             f"(attribute {RECIPE!r}) is not one this ooc follows ({RECIPE_VERSION})")
         text = r.get("text") or None
         if text is not None and text.get("tokenizer") != TOKENIZER:
             raise ValueError(f"{where}: its raw text was tokenized by {text.get('tokenizer')!r}, which this ooc "
