@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import logging
 import math
 import os
@@ -937,6 +939,11 @@ def plot_convergence(rd: RunDir) -> str:
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.92, wspace=0.25)
     path = os.path.join(rd.path, "convergence.png")
     tmp = path + f".tmp-{os.getpid()}.png"
+    for old in glob.glob(path + ".tmp-[0-9]*.png"):  # a killed process's plot: its pid is gone
+        pid = old[len(path) + len(".tmp-"):-len(".png")]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and old != tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(old)
     try:
         fig.savefig(tmp, dpi=90)
         os.replace(tmp, path)

@@ -617,8 +617,8 @@ RUN_GENERATED = (
     "state/parent-[0-9]*", "state/parent-[0-9]*/b[0-9][0-9][0-9][0-9][0-9][0-9].npy",
     # rcd-primal's memory-mapped O(n) vectors (margins, labels, weights) when --memory pages them
     "state/primal", "state/primal/[zyc].npy",
-    # a checkpoint being written (renamed into place when whole)
-    "state/.ckpt-[0-9]*.tmp-*", "state/.ckpt-[0-9]*.tmp-*/*",
+    # a checkpoint being written (renamed into place when whole), and the convergence plot being drawn
+    "state/.ckpt-[0-9]*.tmp-*", "state/.ckpt-[0-9]*.tmp-*/*", "convergence.png.tmp-[0-9]*.png",
 )
 
 
