@@ -36,7 +36,21 @@ WORKERS_MAX = 1024
 FACTORIZE_MAX = 1 << 14
 
 
-class Number(click.ParamType):
+class _Typed(click.ParamType):
+    """A value type checked by its ``check(value, name=None)`` (raising a ValueError naming the value), which
+    the command line calls while it parses (a usage error naming the option) and Python callers call too."""
+
+    def check(self, value, name: str | None = None):  # pragma: no cover - every type defines its own
+        raise NotImplementedError
+
+    def convert(self, value, param, ctx):
+        try:
+            return self.check(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Number(_Typed):
     """An integer or a real number in a range.
 
     Parameters
@@ -109,12 +123,6 @@ class Number(click.ParamType):
             return False
         return self.high is None or x <= self.high
 
-    def convert(self, value, param, ctx):
-        try:
-            return self.check(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
     def get_metavar(self, param, ctx=None):  # click >= 8.2 passes ctx
         return "INTEGER" if self.integer else "FLOAT"
 
@@ -122,7 +130,7 @@ class Number(click.ParamType):
         return f"Number({self.describe()})"
 
 
-class Bytes(click.ParamType):
+class Bytes(_Typed):
     """A size in bytes: an integer or ``512MiB``, ``2GB``, ... (:func:`ooc.store.ingest.parse_bytes`), at least
     ``low``; with ``auto`` (``--memory``'s what-the-process-may-use) or another word when ``words`` lists it.
     The value is kept as written (the commands parse it again where they need the bytes)."""
@@ -151,18 +159,12 @@ class Bytes(click.ParamType):
             raise ValueError(f"{head} {self.describe()} (got {_shown(value)})")
         return value
 
-    def convert(self, value, param, ctx):
-        try:
-            return self.check(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
 
 #: ``host:port`` or ``scheme://host:port`` (tcp, tls, inproc, ucx, ws, wss), as Dask's clients take them.
 _ADDRESS = re.compile(r"^(?:(tcp|tls|ucx|ws|wss)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})/?$")
 
 
-class Distributed(click.ParamType):
+class Distributed(_Typed):
     """``--distributed``: ``local:N`` (N worker processes here) or a Dask scheduler's address
     (``tcp://HOST:PORT``, ``HOST:PORT``, or ``tls``/``ucx``/``ws``/``wss`` instead of ``tcp``)."""
 
@@ -187,12 +189,6 @@ class Distributed(click.ParamType):
             raise ValueError(f"{head}{_shown(value)}: expected {self.describe()}")
         return text
 
-    def convert(self, value, param, ctx):
-        try:
-            return self.check(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
 
 class Address(Distributed):
     """A Dask scheduler's address (``ooc batch --scheduler``): as :class:`Distributed` without ``local:N``."""
@@ -209,7 +205,7 @@ class Address(Distributed):
         return super().check(value, name)
 
 
-class ColumnPair(click.ParamType):
+class ColumnPair(_Typed):
     """``--text LABEL:TEXT``: two columns of a CSV, each a 0-based number or a header name; a
     ``(label, text)`` tuple."""
 
@@ -228,14 +224,8 @@ class ColumnPair(click.ParamType):
                 raise ValueError(f"{head}{_shown(value)}: columns are counted from 0")
         return (label, text)
 
-    def convert(self, value, param, ctx):
-        try:
-            return self.check(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
-
-class Checked(click.ParamType):
+class Checked(_Typed):
     """A text value whose meaning a lower layer owns (a sampling's name, a class-weight mapping): checked by
     that layer's own normaliser (``check(value) -> normalised``, raising a ValueError that names the
     option), while the command line parses; the value is kept as written."""
@@ -247,12 +237,6 @@ class Checked(click.ParamType):
     def check(self, value, name: str | None = None):
         self._normalise(value)
         return value
-
-    def convert(self, value, param, ctx):
-        try:
-            return self.check(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 def _sampling(value):
