@@ -507,6 +507,8 @@ def _format_fit(f: dict) -> list[str]:
                        f"{_fmt_bytes(fam['block_bytes'])}), {_fmt_bytes(fam['read_ahead'])} read ahead")
         how.append(f"O(n) vectors {'in memory' if fam['vectors'] == 'memory' else 'paged'}")
         how.append(f"cache {_fmt_bytes(fam['cache'])}")
+        if fam.get("compile_bytes"):
+            how.append(f"{_fmt_bytes(fam['compile_bytes'])} while Numba compiles its kernels (not in its cache yet)")
         verdict = "fits" if fam["fits"] else "does NOT fit"
         lines.append(f"             {name}: {verdict} ({', '.join(how)}); needs at least {need}")
     return lines

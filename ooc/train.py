@@ -61,6 +61,7 @@ from .solvers.registry import (
     auto_solver,
     distributed_solver,
     driver_class,
+    solver_modules,
     solver_spec,
 )
 from .solvers.row_threads import ROW_THREADS_SCHEME
@@ -722,10 +723,12 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     row_order(2, 0, 0, 0)
     found = finished_metrics(rd) if resume and keep_better else None  # never replaced by a worse one
     # the plan checked against the process itself: above the ceiling, cached blocks are given back
-    with governed(ceiling, reserve=governor_reserve(ceiling or 0)):
-        res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
+    try:
+        with governed(ceiling, reserve=governor_reserve(ceiling or 0)):
+            res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
+    finally:  # loaded, whether the run ended or stopped (dgpd's fallback plans in this process next)
+        kernels_loaded()
     peak_rss = memguard_peak()
-    kernels_loaded()
     # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
     del solver
     w = np.atleast_2d(res.pop("w"))
@@ -839,6 +842,14 @@ def _refuse_before_run_dir(st, o: dict) -> None:
         check_local_workers(st, o["distributed"], st.n_cols + 1, memory["memory"], int(memory["memory_held"] or 0),
                             memory.get("memory_limit"))
         return
+    # dgpd whose duals turn dense goes on as sdca in this process (--dgpd-fallback): its limit holds both
+    fallback = o["solver_used"] == DGPD_SOLVER and o.get("dgpd_fallback")
+    for name in (o["solver_used"], SDCA_SOLVER) if fallback else (o["solver_used"],):
+        _refuse_leanest(st, {**o, "solver_used": name})
+
+
+def _refuse_leanest(st, o: dict) -> None:
+    """:func:`_refuse_before_run_dir` for one single-process solver (``o["solver_used"]``)."""
     cls = driver_class(o["solver_used"], o["distributed"], o["multiclass"])
     fixed_for = getattr(cls, "fixed_for", None)
     footprint = getattr(cls, "footprint", None)
@@ -875,7 +886,7 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     line prints it): what ``auto`` chose, or what an explicit ``--memory`` leaves once the process's own
     size is counted.
     """
-    held = held_bytes() + reader
+    held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"])) + reader
     if o["memory_bytes"] is None:
         limit = process_limit()
         budget = auto_budget(limit, held)

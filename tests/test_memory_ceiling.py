@@ -30,26 +30,28 @@ CELLS = {
     "sdca-1thread-intercept": ("sdca", ["train", "--threads", "1", "--fit-intercept"]),
     "rcd-primal": ("rcd-primal", ["train", "--solver", "rcd-primal"]),
     "pure-l1": ("rcd-primal", ["train", "--l2", "0", "--l1", "1e-3"]),
+    "dgpd": ("dgpd", ["train", "--solver", "dgpd"]),
     "evaluate": ("sdca", ["evaluate"]),
 }
 CI_CELLS = ("sdca", "rcd-primal", "evaluate")
 
 
-def _env():
-    return {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", "/tmp/ooc_nc")}
+def _env(**extra):
+    return {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", "/tmp/ooc_nc"), **extra}
 
 
 def _ooc(*args) -> list[str]:
     return [sys.executable, "-m", "ooc.cli", *map(str, args)]
 
 
-def _peak(cmd: list[str]) -> tuple[subprocess.CompletedProcess, int]:
+def _peak(cmd: list[str], env=None) -> tuple[subprocess.CompletedProcess, int]:
     """Run ``cmd`` as the only child of a wrapper; its result and its peak resident size in bytes."""
     wrap = ("import json, resource, subprocess, sys\n"
             "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
             "print(json.dumps({'rc': r.returncode, 'out': r.stdout, 'err': r.stderr,\n"
             "                  'peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))\n")
-    p = subprocess.run([sys.executable, "-c", wrap, *cmd], capture_output=True, text=True, env=_env(), timeout=900)
+    p = subprocess.run([sys.executable, "-c", wrap, *cmd], capture_output=True, text=True, env=env or _env(),
+                       timeout=900)
     d = json.loads(p.stdout.strip().splitlines()[-1])
     return subprocess.CompletedProcess(cmd, d["rc"], d["out"], d["err"]), int(d["peak"])
 
@@ -102,6 +104,27 @@ def test_explicit_memory_is_a_ceiling(big, tmp_path, cell):
 
 def test_below_the_smallest_is_refused(big, tmp_path):
     _check_cell(big, tmp_path, "sdca", 0.6)
+
+
+def test_a_fresh_kernel_cache_is_charged(big, tmp_path):
+    """Numba compiling the kernels (a new install, a fresh NUMBA_CACHE_DIR) holds more than loading them
+    from its cache: the smallest figure named counts it, and a run at that figure stays under it."""
+    store, run, fams = big
+    env = _env(NUMBA_CACHE_DIR=str(tmp_path / "fresh-cache"))
+    fresh = json.loads(subprocess.run(_ooc("info", store, "--json"), check=True, capture_output=True, text=True,
+                                      env=env).stdout)["memory_fit"]["families"]
+    assert fresh["rcd-primal"]["compile_bytes"] > 0
+    assert fresh["rcd-primal"]["smallest_memory"] > fams["rcd-primal"]["smallest_memory"]
+    mem = int(fresh["rcd-primal"]["smallest_memory"])
+    r, peak = _peak(_command("rcd-primal", store, run, tmp_path / "r", mem), env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert peak <= mem, f"a fresh cache at the smallest --memory named ({mem >> 20} MiB): peak {peak >> 20} MiB"
+
+
+def test_dgpd_names_what_its_fallback_needs(big):
+    """dgpd whose duals turn dense goes on as sdca in the same process: the figure named holds both."""
+    _, _, fams = big
+    assert fams["dgpd"]["smallest_memory"] >= fams["sdca"]["smallest_memory"]
 
 
 @pytest.mark.slow

@@ -159,17 +159,22 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int, thr
     the model each, so the figure grows with it)
     ``vectors`` ('memory' or 'paged'), ``group``/``read_ahead`` (row-groups), ``cache``.
     """
-    from .._memlimit import KERNELS_BYTES, TRAIN_PROCESS_BYTES, Limit, auto_budget, limit_that_works, process_limit
+    from .._memlimit import TRAIN_PROCESS_BYTES, Limit, auto_budget, kernels_bytes, limit_that_works, process_limit
 
     view = store.with_blocks(block_bytes)
-    held = TRAIN_PROCESS_BYTES + KERNELS_BYTES + store.reader_bytes()
+    base = TRAIN_PROCESS_BYTES + store.reader_bytes()
+    held = base + kernels_bytes(fresh=True)  # the kernels loaded from Numba's cache
     limit = process_limit() if memory is None else None
-    budget = auto_budget(limit, held) if memory is None else auto_budget(Limit(int(memory), "--memory"), held)
+    whole = limit if memory is None else Limit(int(memory), "--memory")
+    budget = auto_budget(whole, held)
     k = len(store.classes) if store.label_kind == MULTICLASS and store.classes else 1
     out = {"memory": int(memory) if memory is not None else limit.bytes,
            "memory_source": "--memory" if memory is not None else limit.source,
            "process_bytes": held, "work_bytes": budget, "k": k, "families": {}}
     for name, spec in SOLVER_REGISTRY.items():
+        # with what compiling its kernels costs where Numba's cache lacks them (a first run)
+        held_s = base + kernels_bytes(solver_modules(name), fresh=True)
+        budget = auto_budget(whole, held_s)
         fp = spec.footprint
         m = mix if fp.policy == "row-groups" else 1
         cls = driver_class(name)
@@ -187,16 +192,21 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int, thr
             p = lean if p.warning and not lean.warning else p
         # the figure a refusal names (ooc.schedule.planner.refuse_or_warn): with the margin and headroom; a
         # run fits when its memory is at least that
-        least = limit_that_works(held + least_min)
+        least = limit_that_works(held_s + least_min)
         fam = {"fits": p.warning is None and out["memory"] >= least, "fixed": p.fixed,
                "smallest_memory": least,
                "vectors": "memory" if p.vectors_in_memory else "paged", "vector_bytes": p.vector_bytes,
-               "cache": p.cache_bytes}
+               "cache": p.cache_bytes, "compile_bytes": held_s - held}
         if fp.policy == "row-groups":
             group, ahead = group_and_ahead(view, m)
             fam.update(group=group, read_ahead=p.readahead if ahead else 0, blocks=view.n_blocks(ROWS),
                        block_bytes=int(view.attrs["block_bytes"]))
         out["families"][name] = fam
+    # dgpd whose duals turn dense goes on as sdca in the same process (--dgpd-fallback, the default)
+    dgpd, sdca = out["families"].get("dgpd"), out["families"].get("sdca")
+    if dgpd and sdca and sdca["smallest_memory"] > dgpd["smallest_memory"]:
+        dgpd["smallest_memory"] = sdca["smallest_memory"]
+        dgpd["fits"] = dgpd["fits"] and sdca["fits"]
     return out
 
 
@@ -210,6 +220,13 @@ def driver_class(name: str, distributed: str | None = None, multiclass: str | No
         mode = ""
     module, cls = spec.drivers[mode].split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def solver_modules(name: str, distributed: str | None = None, multiclass: str | None = None) -> tuple:
+    """The modules of the class that runs solver ``name`` (its own and its bases'): those whose kernels
+    a run loads (:func:`ooc._memlimit.kernels_cached`)."""
+    cls = driver_class(name, distributed, multiclass)
+    return tuple(sorted({c.__module__ for c in cls.__mro__ if c.__module__.startswith("ooc.")}))
 
 
 def distributed_solver(requested: str = AUTO) -> str:
