@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._cpu import MIN_THREAD_WORK, gather_prefetch_pays, map_threads
+from .._malloc import trim
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss, rows_primal_loss
 from ..objectives.losses import loss_min_is_zero, with_offset
 from ..objectives.penalties import grad_conj, primal_value
@@ -625,7 +626,8 @@ class BlockLoopSolver(StoreSolver):
         return self.duals.kind == "memory"
 
     def nnz_w(self) -> int:
-        w, d = self.export_w(self.w_prev), self.store.n_cols
+        # the model's first d columns are the state's (export_w only appends the intercepts): no copy
+        w, d = self.w_prev, self.store.n_cols
         return int(sum(map_threads(lambda c: np.count_nonzero(w[c, :d]), range(len(w)), self.threads, work=w.size)))
 
     def bytes_read(self) -> int:
@@ -635,8 +637,13 @@ class BlockLoopSolver(StoreSolver):
         return self.cache.hit_rate
 
     def result(self) -> dict:
-        self._row_pass = None  # the replicas go before the result's copy is made (never both held)
-        return {"w": self.export_w(self.w_prev).copy(), **self.duals.final(self._cur)}
+        # what the run's end holds (the model's copy, the final duals read back, the model's files) is
+        # made in the room of what training held: the replicas and the cached blocks go first
+        self._row_pass = None
+        self.cache.shrink(1 << 62)
+        trim()
+        w = self.export_w(self.w_prev)
+        return {"w": w.copy() if w is self.w_prev else w, **self.duals.final(self._cur)}
 
     def certified_w(self) -> np.ndarray:
         return self.export_w(self.w_prev)  # the pass certifies its snapshot (result() also saves the duals)
