@@ -292,7 +292,8 @@ class _Engine:
         self.epoch = int(meta["epoch"])
         #: the epoch of the newest checkpoint: older than ``epoch`` when epoch ends were skipped
         self.ck_epoch = self.epoch
-        self.seq = int(meta["seq"])
+        # numbered past every checkpoint there, a damaged one left in place included: never in its way
+        self.seq = max(int(meta["seq"]), rd.last_seq())
         self.history_len = int(meta["history_len"])
         self.seconds0 = float(meta["seconds"])
         # checkpoints of older versions of some solvers did not record it: the time of the checkpoint is close

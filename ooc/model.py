@@ -156,11 +156,22 @@ class LinearModel:
 
     @classmethod
     def load(cls, path: str) -> "LinearModel":
-        """Load from a model directory or a run directory (its ``model/``)."""
+        """Load from a model directory or a run directory (its ``model/``).
+
+        A run's model is used only with its certificate: ``model/metrics.json``, sealed, recording the
+        CRC-32 of these very coefficients (a run's ``model/`` appears whole with it: a run that has not
+        finished has none). ``ValueError`` or ``FileNotFoundError``, one line naming the run, otherwise.
+        """
+        run = None
         if os.path.isdir(os.path.join(path, "model")):
-            path = os.path.join(path, "model")
+            run, path = path, os.path.join(path, "model")
+        elif os.path.isfile(os.path.join(os.path.dirname(os.path.abspath(path)), "run.json")):
+            run = os.path.dirname(os.path.abspath(path))  # a run's model/ named directly
         mj = os.path.join(path, "model.json")
         if not os.path.isfile(mj):
+            if os.path.isfile(os.path.join(path, "run.json")):
+                raise FileNotFoundError(f"{path}: the run has not finished: it has no model yet; 'ooc resume {path}' "
+                                        "finishes it")
             raise FileNotFoundError(f"{path}: no trained model here (is the run finished? try 'ooc resume')")
         try:
             meta = read_sealed_json(mj, required=False)
@@ -178,9 +189,28 @@ class LinearModel:
             raise ValueError(f"{exc}; the model is damaged ('ooc train' again)") from None
         if coef.dtype.kind != "f":
             raise ValueError(f"{cp}: the coefficients are not finite numbers (the model is damaged)")
+        if run is not None:
+            _check_certified(run, path, meta.get("coef_crc") if fmt >= 2 else None)
         icpt = meta["intercept"]
         icpt = np.asarray(icpt) if isinstance(icpt, list) else float(icpt)
         return cls(coef, icpt, meta["classes"], meta["loss"], meta["task"], meta.get("meta"))
+
+
+def _check_certified(run: str, path: str, coef_crc: int | None) -> None:
+    """Refuse (one line naming the run) the model of ``run`` at ``path`` unless its ``metrics.json``, the
+    certificate of a finished run, is there, verifies and certifies this model (its ``coef_crc``; runs
+    made before it was recorded: the certificate's presence)."""
+    mp = os.path.join(path, "metrics.json")
+    if not os.path.isfile(mp):
+        raise FileNotFoundError(f"{run}: the run has not finished: its model has no certificate (no {mp}); "
+                                f"'ooc resume {run}' finishes it")
+    try:
+        metrics = read_sealed_json(mp, required=False)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{exc}; the run's model has no valid certificate ('ooc resume {run}')") from None
+    if "coef_crc" in metrics and metrics["coef_crc"] != coef_crc:
+        raise ValueError(f"{mp}: certifies other coefficients than {os.path.join(path, 'coef.npy')} (a run stopped "
+                         f"while it wrote its model); 'ooc resume {run}' finishes it")
 
 
 def sigmoid(m: np.ndarray) -> np.ndarray:

@@ -5,20 +5,26 @@ Every directory ooc makes (a store, a run directory) holds a manifest,
 of thing it is, and every entry ooc put there (files with their size and CRC-32, directories),
 sealed with its own checksum (:func:`ooc.fsutil.seal_json`). A directory whose content keeps
 changing while ooc works in it (a run's checkpoints, dual buffers and history) lists, besides
-its exact entries, the *names* ooc generates there (``generated``: shell patterns); those files
-carry their own checksum records, verified when read back. A file ooc writes into a directory
+its exact entries, the *names* ooc generates there (``generated``: shell patterns). A name proves
+nothing: a file of a generated name is ooc's only when it proves its own content, by the checks
+of its kind (:func:`register_verifier`: a run's checkpoints carry a sealed ``meta.json`` listing
+their files and checksums, its dual files a CRC-32 trailer, its history one checksum a line).
+A file ooc writes into a directory
 it did not make (an export, predictions, a batch's ``results.csv``, the demo's data) is listed
 in that directory's manifest (``whole`` false: the directory itself is not ooc's).
 
 The rule (:func:`check_replaceable`), used by ``--overwrite`` and every in-place update:
 
 * a symbolic link is never ooc's (ooc makes none): nothing is written through or in place of one;
-* a manifest vouches only for what it lists, with the same content, and the generated names: copied
-  with its whole directory (``cp -r RUN COPY``) it vouches for the copy as for the original; copied
-  into a folder of the user's, every other file there is foreign;
+* a manifest vouches only for what it lists, with the same content, and for files of generated
+  names that prove their own content: copied with its whole directory (``cp -r RUN COPY``) it
+  vouches for the copy as for the original; copied alone into a folder of the user's, every file
+  there that is neither listed with its content nor proves itself is foreign;
 * a directory is ooc's when its manifest is intact and every entry under it is the manifest,
-  a listed file whose size and CRC-32 still match, a listed directory, a generated name, or a
-  temporary of ooc's (:data:`ooc.fsutil.TEMPORARY`);
+  a listed file whose size and CRC-32 still match, a listed directory, an entry of a generated
+  name that its kind's verifier proves ooc wrote (a file changed since it was listed too, when
+  it proves its new content), or a temporary of ooc's (:data:`ooc.fsutil.TEMPORARY`); a generated
+  name with no verifier for the manifest's kind proves nothing;
 * a file is ooc's when its directory's manifest lists it with the same size and CRC-32.
 
 Anything else is refused by :class:`NotOurs`, one line naming the foreign entry.
@@ -177,12 +183,35 @@ def _generated(rel: str, patterns) -> bool:
     return False
 
 
+#: kind -> factory of the verifier of a directory of that kind (:func:`register_verifier`)
+_VERIFIERS: dict = {}
+
+
+def register_verifier(kind: str, factory) -> None:
+    """Let ``factory(directory, manifest, contents)`` prove the entries of generated names in directories of
+    ``kind``: it returns ``check(rel, full, is_dir)``, which returns None when ``full`` is provably ooc's and
+    otherwise one line naming it and saying why. ``contents`` false: checks of content that the caller
+    makes itself when it reads the file (a resume verifies the checkpoint it reads) may be skipped.
+    The module that writes a kind registers its verifier (a layer above this one)."""
+    _VERIFIERS[kind] = factory
+
+
+def _unproven(rel: str, full: str, is_dir: bool) -> str:
+    return f"{full}: has a name ooc generates, but nothing proves ooc wrote it"
+
+
+def _same(want: dict, got: dict) -> bool:
+    """Whether ``got`` (a file's size and CRC-32) is the content ``want`` lists, or the content it replaces
+    (``was``: listed before a replacement is renamed into place, :func:`install`)."""
+    return any(w and "size" in w and got == {"size": w["size"], "crc": w["crc"]} for w in (want, want.get("was")))
+
+
 def foreign_entry(path: str, contents: bool = True) -> str | None:
     """Why ``path`` may not be replaced or deleted by ooc (one line naming the entry), or None if it may.
 
     See the module's docstring for the rule. A path that does not exist is None (nothing to lose).
-    ``contents=False`` skips comparing listed files with their recorded content (an update in place
-    that verifies them by their own checksums when it reads them: resume).
+    ``contents=False``: the verifiers may skip the checks of content the caller makes when it reads the
+    files (an update in place: resume verifies the checkpoint it reads).
     """
     path = os.path.abspath(path)
     if not os.path.lexists(path):
@@ -203,7 +232,7 @@ def _foreign_file(path: str) -> str | None:
     want = None if m is None else m["entries"].get(name)
     if not want or "size" not in want:
         return f"{path}: was not written by ooc (not in an ooc manifest)"
-    if file_entry(path) != {"size": want["size"], "crc": want["crc"]}:
+    if not _same(want, file_entry(path)):
         return f"{path}: changed since ooc wrote it"
     return None
 
@@ -219,19 +248,28 @@ def _foreign_in_dir(path: str, contents: bool = True) -> str | None:
         holds = f" (it holds {', '.join(first[:3])}{', ...' if len(first) > 3 else ''})" if first else ""
         return f"{path}: is a directory ooc did not make (no ooc manifest){holds}"
     entries, generated = m["entries"], m.get("generated") or []
+    factory = _VERIFIERS.get(m.get("kind"))
+    prove = factory(path, m, contents) if factory is not None and generated else _unproven
     for rel, full, is_dir in _walk(path):
         if os.path.islink(full):
             return f"{full}: is a symbolic link ooc did not make"
+        if any(fsutil.is_temporary_name(part) for part in rel.split(os.sep)):
+            continue  # a temporary of ooc's, or inside one (a checkpoint being written)
         want = entries.get(rel)
         if want is not None:
             if is_dir != bool(want.get("dir")):
                 return f"{full}: is not the {'directory' if want.get('dir') else 'file'} ooc wrote"
-            if contents and not is_dir and file_entry(full) != {"size": want["size"], "crc": want["crc"]}:
+            if is_dir or _same(want, file_entry(full)):
+                continue
+            # rewritten since it was listed (run.json): ooc's only if it proves its new content
+            if not _generated(rel, generated) or prove(rel, full, is_dir) is not None:
                 return f"{full}: changed since ooc wrote it"
             continue
-        if _generated(rel, generated) or fsutil.is_temporary_name(os.path.basename(rel)):
-            continue
-        return f"{full}: was not written by ooc (not in {os.path.join(path, MANIFEST)})"
+        if not _generated(rel, generated):
+            return f"{full}: was not written by ooc (not in {os.path.join(path, MANIFEST)})"
+        why = prove(rel, full, is_dir)
+        if why is not None:
+            return why
     return None
 
 
@@ -298,6 +336,28 @@ def output(path: str, mode: str = "w", overwrite: bool = True):
         yield f
     directory, name = os.path.split(os.path.abspath(path))
     record(directory, [name])
+
+
+def install(tmp: str, path: str) -> None:
+    """Rename the complete file ``tmp`` to ``path``, listed in its directory's manifest before and after.
+
+    The new content is listed (with the content it replaces as ``was``) before the rename, so that at
+    every instant, a crash included, the file at ``path`` is one the manifest vouches for.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    new = file_entry(tmp)
+    with _locked(directory):
+        m = read_manifest(directory)
+        if m is not None:
+            old = m["entries"].get(name)
+            m["entries"][name] = {**new, "was": {k: old[k] for k in ("size", "crc")}} if old and "size" in old else new
+            _write_manifest(directory, m)
+    os.replace(tmp, path)
+    if m is not None:
+        with _locked(directory):
+            m = read_manifest(directory)
+            m["entries"][name] = new
+            _write_manifest(directory, m)
 
 
 def write_bytes(path: str, payload: bytes, overwrite: bool = True) -> None:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import logging
 import math
 import os
+import shutil
 import tempfile
 import warnings
 
 import numpy as np
 
+from . import owned
 from ._cpu import resolve_threads
 from ._memguard import governed
 from ._memguard import peak as memguard_peak
@@ -30,18 +30,18 @@ from .engine import Start, diagnose, rel_gap_of
 from .engine import run as run_solver
 from .fsutil import (
     array_checksum,
-    atomic_save_npy,
     atomic_write_bytes,
     fsync_dir,
     read_sealed_json,
     remove_stale_temporaries,
     remove_tree,
     seal_json,
+    temporary_sibling,
 )
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_block_reader, final_duals_reader, read_final_duals
-from .runs.rundir import RunDir, RunError, disk_full_is_run_error
+from .runs.rundir import RunDir, RunError, disk_full_is_run_error, save_sealed_npy
 from .schedule.planner import MemoryLimitError, refuse_or_warn
 from .schedule.planner import plan as plan_memory
 from .schedule.scheduler import row_order
@@ -61,7 +61,6 @@ from .solvers.registry import (
     auto_solver,
     distributed_solver,
     driver_class,
-    solver_modules,
     solver_spec,
 )
 from .solvers.row_threads import ROW_THREADS_SCHEME
@@ -510,6 +509,8 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     o = _validate(opts, st, resumed=True)
     with rd.lock():
         rd.check_owned()  # nothing of the user's is written beside or through
+        gens = cfg.get("generations") or []
+        rd.check_resumable(int(gens[-1]["seq"]) if gens else 0)  # refused before anything is written
         # what a process killed while replacing this run (--overwrite) left beside it
         remove_stale_temporaries(rd.path)
         if (max_epochs is not None and max_epochs != cfg["max_epochs"]) or new_threads is not None:
@@ -529,9 +530,12 @@ def finished_metrics(rd: RunDir) -> dict | None:
     if not os.path.exists(path):
         return None
     try:
-        return read_sealed_json(path, required=False)
+        m = read_sealed_json(path, required=False)
     except ValueError as exc:
         raise RunError(str(exc)) from None
+    if not isinstance(m.get("epochs"), int):
+        raise RunError(f"{path}: not the metrics of a finished run (damaged, or not a file ooc wrote)")
+    return m
 
 
 def _certificate_words(m: dict) -> str:
@@ -611,7 +615,7 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
                    store_fingerprint=st.fingerprint, n_rows=st.n_rows, n_cols=st.n_cols,
                    solver=opts["solver"], generations=gens + [record], **{k: o[k] for k in ("max_epochs", *options)})
         rd.write_config(cfg)  # the commit: from here on the run is the new trajectory
-        os.unlink(metrics)  # the run is no longer finished (a batch must not skip it)
+        rd.withdraw_model()  # the run is no longer finished (a batch must not skip it, predict must not use it)
         warm, start = _trajectory(rd, cfg, st, o)
         return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
 
@@ -619,7 +623,10 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
 def _stage_final_duals(rd: RunDir, metrics: dict, n_rows: int, gen: int) -> dict:
     """Copy a finished run's final duals to ``RUN/state/parent-GEN/`` (fsynced); their blocks and CRC-32s."""
     d = os.path.join(rd.state, f"parent-{gen}")
-    if os.path.exists(d):  # a copy an earlier attempt, killed before its commit, left
+    if os.path.exists(d):  # a copy an earlier attempt, killed before its commit, left: deleted once proven ooc's
+        why = owned.foreign_entry(rd.path)
+        if why is not None:
+            raise RunError(f"{why}; refusing to update the run (remove it, or move it out of the run directory)")
         remove_tree(d)
     os.makedirs(d)
     if metrics.get("dual_store") == "memory":
@@ -635,7 +642,7 @@ def _stage_final_duals(rd: RunDir, metrics: dict, n_rows: int, gen: int) -> dict
         a = next(blocks, None)
         if a is None or a.ndim != 2 or ptr[-1] + a.shape[1] > n_rows:
             raise RunError(f"{rd.path}: its final duals do not cover its {n_rows} rows (damaged)")
-        atomic_save_npy(os.path.join(d, f"b{len(crcs):06d}.npy"), a, fsync=True)
+        save_sealed_npy(os.path.join(d, f"b{len(crcs):06d}.npy"), a, fsync=True)
         crcs.append(array_checksum(a))
         ptr.append(ptr[-1] + int(a.shape[1]))
         k = int(a.shape[0])
@@ -722,47 +729,54 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     # disk cache) is the process's start, like the imports: paid here, before the run's clock starts
     row_order(2, 0, 0, 0)
     found = finished_metrics(rd) if resume and keep_better else None  # never replaced by a worse one
-    # the plan checked against the process itself: above the ceiling, cached blocks are given back
+    rd.stage_model()  # model/ appears whole with its certificate, or the previous one stays
     try:
-        with governed(ceiling, reserve=governor_reserve(ceiling or 0)):
-            res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
-    finally:  # loaded, whether the run ended or stopped (dgpd's fallback plans in this process next)
-        kernels_loaded()
-    peak_rss = memguard_peak()
-    # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
-    del solver
-    w = np.atleast_2d(res.pop("w"))
-    if not np.isfinite(w).all():  # never a NaN model with exit status 0
-        raise RunError(f"{rd.path}: the coefficients are not finite (the iterates diverged: check the data for huge "
-                       "values and the options); no model written")
-    if resume and found is not None and worse_certificate(res, found):
-        return _keep_model(rd, found, res)
-    model = _model(w, o, st, pb)
-    with disk_full_is_run_error(rd.path, "the model"):
-        model.save(rd.model_dir)
-    result = {
-        "run": rd.path, "solver": o["solver_used"], "loss": o["loss"],
-        "primal": res["primal"], "dual": res["dual"], "gap": res["gap"], "rel_gap": res["rel_gap"],
-        "epochs": res["epochs"], "seconds": res["total_seconds"], "state_seconds": res["seconds"],
-        "nnz_w": res["nnz_w"], "converged": res["converged"], "bytes_read": res["bytes_read"],
-        "cache_hit_rate": res["cache_hit_rate"], "tol": o["tol"],
-        # what training was given (bytes it may add to the process) and where that figure came from
-        "memory_budget": memory["memory"],
-        "memory_source": memory["memory_limit"].source if "memory_limit" in memory else "--memory",
-        # the whole process's largest resident size while it trained (measured), and its ceiling
-        "peak_rss": peak_rss, "memory_ceiling": ceiling,
-    }
-    # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
-    result.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})
-    # --validation: the last state's score, the best one and whether --early-stop ended the run
-    result.update({k: res[k] for k in ("validation", "validation_metric", "best_validation", "best_epoch",
-                                        "early_stopped", "generation") if k in res})
-    if not res["converged"] and not res.get("early_stopped"):  # why it stopped short, and what to change
-        stall = diagnose(rd.history(), o["tol"])
-        result["stop_reason"] = stall.text
-        result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]))
-    with disk_full_is_run_error(rd.path, "the model's metrics"):
-        atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json(result))
+        # the plan checked against the process itself: above the ceiling, cached blocks are given back
+        try:
+            with governed(ceiling, reserve=governor_reserve(ceiling or 0)):
+                res = run_solver(solver, o["max_epochs"], resume=resume, start=start, watch=watch)
+        finally:  # loaded, whether the run ended or stopped (dgpd's fallback plans in this process next)
+            kernels_loaded()
+        peak_rss = memguard_peak()
+        # the solver's state (w, v, duals, cache) is not needed for the model and the plot: free it now
+        del solver
+        w = np.atleast_2d(res.pop("w"))
+        if not np.isfinite(w).all():  # never a NaN model with exit status 0
+            raise RunError(f"{rd.path}: the coefficients are not finite (the iterates diverged: check the data for huge "
+                           "values and the options); no model written")
+        if resume and found is not None and worse_certificate(res, found):
+            return _keep_model(rd, found, res)  # commits the kept model with the new final duals
+        model = _model(w, o, st, pb)
+        with disk_full_is_run_error(rd.path, "the model"):
+            model.save(rd.model_out)
+        result = {
+            "run": rd.path, "solver": o["solver_used"], "loss": o["loss"],
+            "primal": res["primal"], "dual": res["dual"], "gap": res["gap"], "rel_gap": res["rel_gap"],
+            "epochs": res["epochs"], "seconds": res["total_seconds"], "state_seconds": res["seconds"],
+            "nnz_w": res["nnz_w"], "converged": res["converged"], "bytes_read": res["bytes_read"],
+            "cache_hit_rate": res["cache_hit_rate"], "tol": o["tol"],
+            # what training was given (bytes it may add to the process) and where that figure came from
+            "memory_budget": memory["memory"],
+            "memory_source": memory["memory_limit"].source if "memory_limit" in memory else "--memory",
+            # the whole process's largest resident size while it trained (measured), and its ceiling
+            "peak_rss": peak_rss, "memory_ceiling": ceiling,
+            # binds the certificate to the model it certifies (LinearModel.load checks it)
+            "coef_crc": array_checksum(np.asarray(model.coef_)),
+        }
+        # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
+        result.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})
+        # --validation: the last state's score, the best one and whether --early-stop ended the run
+        result.update({k: res[k] for k in ("validation", "validation_metric", "best_validation", "best_epoch",
+                                            "early_stopped", "generation") if k in res})
+        if not res["converged"] and not res.get("early_stopped"):  # why it stopped short, and what to change
+            stall = diagnose(rd.history(), o["tol"])
+            result["stop_reason"] = stall.text
+            result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]))
+        with disk_full_is_run_error(rd.path, "the model's metrics"):
+            atomic_write_bytes(os.path.join(rd.model_out, "metrics.json"), seal_json(result))
+            rd.commit_model()
+    finally:
+        rd.drop_stage()
     try:
         plot_convergence(rd)
     except Exception as exc:  # a plot must never lose a trained model
@@ -785,12 +799,16 @@ def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
     appended rows read them; feasible duals either way).
     """
     kept = dict(found)
-    kept.update({k: res[k] for k in ("dual_store", "dual_buffer") if k in res})
+    kept.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})
     kept["kept_model"] = (f"this resume ended at epoch {res['epochs']} ({_certificate_words(res)}), worse than "
                           f"the model found (epoch {found['epochs']}, {_certificate_words(found)}), which stays")
     with disk_full_is_run_error(rd.path, "the model's metrics"):
-        atomic_write_bytes(os.path.join(rd.model_dir, "metrics.json"), seal_json({k: v for k, v in kept.items()
+        for name in ("coef.npy", "model.json"):  # the model found, into the staged model/ with the new duals
+            shutil.copyfile(os.path.join(rd.model_dir, name), os.path.join(rd.model_out, name))
+        atomic_write_bytes(os.path.join(rd.model_out, "metrics.json"), seal_json({k: v for k, v in kept.items()
                                                                                  if k != "kept_model"}))
+        rd.commit_model()
+    rd.record_outputs()
     warnings.warn(f"{rd.path}: {kept['kept_model']}")
     return Run(rd.path, kept)
 
@@ -842,14 +860,6 @@ def _refuse_before_run_dir(st, o: dict) -> None:
         check_local_workers(st, o["distributed"], st.n_cols + 1, memory["memory"], int(memory["memory_held"] or 0),
                             memory.get("memory_limit"))
         return
-    # dgpd whose duals turn dense goes on as sdca in this process (--dgpd-fallback): its limit holds both
-    fallback = o["solver_used"] == DGPD_SOLVER and o.get("dgpd_fallback")
-    for name in (o["solver_used"], SDCA_SOLVER) if fallback else (o["solver_used"],):
-        _refuse_leanest(st, {**o, "solver_used": name})
-
-
-def _refuse_leanest(st, o: dict) -> None:
-    """:func:`_refuse_before_run_dir` for one single-process solver (``o["solver_used"]``)."""
     cls = driver_class(o["solver_used"], o["distributed"], o["multiclass"])
     fixed_for = getattr(cls, "fixed_for", None)
     footprint = getattr(cls, "footprint", None)
@@ -886,7 +896,7 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     line prints it): what ``auto`` chose, or what an explicit ``--memory`` leaves once the process's own
     size is counted.
     """
-    held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"])) + reader
+    held = held_bytes() + reader
     if o["memory_bytes"] is None:
         limit = process_limit()
         budget = auto_budget(limit, held)
@@ -949,15 +959,10 @@ def plot_convergence(rd: RunDir) -> str:
         a3.grid(True, alpha=0.3)
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.92, wspace=0.25)
     path = os.path.join(rd.path, "convergence.png")
-    tmp = path + f".tmp-{os.getpid()}.png"
-    for old in glob.glob(path + ".tmp-[0-9]*.png"):  # a killed process's plot: its pid is gone
-        pid = old[len(path) + len(".tmp-"):-len(".png")]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and old != tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(old)
+    tmp = temporary_sibling(path, "partial")  # a killed process's: removed as ooc's temporaries are
     try:
-        fig.savefig(tmp, dpi=90)
-        os.replace(tmp, path)
+        fig.savefig(tmp, dpi=90, format="png")
+        owned.install(tmp, path)  # listed in the run's manifest before and after it is renamed into place
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -2,10 +2,14 @@
 
 Rules interleave ooc commands (convert, append, train, resume, predict, export, batch, demo, with
 and without ``--overwrite``, a child process SIGKILLed at a random moment) with what users do
-(files dropped into stores and runs, ooc's marker files copied into folders of their own,
-symbolic links, flipped bytes). After every step the promises are checked:
+(files dropped into stores and runs, files at the names ooc generates inside a run, a line appended
+to a run's history, ooc's marker files copied into folders of their own, symbolic links, flipped
+bytes). After every step the promises are checked:
 
 * no user file changed or disappeared (nor what a user's symbolic link points to);
+* a file of a run that a user damaged (a flipped byte) is never deleted nor replaced: it does not
+  verify, so ooc cannot prove it wrote it (``LATEST`` aside: a hint, any checkpoint's name is one);
+* a model that predicts is a finished run's, with its certificate (a SIGKILLed training leaves none);
 * no temporary of a dead process is left once a command has run;
 * every command ended with exit status 0, or 1 and one ``ooc: error:`` line, no traceback;
 * every artifact verifies or is refused by name: a model whose files had a byte flipped exports
@@ -81,6 +85,8 @@ class SafetyMachine(RuleBasedStateMachine):
         self.expect: dict[str, bytes] = {}
         #: (r1's export, the predictions of s.zarr by it)
         self.store_expect = None
+        #: a run's file with a byte a user flipped -> its bytes (ooc must neither delete nor replace it)
+        self.damaged: dict[str, bytes] = {}
         self.last = None
 
     def p(self, *parts) -> str:
@@ -296,6 +302,56 @@ class SafetyMachine(RuleBasedStateMachine):
             b = f.read(1)
             f.seek(-1, 1)
             f.write(bytes([b[0] ^ (1 << bit)]))
+        if where in RUNS and os.path.basename(path) != "LATEST":
+            with open(path, "rb") as f:
+                self.damaged[path] = f.read()
+
+    @rule(run=st.sampled_from(RUNS), rel=st.sampled_from([
+        "state/ckpt-000077/precious.npy", "state/ckpt-000000/meta.json", "state/duals/0/b000099.npy",
+        "state/duals/1/b000000.npy", "state/parent-3/b000000.npy", "model/duals.npy", "LATEST", ".lock"]))
+    def user_adds_a_file_with_a_generated_name(self, run, rel):
+        """A user's file at a name ooc generates inside a run (a name proves nothing)."""
+        d = self.p(run)
+        path = os.path.join(d, rel)
+        if not os.path.isdir(d) or os.path.islink(d) or os.path.lexists(path):
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        payload = f"a user's {rel}\n".encode()
+        with open(path, "wb") as f:
+            f.write(payload)
+        self.user[path] = payload
+
+    @rule(run=st.sampled_from(RUNS), newline=st.booleans())
+    def user_appends_to_the_history(self, run, newline):
+        """A line a user appended to a run's history.jsonl: not ooc's, so the file is the user's now."""
+        path = self.p(run, "history.jsonl")
+        if not os.path.isfile(path) or os.path.islink(path) or path in self.user:
+            return
+        with open(path, "ab") as f:
+            f.write(b"my note" + (b"\n" if newline else b""))
+        with open(path, "rb") as f:
+            self.user[path] = f.read()
+
+    @rule(delay=st.floats(0.0, 3.0))
+    def sigkill_train_then_predict(self, delay):
+        """A training SIGKILLed at a random moment: its run predicts only with a finished, certified model."""
+        from ooc.fsutil import read_sealed_json
+
+        child = subprocess.Popen(ooc_exe() + [str(a) for a in ["train", self.p("s.zarr"), "--out", self.p("r2"), *TRAIN,
+                                                               "--overwrite"]],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            child.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        SafetyMachine.steps += 1
+        if child.returncode != 0:
+            self.expect.pop("r2", None)
+        if self.ooc("predict", self.p("r2"), self.data, "--out", self.p("p.txt")):
+            model = self.p("r2", "model")
+            metrics = read_sealed_json(os.path.join(model, "metrics.json"))  # the certificate, verified
+            assert metrics["coef_crc"] == read_sealed_json(os.path.join(model, "model.json"))["coef_crc"], self.last
 
     # -- the promises ---------------------------------------------------------------------------
     @invariant()
@@ -304,6 +360,13 @@ class SafetyMachine(RuleBasedStateMachine):
             assert os.path.isfile(path), (f"{path} disappeared", self.last)
             with open(path, "rb") as f:
                 assert f.read() == payload, (f"{path} changed", self.last)
+
+    @invariant()
+    def damaged_files_kept(self):
+        for path, payload in self.damaged.items():
+            assert os.path.isfile(path), (f"{path} (damaged) was deleted", self.last)
+            with open(path, "rb") as f:
+                assert f.read() == payload, (f"{path} (damaged) was replaced", self.last)
 
     @invariant()
     def nothing_left_behind(self):

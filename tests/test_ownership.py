@@ -6,7 +6,7 @@
 * A temporary of a process that died (SIGKILL) is removed by the next command of any kind; a live
   process's is not.
 * Read back: a chunk file of another conversion of the same shape is refused; a damaged line of
-  ``history.jsonl`` is refused by its number (a crash-cut last line is left out); a flipped byte in
+  ``history.jsonl`` is refused by its number (a last line without its newline too); a flipped byte in
   ``model/duals.npy`` stops a warm start.
 """
 
@@ -236,9 +236,10 @@ def test_a_damaged_history_line_is_refused_by_number(made, tmp_path_factory, lin
     path = d / "run" / "history.jsonl"
     lines = path.read_bytes().split(b"\n")[:-1]
     k = line % len(lines)
-    if cut:  # a crash cut the last line short (no newline): left out, every line before it kept
+    if cut:  # a last line without its newline: ooc replaces the file whole, so it never leaves one: not ooc's
         path.write_bytes(b"\n".join(lines) + b"\n" + lines[-1][:len(lines[-1]) // 2])
-        assert len(RunDir(str(d / "run")).history()) == len(lines)
+        with pytest.raises(RunError, match=f"history.jsonl: line {len(lines) + 1}: has no newline"):
+            RunDir(str(d / "run")).history()
         return
     lines[k] = garbage
     path.write_bytes(b"\n".join(lines) + b"\n")

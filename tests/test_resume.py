@@ -40,7 +40,6 @@ from click.testing import CliRunner
 import ooc
 from ooc.cli import main
 from ooc.fsutil import seal_json
-from ooc.runs.rundir import RunDir
 
 N, D = 240, 24
 # --mix-blocks 4: groups of 4 of the ~20 blocks, so that a pass has many group boundaries to be killed at
@@ -516,11 +515,18 @@ def test_resume_refused_for_other_state_format(setup, shm_path):
     assert "state format" in err
 
 
-def test_torn_history_line_is_tolerated(setup, shm_path):
+def test_torn_history_line_is_refused_by_number_and_kept(setup, shm_path):
+    """ooc replaces history.jsonl whole, so it never leaves a line without its newline: such a line is not
+    ooc's; the resume is refused naming it and the file stays; without it, the resume is bit-exact."""
     run = _partial_run(setup, shm_path)
+    whole = (run / "history.jsonl").read_bytes()
     with open(run / "history.jsonl", "a") as f:
-        f.write('{"epoch": 2, "seconds": 0.3, "primal": 0.61')  # a crash in the middle of a line
-    assert len(RunDir.open(str(run)).history()) == 3  # S_0..S_2, torn line dropped
+        f.write('{"epoch": 2, "seconds": 0.3, "primal": 0.61')  # a line without its newline
+    torn = (run / "history.jsonl").read_bytes()
+    r = cli("resume", run, "--max-epochs", "50", "--json", ok=False)
+    assert r.exit_code == 1 and "history.jsonl: line 4: has no newline" in r.stderr, r.stderr
+    assert (run / "history.jsonl").read_bytes() == torn
+    (run / "history.jsonl").write_bytes(whole)
     out = last_json(cli("resume", run, "--max-epochs", "50", "--json").stdout)
     assert out["epochs"] == setup["out"]["epochs"]
     assert exact(history(run)) == setup["hist"]

@@ -5,8 +5,8 @@ A partial run (stopped at ``--max-epochs 2``, so it has a checkpoint and a model
 each case damages one file (deleted, or one byte flipped at its start, middle or end) and then runs
 ``ooc resume`` in this process. Both kinds of dual state are covered: in memory (inside the checkpoint)
 and paged per block (``--memory 4KiB``: files under ``state/duals``). A damaged checkpoint falls back to
-an older one or to a fresh start, which ends with the same coefficients (the iterates depend only on the
-data and the options).
+an older one that verifies; when there is none the resume is refused naming the damaged file, which is
+never deleted (ooc deletes only what it can prove it wrote).
 """
 
 from __future__ import annotations
@@ -129,8 +129,9 @@ def test_every_file_of_a_run_damaged(runs, mode, tmp_path):
                 line = _one_line_error(r)
                 assert str(case) in line or os.path.basename(rel) in line or "run" in line, (rel, how, line)
                 outcomes["refused"] += 1
-    # damage to the checkpoint (its arrays, its metadata, the dual files) is survived: the run resumes
-    assert outcomes["identical"] > outcomes["refused"], outcomes
+                if how != "delete":  # a file that does not verify is never deleted
+                    assert (case / rel).exists(), (rel, how, line)
+    assert outcomes["identical"] and outcomes["refused"], outcomes
 
 
 @pytest.mark.parametrize("name", ["coef.npy", "model.json"])
@@ -152,7 +153,7 @@ def test_a_damaged_model_is_refused_not_used(runs, name, tmp_path):
         assert np.array_equal(got, want), (name, how)
 
 
-def test_non_finite_state_is_refused_and_the_run_starts_again(runs, tmp_path):
+def test_non_finite_state_is_refused_by_name_and_kept(runs, tmp_path):
     _, out = runs
     part, want = out["memory"]
     case = tmp_path / "nan"
@@ -163,9 +164,15 @@ def test_non_finite_state_is_refused_and_the_run_starts_again(runs, tmp_path):
         arrays = {k: z[k] for k in z.files}
     arrays["w"] = np.full_like(arrays["w"], np.nan)
     np.savez(path, **arrays)  # a well-formed file whose content is not the one checksummed, nor finite
+    before = path.read_bytes()
+    r = _invoke("resume", case, "--max-epochs", END, "--json")
+    line = _one_line_error(r)
+    assert str(path.parent) in line and "remove it yourself" in line, line
+    assert path.read_bytes() == before  # never deleted nor replaced
+    (ck_dir,) = [d for d in os.listdir(case / "state") if d.startswith("ckpt-")]
+    shutil.rmtree(case / "state" / ck_dir)  # what the message says: then the run trains again from the start
     r = _invoke("resume", case, "--max-epochs", END, "--json")
     assert r.exit_code == 0, r.output
-    assert "starts again" in r.stderr
     assert np.array_equal(ooc.load_model(str(case)).coef_, want)
 
 
@@ -177,6 +184,10 @@ def test_a_bad_latest_never_deletes_the_good_checkpoint(runs, tmp_path):
         shutil.copytree(part, case)
         (case / "LATEST").write_text(text)
         r = _invoke("resume", case, "--max-epochs", END, "--json")
+        if not text.startswith("ckpt-"):  # not a LATEST ooc wrote: refused by name, kept
+            assert "LATEST" in _one_line_error(r)
+            assert (case / "LATEST").read_text() == text
+            continue
         assert r.exit_code == 0, r.output
         assert "starts again" not in r.stderr, r.stderr  # the good checkpoint was used
         assert np.array_equal(ooc.load_model(str(case)).coef_, want)

@@ -105,8 +105,8 @@ class MemoryDuals:
     def final(self, buf: int) -> dict:
         from ..fsutil import array_checksum, atomic_save_npy
 
-        os.makedirs(self.rd.model_dir, exist_ok=True)
-        atomic_save_npy(os.path.join(self.rd.model_dir, "duals.npy"), self.alpha, fsync=True)
+        os.makedirs(self.rd.model_out, exist_ok=True)  # the staged model (RunDir.stage_model)
+        atomic_save_npy(os.path.join(self.rd.model_out, "duals.npy"), self.alpha, fsync=True)
         # recorded in metrics.json: a warm start reads the file back verified (ooc.fsutil.read_npy)
         return {"dual_store": self.kind, "duals_crc": array_checksum(self.alpha)}
 

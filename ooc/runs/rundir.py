@@ -29,6 +29,7 @@ import shutil
 import threading
 import time
 import warnings
+import zlib
 from typing import NamedTuple
 
 import numpy as np
@@ -100,6 +101,11 @@ class RunDir:
         self._copy_buffers: dict[str, np.ndarray] = {}
         #: block -> (buffer, CRC-32) of the last dual file written for it: what a checkpoint refers to
         self._dual_crc: dict[int, tuple[int, int]] = {}
+        #: names of the checkpoints this object wrote or verified: the only ones it deletes unverified
+        self._proven: set[str] = set()
+        #: names of checkpoints that did not verify, left in place (reported once)
+        self._kept: set[str] = set()
+        self._stage: fsutil.Temporary | None = None
         #: wall seconds the last completed checkpoint took (copies, write, fsyncs, read-back): the engine
         #: spaces the checkpoints it may skip by it
         self.write_seconds = 0.0
@@ -211,9 +217,9 @@ class RunDir:
         owned.record(self.path, names)
 
     def release_outputs(self) -> None:
-        """Unlist the run's final outputs before they are written again (a crash meanwhile leaves
-        files that only their generated names cover, never a listed file whose content changed)."""
-        owned.forget(self.path, OUTPUT_FILES)
+        """Unlist the run's model files before they are written again (a crash meanwhile leaves files
+        that prove themselves, :class:`_RunProof`; the plot stays listed: :func:`ooc.owned.install`)."""
+        owned.forget(self.path, [n for n in OUTPUT_FILES if n != "convergence.png"])
 
     def check_owned(self) -> None:
         """Refuse (:class:`RunError`, naming the entry) a run directory holding what ooc did not write
@@ -243,7 +249,7 @@ class RunDir:
         p = self.dual_path(buf, block)
         crc = array_checksum(alpha)
         with disk_full_is_run_error(self.path, p):
-            atomic_save_npy(p, alpha)
+            save_sealed_npy(p, alpha)
         self._dual_crc[block] = (buf, crc)
         self._unsynced.add(p)
 
@@ -376,8 +382,12 @@ class RunDir:
                     if isinstance(a, OnDisk):
                         files[k] = array_checksum(a.array)
                         atomic_save_npy(os.path.join(tmp, f"{k}.npy"), a.array, fsync=True)
+                # every file's size and CRC-32 too: the checkpoint proves its exact bytes (ooc.owned), not only
+                # its arrays (read back from the page cache: a second pass over what was just written)
+                on_disk = ["state.npz", *(f"{k}.npy" for k in files)]
                 sealed = {"meta": meta, "arrays": sums, "files": files,
-                          "duals": [[b, buf, crc] for b, (buf, crc) in duals]}
+                          "duals": [[b, buf, crc] for b, (buf, crc) in duals],
+                          "bytes": {n: owned.file_entry(os.path.join(tmp, n)) for n in on_disk}}
                 atomic_write_bytes(os.path.join(tmp, "meta.json"), seal_json(sealed, indent=None))
                 if unsynced:  # paged duals written since the last checkpoint
                     _fsync_files(unsynced)
@@ -389,17 +399,25 @@ class RunDir:
                 self._unsynced |= unsynced  # still not known durable
                 raise
             if os.path.exists(final):
-                shutil.rmtree(final)
+                self._remove_checkpoint(final)
+                if os.path.exists(final):
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise RunError(f"{final}: is in the way of the new checkpoint and ooc cannot prove it wrote it; "
+                                   "remove it yourself and 'ooc resume' the run")
             os.rename(tmp, final)
             fsync_dir(self.state)
             # read back what was just written (not the dual files: those are verified on resume)
             self._read_checkpoint(final, check_duals=False, keep=False)
+            self._proven.add(name)
             atomic_write_bytes(os.path.join(self.path, "LATEST"), name.encode())
             fsync_dir(self.path)
-        # older checkpoints are no longer needed (their dual buffers may already be overwritten)
+        # older checkpoints are no longer needed (their dual buffers may already be overwritten); one that
+        # does not verify stays (reported once)
         for old in os.listdir(self.state):
-            if old.startswith("ckpt-") and old != name:
-                shutil.rmtree(os.path.join(self.state, old), ignore_errors=True)
+            if old.startswith("ckpt-") and old != name and old not in self._kept:
+                self._remove_checkpoint(os.path.join(self.state, old))
+                if os.path.exists(os.path.join(self.state, old)):
+                    self._kept.add(old)
 
     def checkpoints(self, min_seq: int = 0) -> list[str]:
         """The complete checkpoint directories numbered ``min_seq`` or more, newest first (by their
@@ -418,33 +436,67 @@ class RunDir:
         return int(os.path.basename(found[0])[5:]) if found else -1
 
     def load_checkpoint(self, min_seq: int = 0) -> tuple[dict[str, np.ndarray], dict] | None:
-        """The newest checkpoint that verifies (arrays, meta), or None; clears what a killed process left.
+        """The newest checkpoint that verifies (arrays, meta), or None when there is none; clears what a killed
+        process left.
 
         Every file of a candidate is verified before use: ``meta.json``'s checksum, the CRC-32 of every
-        array, the paged dual files it refers to, and that the state is finite. One that fails is
-        reported (:class:`CheckpointWarning`) and the previous one tried; when none verifies the run
-        starts again from the beginning, which ends with the same result (iterates depend only on the
-        data and the options), only later. Checkpoints numbered below ``min_seq`` belong to the
-        trajectory a run continued on a larger store left behind: they are deleted, never resumed.
+        array, the paged dual files it refers to, and that the state is finite. One that fails is never
+        deleted (ooc deletes only what it can prove it wrote): it is reported in one line
+        (:class:`CheckpointWarning`) and left in place, and the previous one is used; when checkpoints
+        exist and none verifies, :class:`RunError` names the newest damaged file and says what to do.
+        Older checkpoints, and those numbered below ``min_seq`` (the trajectory a run continued on a
+        larger store left behind, never resumed), are deleted once they verify too.
         """
         self.wait_checkpoint()
         self.remove_stale()
-        for older in self.checkpoints()[len(self.checkpoints(min_seq)):]:  # a previous trajectory's
-            shutil.rmtree(older, ignore_errors=True)
         found = self.checkpoints(min_seq)
+        for older in self.checkpoints()[len(found):]:  # a previous trajectory's
+            self._remove_checkpoint(older)
+        got = self._newest_verified(found, keep=True, warn=True)
+        if got is None:
+            return None
+        i, arrays, meta, duals = got
+        self._dual_crc = duals
+        self._proven.add(os.path.basename(found[i]))
+        for older in found[i + 1:]:  # superseded by one that verified
+            self._remove_checkpoint(older)
+        return arrays, meta
+
+    def check_resumable(self, min_seq: int = 0) -> None:
+        """Refuse (:class:`RunError`, naming the damaged file) a run whose checkpoints exist and none of which
+        verifies, before anything of the run is written (:meth:`load_checkpoint` reads it again to resume)."""
+        self.wait_checkpoint()
+        self._newest_verified(self.checkpoints(min_seq), keep=False, warn=False)
+
+    def _newest_verified(self, found: list[str], keep: bool, warn: bool):
+        """``(index, arrays, meta, dual checksums)`` of the first checkpoint of ``found`` that verifies; None when
+        ``found`` is empty; :class:`RunError` naming the newest damaged one when none verifies."""
+        first = None
         for i, ck in enumerate(found):
             try:
-                arrays, meta, duals = self._read_checkpoint(ck, check_duals=True)
+                return (i, *self._read_checkpoint(ck, check_duals=True, keep=keep))
             except RunError as exc:
-                then = ("using the previous checkpoint" if i + 1 < len(found) else
-                        "no checkpoint left: the run starts again from the beginning (same result, later)")
-                warnings.warn(f"{exc}; {then}", CheckpointWarning, stacklevel=2)
-                continue
-            self._dual_crc = duals
-            for older in found[i + 1:]:  # superseded by one that verified
-                shutil.rmtree(older, ignore_errors=True)
-            return arrays, meta
+                first = first or str(exc)
+                if warn and i + 1 < len(found):
+                    warnings.warn(f"{exc}; it is left in place (remove it yourself) and the previous checkpoint is "
+                                  "used", CheckpointWarning, stacklevel=3)
+        if first is not None:
+            raise RunError(f"{first}; no checkpoint of the run verifies, and ooc deletes no file it cannot prove it "
+                           f"wrote: remove it yourself, then 'ooc resume {self.path}' trains the run again from the "
+                           "beginning")
         return None
+
+    def _remove_checkpoint(self, ck: str) -> None:
+        """Delete the checkpoint directory ``ck`` if it verifies as ooc's (else leave it, with a warning)."""
+        name = os.path.basename(ck)
+        if name not in self._proven:
+            why = _RunProof(self.path, {}, contents=True)._checkpoint(ck)[0]
+            if why is not None:
+                warnings.warn(f"{why}; left in place (ooc deletes only what it can prove it wrote: remove it "
+                              "yourself)", CheckpointWarning, stacklevel=3)
+                return
+        shutil.rmtree(ck, ignore_errors=True)
+        self._proven.discard(name)
 
     def _read_checkpoint(self, ck: str, check_duals: bool, keep: bool = True) -> tuple[dict, dict, dict]:
         """``(arrays, meta, dual checksums)`` of checkpoint directory ``ck``, verified; else :class:`RunError`.
@@ -461,6 +513,17 @@ class RunDir:
             sealed = {"meta": sealed, "arrays": None, "files": {}, "duals": []}
         meta, sums = sealed["meta"], sealed["arrays"]
         expected = dict(sums or {}, **sealed["files"])
+        extra = sorted(set(os.listdir(ck)) - {"meta.json", "state.npz", *(f"{k}.npy" for k in sealed["files"])})
+        if extra:  # ooc writes a checkpoint's directory whole: anything else in it is not ooc's
+            raise RunError(f"{os.path.join(ck, extra[0])}: not a file of checkpoint {os.path.basename(ck)} (its "
+                           "meta.json lists it not)")
+        for n, want in (sealed.get("bytes") or {}).items():  # checkpoints made before it was recorded: arrays only
+            try:
+                got = owned.file_entry(os.path.join(ck, n))
+            except OSError as exc:
+                raise RunError(f"{os.path.join(ck, n)}: checkpoint unreadable ({exc.strerror or exc})") from None
+            if got != want:
+                raise RunError(f"{os.path.join(ck, n)}: failed its checksum (damaged, or changed since ooc wrote it)")
 
         def check(k, a):
             if sums is not None and array_checksum(a) != expected[k]:
@@ -557,12 +620,12 @@ class RunDir:
         return os.path.join(self.path, "history.jsonl")
 
     def history(self, limit: int | None = None) -> list[dict]:
-        """The entries of ``history.jsonl`` (the first ``limit``), each line verified by its checksum.
+        """The entries of ``history.jsonl`` (the first ``limit``), every line verified by its checksum.
 
-        A last line without its newline is a write a crash cut short: it is left out. Any other line
-        that does not verify is refused (:class:`RunError` naming the line), never skipped with the lines
-        after it. Lines of a run made before they were sealed have no checksum: accepted only when no
-        line of the file has one.
+        Every line ooc writes is whole (the file is replaced atomically) and sealed, so any line that
+        does not verify, a last one without its newline included, is not ooc's: refused
+        (:class:`RunError` naming the line), never skipped nor dropped. Lines of a run of state format 1
+        (made before they were sealed) have no checksum: accepted only when no line of the file has one.
         """
         try:
             with open(self.history_path, "rb") as f:
@@ -571,34 +634,72 @@ class RunDir:
             return []
         except OSError as exc:
             raise RunError(f"{self.history_path}: unreadable ({exc.strerror or exc})") from None
-        lines = raw.split(b"\n")[:-1]  # the last piece: empty, or a line cut short by a crash
-        if limit is not None:
-            lines = lines[:limit]
-        sealed = any(fsutil.CHECKSUM_KEY.encode() in line for line in lines)
-        out = []
-        for i, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                entry = fsutil.unseal_json_line(line, required=sealed)
-            except ValueError as exc:
-                raise RunError(f"{self.history_path}: line {i}: {exc} (the history is damaged; 'ooc train ... "
-                               "--overwrite' trains the run again)") from None
-            out.append(entry)
-        return out
+        why, out = history_lines(self.history_path, raw, legacy=self.config.get("state_format") == 1)
+        if why is not None:
+            raise RunError(why)
+        return out if limit is None else out[:limit]
 
     def append_history(self, entry: dict) -> None:
-        with disk_full_is_run_error(self.path, self.history_path), open(self.history_path, "ab") as f:
-            f.write(seal_json(entry, indent=None) + b"\n")  # one write: a crash cuts the last line at most
+        """Add ``entry`` as a sealed line; the file is replaced whole (a crash never leaves a cut line,
+        which would be indistinguishable from a line ooc did not write)."""
+        with disk_full_is_run_error(self.path, self.history_path):
+            try:
+                with open(self.history_path, "rb") as f:
+                    raw = f.read()
+            except FileNotFoundError:
+                raw = b""
+            atomic_write_bytes(self.history_path, raw + seal_json(entry, indent=None) + b"\n", fsync=False)
 
     def truncate_history(self, n_lines: int) -> None:
-        """Keep the first ``n_lines`` entries (those the checkpoint being resumed knew)."""
-        kept = self.history(limit=n_lines)
+        """Keep the first ``n_lines`` entries (those the checkpoint being resumed knew); every line, those
+        dropped included, must verify first (:meth:`history`)."""
+        kept = self.history()[:n_lines]
         atomic_write_bytes(self.history_path, b"".join(seal_json(e, indent=None) + b"\n" for e in kept), fsync=False)
 
     @property
     def model_dir(self) -> str:
         return os.path.join(self.path, "model")
+
+    # -- the final model: appears whole, with its certificate, or not at all -------------------------------
+    @property
+    def model_out(self) -> str:
+        """Where the run's final outputs are written now: the stage of :meth:`stage_model`, else ``model/``."""
+        return self._stage.path if self._stage is not None else self.model_dir
+
+    def stage_model(self) -> str:
+        """Start a new ``model/`` (coefficients, final duals, metrics with the certificate) in a temporary
+        directory beside it; :meth:`commit_model` puts it in place whole, :meth:`drop_stage` abandons it.
+        So ``model/`` holds only the complete output of a finished run: a run killed while it trains or
+        writes its model leaves the previous one (or none), never a model without its certificate."""
+        self.drop_stage()
+        self._stage = fsutil.Temporary(self.model_dir)
+        os.makedirs(self._stage.path)
+        return self._stage.path
+
+    def commit_model(self) -> None:
+        """Swap the staged model in place of ``model/`` in one step (:func:`ooc.fsutil.swap_into_place`), then
+        delete the one it replaced (verified ooc's when the run was opened: :meth:`check_owned`)."""
+        stage = self._stage
+        fsync_dir(stage.path)
+        old = fsutil.swap_into_place(stage.path, self.model_dir)
+        if old is not None:
+            fsutil.remove_tree(old)
+        self.drop_stage()
+
+    def drop_stage(self) -> None:
+        """Delete a staged model not committed (a run that failed or was stopped keeps its previous model)."""
+        if self._stage is not None:
+            self._stage.remove()
+            self._stage.release()
+            self._stage = None
+
+    def withdraw_model(self) -> None:
+        """Take ``model/`` out of the run in one step (renamed to a temporary, then deleted): the run no longer
+        holds a finished model (continued on new rows)."""
+        if os.path.isdir(self.model_dir):
+            tmp = fsutil.temporary_sibling(self.model_dir, "old")
+            os.rename(self.model_dir, tmp)
+            fsutil.remove_tree(tmp)
 
 
 #: What ooc puts at the top of a run directory (temporaries aside).
@@ -607,8 +708,8 @@ RUN_ENTRIES = frozenset({"run.json", "history.jsonl", "LATEST", "state", "model"
 MODEL_FILES = ("coef.npy", "model.json", "metrics.json", "duals.npy")
 #: The final outputs of a run, listed in its manifest once written.
 OUTPUT_FILES = ("convergence.png", *(os.path.join("model", n) for n in MODEL_FILES))
-#: The names a run directory's manifest lets ooc generate while it trains (one segment per ``/``); the
-#: files it lists exactly (run.json, the model) are checked against their recorded content.
+#: The names a run directory's manifest lets ooc generate while it trains (one segment per ``/``). A name
+#: proves nothing: a file of one of them is ooc's only when it proves its content (:class:`_RunProof`).
 RUN_GENERATED = (
     "run.json", "history.jsonl", "LATEST", ".lock", "convergence.png", "state", "model",
     *(f"model/{n}" for n in MODEL_FILES),
@@ -617,9 +718,239 @@ RUN_GENERATED = (
     "state/parent-[0-9]*", "state/parent-[0-9]*/b[0-9][0-9][0-9][0-9][0-9][0-9].npy",
     # rcd-primal's memory-mapped O(n) vectors (margins, labels, weights) when --memory pages them
     "state/primal", "state/primal/[zyc].npy",
-    # a checkpoint being written (renamed into place when whole), and the convergence plot being drawn
-    "state/.ckpt-[0-9]*.tmp-*", "state/.ckpt-[0-9]*.tmp-*/*", "convergence.png.tmp-[0-9]*.png",
 )
+
+#: What ends every array file ooc writes into a run's dual buffers: this tag and the CRC-32 (4 bytes, little
+#: endian) of every byte before it. ``np.load`` reads the array and ignores it; the file proves itself.
+NPY_TRAILER = b"ooc-crc32"
+_TRAILER_LEN = len(NPY_TRAILER) + 4
+
+
+class _CrcWriter:
+    """A file object's ``write`` that keeps the CRC-32 of what went through it (``np.save`` writes into it
+    piece by piece: no copy of the array is made)."""
+
+    def __init__(self, f):
+        self.f, self.crc = f, 0
+
+    def write(self, data) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        return self.f.write(data)
+
+
+def save_sealed_npy(path: str, a: np.ndarray, fsync: bool = False) -> None:
+    """``np.save`` ``a`` to ``path`` atomically, followed by :data:`NPY_TRAILER` and the CRC-32 of the file."""
+    with fsutil.temporary_file(path, ".npy") as f:
+        w = _CrcWriter(f)
+        np.save(w, a, allow_pickle=False)
+        f.write(NPY_TRAILER + w.crc.to_bytes(4, "little"))
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def sealed_npy_error(path: str) -> str | None:
+    """Why the file ``path`` is not one :func:`save_sealed_npy` wrote, whole (one line), or None."""
+    try:
+        size = os.path.getsize(path)
+        if size < _TRAILER_LEN:
+            return f"{path}: has no ooc checksum (not a file ooc wrote, or damaged)"
+        crc, left = 0, size - _TRAILER_LEN
+        with open(path, "rb") as f:
+            while left:
+                piece = f.read(min(left, 1 << 20))
+                if not piece:
+                    break
+                crc = zlib.crc32(piece, crc)
+                left -= len(piece)
+            tail = f.read()
+    except OSError as exc:
+        return f"{path}: unreadable ({exc.strerror or exc})"
+    if tail[:len(NPY_TRAILER)] != NPY_TRAILER:
+        return f"{path}: has no ooc checksum (not a file ooc wrote, or damaged)"
+    if int.from_bytes(tail[len(NPY_TRAILER):], "little") != crc:
+        return f"{path}: failed its checksum (damaged, or not a file ooc wrote)"
+    return None
+
+
+def history_lines(path: str, raw: bytes, legacy: bool = False) -> tuple[str | None, list[dict]]:
+    """``(why, entries)``: the verified entries of the history file ``path`` holding ``raw``, or why one of its
+    lines is not ooc's (one line naming it). ``legacy``: a run of state format 1, whose lines may all lack
+    their checksum."""
+    lines = raw.split(b"\n")
+    tail = lines.pop()  # empty unless the last line has no newline: ooc writes whole lines only
+    sealed = not legacy or any(fsutil.CHECKSUM_KEY.encode() in line for line in lines)
+    then = "(not a line ooc wrote, or damaged: ooc keeps it; remove it, or move the file out of the run, yourself)"
+    out = []
+    for i, line in enumerate(lines, 1):
+        try:
+            entry = fsutil.unseal_json_line(line, required=sealed)
+            if sealed and line != seal_json(entry, indent=None):  # the very bytes ooc writes for it
+                raise ValueError("changed since ooc wrote it")
+        except ValueError as exc:
+            return f"{path}: line {i}: {exc or 'empty'} {then}", []
+        out.append(entry)
+    if tail:
+        return f"{path}: line {len(lines) + 1}: has no newline {then}", []
+    return None, out
+
+
+class _RunProof:
+    """Proves the entries of generated names in the run directory ``path`` (:func:`ooc.owned.register_verifier`).
+
+    What proves each: ``run.json``, ``model/model.json`` and ``model/metrics.json`` their seal; ``history.jsonl``
+    every line's checksum; ``LATEST`` naming a checkpoint; ``.lock`` being empty (ooc never writes into it);
+    a checkpoint directory its sealed ``meta.json``, which lists its files (no other name may be in it) and,
+    unless ``contents`` is false (resume verifies the checkpoint it reads), their arrays' checksums; a dual or
+    parent file its trailer (:func:`save_sealed_npy`) or, written by an older ooc, the CRC-32 a checkpoint, the
+    model's metrics or ``run.json`` record for it; ``model/coef.npy`` and ``model/duals.npy`` the CRC-32 their
+    model and metrics record; ``state/primal/*.npy`` (scratch vectors, rewritten in place, recreated by every
+    start) being float arrays of the run's rows. ``convergence.png`` is ooc's only when listed
+    (:func:`ooc.owned.install`).
+    """
+
+    def __init__(self, path: str, manifest: dict, contents: bool):
+        self.path, self.contents = path, contents
+        self._ckpt: dict[str, tuple[str | None, set]] = {}
+        self._refs: dict[str, int] | None = None
+
+    def __call__(self, rel: str, full: str, is_dir: bool) -> str | None:
+        parts = rel.split(os.sep)
+        in_ckpt = len(parts) >= 2 and parts[0] == "state" and parts[1].startswith("ckpt-")
+        if in_ckpt and not self.contents:
+            return None  # resume: verified whole when read, never deleted when it does not (load_checkpoint)
+        if is_dir:
+            if in_ckpt:
+                return self._checkpoint(full)[0]
+            return None  # a container: what it holds is checked entry by entry
+        if in_ckpt:
+            why, names = self._checkpoint(os.path.dirname(full))
+            return why if why is not None or parts[2] in names else f"{full}: not a file of its checkpoint"
+        name = parts[-1]
+        if rel in ("run.json", os.path.join("model", "model.json"), os.path.join("model", "metrics.json")):
+            return self._sealed(full)
+        if rel == "history.jsonl":
+            try:
+                with open(full, "rb") as f:
+                    raw = f.read()
+            except OSError as exc:
+                return f"{full}: unreadable ({exc.strerror or exc})"
+            return history_lines(full, raw, legacy=self._legacy())[0]
+        if rel == "LATEST":
+            with open(full, "rb") as f:
+                text = f.read(64)
+            ok = text.startswith(b"ckpt-") and text[5:].strip().isdigit()
+            return None if ok else f"{full}: does not name a checkpoint (not a file ooc wrote)"
+        if rel == ".lock":
+            return None if os.path.getsize(full) == 0 else f"{full}: is not empty (ooc never writes into its lock)"
+        if parts[0] == "model":
+            return self._model_file(name, full)
+        if parts[:2] == ["state", "primal"]:
+            return self._scratch(full)
+        if parts[:2] == ["state", "duals"] or (len(parts) == 3 and parts[1].startswith("parent-")):
+            if sealed_npy_error(full) is None:
+                return None
+            crc = self._recorded().get(rel)
+            if crc is not None:
+                try:
+                    if array_checksum(np.load(full, allow_pickle=False)) == crc:
+                        return None
+                except Exception:  # noqa: BLE001 - unreadable: not proven
+                    pass
+            return sealed_npy_error(full)
+        return owned._unproven(rel, full, is_dir)
+
+    # -- the proofs ------------------------------------------------------------------------------
+    @staticmethod
+    def _sealed(full: str) -> str | None:
+        """None when ``full`` is, byte for byte, what :func:`ooc.fsutil.seal_json` writes for what it holds."""
+        try:
+            body = read_sealed_json(full)
+            with open(full, "rb") as f:
+                raw = f.read()
+        except (OSError, ValueError) as exc:
+            return f"{full}: does not verify ({fsutil.os_error_line(exc) or exc})"
+        if raw not in (seal_json(body), seal_json(body, indent=None)):
+            return f"{full}: changed since ooc wrote it (its bytes are not those ooc writes for its content)"
+        return None
+
+    def _legacy(self) -> bool:
+        try:
+            return read_sealed_json(os.path.join(self.path, "run.json"), required=False).get("state_format") == 1
+        except (OSError, ValueError):
+            return False
+
+    def _checkpoint(self, ck: str) -> tuple[str | None, set]:
+        """``(why, names)``: why the checkpoint directory ``ck`` is not ooc's (None: it is), and its files."""
+        if ck in self._ckpt:
+            return self._ckpt[ck]
+        names = set(os.listdir(ck))
+        try:
+            sealed = read_sealed_json(os.path.join(ck, "meta.json"), required=not self._legacy())
+            listed = {"meta.json", "state.npz", *(f"{k}.npy" for k in sealed.get("files") or {})}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            why = f"{os.path.join(ck, 'meta.json')}: does not verify ({fsutil.os_error_line(exc) or exc})"
+            self._ckpt[ck] = (why, set())
+            return self._ckpt[ck]
+        extra = sorted(names - listed)
+        why = f"{os.path.join(ck, extra[0])}: not a file of its checkpoint (its meta.json lists it not)" if extra else None
+        if why is None:
+            try:
+                RunDir(self.path)._read_checkpoint(ck, check_duals=False, keep=False)
+            except RunError as exc:
+                why = str(exc)
+        self._ckpt[ck] = (why, listed)
+        return self._ckpt[ck]
+
+    def _recorded(self) -> dict[str, int]:
+        """``relative path -> CRC-32`` of the dual and parent files that the run's own records list (its
+        checkpoints', its final model's and its ``run.json``'s)."""
+        if self._refs is not None:
+            return self._refs
+        refs: dict[str, int] = {}
+        rd = RunDir(self.path)
+        for ck in rd.checkpoints():
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                for b, buf, crc in read_sealed_json(os.path.join(ck, "meta.json")).get("duals", []):
+                    refs[os.path.relpath(rd.dual_path(int(buf), int(b)), self.path)] = int(crc)
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            m = read_sealed_json(os.path.join(rd.model_dir, "metrics.json"))
+            for b, crc in enumerate(m.get("dual_crcs") or []):
+                refs[os.path.relpath(rd.dual_path(int(m["dual_buffer"]), b), self.path)] = int(crc)
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            for g in read_sealed_json(os.path.join(self.path, "run.json")).get("generations") or []:
+                for i, crc in enumerate(g["parent_crc"]):
+                    refs[os.path.join("state", f"parent-{g['generation']}", f"b{i:06d}.npy")] = int(crc)
+        self._refs = refs
+        return refs
+
+    def _model_file(self, name: str, full: str) -> str | None:
+        d = os.path.dirname(full)
+        what = {"coef.npy": ("model.json", "coef_crc"), "duals.npy": ("metrics.json", "duals_crc")}.get(name)
+        if what is None:
+            return owned._unproven(name, full, False)
+        try:
+            crc = read_sealed_json(os.path.join(d, what[0])).get(what[1])
+        except (OSError, ValueError) as exc:
+            return f"{full}: nothing proves ooc wrote it ({fsutil.os_error_line(exc) or exc})"
+        try:
+            fsutil.read_npy(full, crc) if crc is not None else None
+        except ValueError as exc:
+            return str(exc)
+        return None if crc is not None else f"{full}: nothing proves ooc wrote it (no checksum in {what[0]})"
+
+    def _scratch(self, full: str) -> str | None:
+        try:
+            a = np.load(full, mmap_mode="r", allow_pickle=False)
+            n = int(read_sealed_json(os.path.join(self.path, "run.json"), required=False)["n_rows"])
+        except Exception as exc:  # noqa: BLE001 - unreadable: not proven
+            return f"{full}: nothing proves ooc wrote it ({type(exc).__name__})"
+        if a.dtype != np.float64 or a.shape[-1:] != (n,):
+            return f"{full}: not a vector of the run's {n} rows (not a file ooc wrote)"
+        return None
+
+
+owned.register_verifier("run", _RunProof)
 
 
 def is_run_dir(path: str) -> bool:

@@ -1,0 +1,269 @@
+"""ooc deletes or overwrites only what it can prove it made (docs/formats.rst#ownership).
+
+Generated from the run directory's own list of the names ooc generates (``RUN_GENERATED``): a user's
+file at any of them (a new one, or one of ooc's replaced by the user's), a line a user appended to
+``history.jsonl``, ooc's manifest copied alone into a user's folder beside files of generated names,
+a flipped byte in a checkpoint: ``ooc train --overwrite`` and ``ooc resume`` refuse in one line naming
+the path, exit non-zero, and the user's file is unchanged. A checkpoint that does not verify is never
+deleted: a resume uses an older one that verifies (naming the damaged one) or is refused naming it.
+
+A run's model is used (predict, export, ``ooc.load_model``) only with its certificate: a run stopped
+while it trained or wrote its model has none, or keeps the previous certified one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ooc
+from ooc.cli import main as cli
+from ooc.fsutil import seal_json
+from ooc.runs.rundir import RUN_GENERATED
+
+TRAIN = ["--l2", "1e-2", "--tol", "1e-9", "--seed", "1", "--checkpoint-every", "0"]
+SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+
+pytestmark = pytest.mark.usefixtures("no_plot")  # the plot is not under test here
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
+
+
+def ok(*args):
+    r = run(*args)
+    assert r.exit_code == 0, (args, r.stderr, r.exception)
+    return r
+
+
+def one_line(r) -> str:
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("ooc: warning")]
+    assert r.exit_code == 1 and len(lines) == 1 and lines[0].startswith("ooc: error: "), (r.exit_code, r.stderr)
+    assert "Traceback" not in r.stderr
+    return lines[0]
+
+
+def svm(path, n, seed):
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for _ in range(n):
+            cols = np.sort(rng.choice(12, 4, replace=False)) + 1
+            f.write(f"{1 if rng.random() < 0.5 else -1} " + " ".join(f"{j}:{rng.random():.3f}" for j in cols) + "\n")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """A store; ``part``: a run stopped at epoch 2 (a checkpoint, a model), paged duals (files under
+    ``state/duals``); ``full``: the same run trained to epoch 5 in one go."""
+    root = tmp_path_factory.mktemp("proven")
+    svm(root / "d.svm", 80, 0)
+    ok("convert", root / "d.svm", root / "s.zarr", "--block-bytes", "1KiB")
+    ok("train", root / "s.zarr", "--out", root / "part", "--max-epochs", "2", "--duals", "paged", *TRAIN)
+    ok("train", root / "s.zarr", "--out", root / "full", "--max-epochs", "5", "--duals", "paged", *TRAIN)
+    return root
+
+
+def _commands(root, case):
+    return {"resume": ["resume", case, "--max-epochs", "5"],
+            "overwrite": ["train", root / "s.zarr", "--out", case, "--max-epochs", "5", "--duals", "paged", *TRAIN,
+                          "--overwrite"]}
+
+
+def _files(d) -> dict:
+    return {os.path.relpath(os.path.join(dp, f), d): open(os.path.join(dp, f), "rb").read()
+            for dp, _, fs in os.walk(d) for f in fs}
+
+
+# -- a user's file at a generated name -----------------------------------------------------------------------
+_LEAVES = [p for p in RUN_GENERATED if p not in ("state", "model", "state/duals", "state/duals/[0-9]",
+                                                  "state/ckpt-[0-9]*", "state/parent-[0-9]*", "state/primal")]
+
+
+@st.composite
+def generated_names(draw, run: str):
+    """A path under ``run`` matching one of the run's generated names: ``[0-9]`` a digit, ``*`` a word (digits
+    after ``ckpt-``/``parent-``); an existing checkpoint's number now and then."""
+    pattern = draw(st.sampled_from(_LEAVES))
+    ckpts = sorted(n for n in os.listdir(os.path.join(run, "state")) if n.startswith("ckpt-"))
+    out = []
+    for seg in pattern.split("/"):
+        if seg == "ckpt-[0-9]*" and draw(st.booleans()):
+            out.append(ckpts[0])
+            continue
+        seg = re.sub(r"\[0-9\]\*", lambda m: str(draw(st.integers(0, 999999))), seg)
+        seg = re.sub(r"\[0-9\]", lambda m: str(draw(st.integers(0, 9))), seg)
+        seg = re.sub(r"\[zyc\]", lambda m: draw(st.sampled_from("zyc")), seg)
+        seg = seg.replace("*", draw(st.sampled_from(["precious", "mine", "w"])))
+        out.append(seg)
+    return os.path.join(*out)
+
+
+def _payload(kind: str) -> bytes:
+    if kind == "npy":
+        import io
+
+        buf = io.BytesIO()
+        np.save(buf, np.arange(7.0))
+        return buf.getvalue()
+    return {"text": b"a user's precious results\n", "empty": b"", "json": b'{"epoch": 1}\n'}[kind]
+
+
+@SETTINGS
+@given(data=st.data(), command=st.sampled_from(["resume", "overwrite"]),
+       kind=st.sampled_from(["text", "npy", "empty", "json"]))
+def test_a_user_file_at_a_generated_name_is_refused_by_name(made, tmp_path_factory, data, command, kind):
+    case = tmp_path_factory.mktemp("gen") / "run"
+    shutil.copytree(made / "part", case)
+    rel = data.draw(generated_names(str(case)), label="path")
+    path = case / rel
+    payload = _payload(kind)
+    if path.is_dir() or (rel in (".lock", "history.jsonl") and not payload):
+        return  # a directory of ooc's there; an empty lock or history is what ooc makes (and holds nothing)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(payload)  # a new file, or the user's content over ooc's file
+    before = _files(case)
+    r = run(*_commands(made, case)[command])
+    if r.exit_code == 0:  # resume: a checkpoint that does not verify is left in place, named, never used
+        assert command == "resume" and rel.startswith(os.path.join("state", "ckpt-")), (rel, r.stderr)
+        assert str(path.parent) in r.stderr and "left in place" in r.stderr, r.stderr
+        assert path.read_bytes() == payload
+        return
+    line = one_line(r)
+    assert str(case) in line, line
+    assert _files(case) == before, line  # nothing deleted, nothing changed
+
+
+@SETTINGS
+@given(line=st.sampled_from([b"my note", b'{"epoch": 99}', b"", None]), newline=st.booleans(),
+       command=st.sampled_from(["resume", "overwrite"]))
+def test_a_line_appended_to_the_history_is_refused_by_number(made, tmp_path_factory, line, newline, command):
+    if not line and not newline:
+        return  # nothing appended
+    case = tmp_path_factory.mktemp("hist") / "run"
+    shutil.copytree(made / "part", case)
+    hist = case / "history.jsonl"
+    n = len(hist.read_bytes().splitlines())
+    if line is None:  # a line that looks like ooc's, sealed, but written by the user with two spaces
+        line = seal_json({"epoch": 99}, indent=None).replace(b": ", b":  ")
+    with open(hist, "ab") as f:
+        f.write(line + (b"\n" if newline else b""))
+    before = _files(case)
+    err = one_line(run(*_commands(made, case)[command]))
+    assert f"history.jsonl: line {n + 1}" in err, err
+    assert _files(case) == before
+
+
+@SETTINGS
+@given(names=st.lists(st.sampled_from(["history.jsonl", "LATEST", "run.json", "state/duals/0/b000000.npy",
+                                       "state/ckpt-000003/meta.json", "model/coef.npy", ".lock"]),
+                      min_size=1, max_size=4, unique=True))
+def test_a_manifest_copied_alone_vouches_for_no_user_file(made, tmp_path_factory, names):
+    folder = tmp_path_factory.mktemp("mine") / "folder"
+    folder.mkdir()
+    shutil.copy(made / "part" / ".ooc-owned.json", folder / ".ooc-owned.json")
+    for rel in names:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(b"mine\n")
+    before = _files(folder)
+    err = one_line(run(*_commands(made, folder)["overwrite"]))
+    assert str(folder) in err
+    assert _files(folder) == before
+
+
+# -- a checkpoint that does not verify -------------------------------------------------------------------
+@SETTINGS
+@given(pick=st.integers(0, 10**6), bit=st.integers(0, 7), older=st.booleans(),
+       command=st.sampled_from(["resume", "overwrite"]))
+def test_a_flipped_byte_in_a_checkpoint_is_never_deleted(made, tmp_path_factory, pick, bit, older, command):
+    """A damaged checkpoint: ``--overwrite`` refuses naming it; a resume uses an older checkpoint that
+    verifies (``older``: one is there) and says so naming the damaged one, else refuses naming it; the
+    damaged file stays as it is either way."""
+    case = tmp_path_factory.mktemp("flip") / "run"
+    shutil.copytree(made / "part", case)
+    (ck,) = [d for d in os.listdir(case / "state") if d.startswith("ckpt-")]
+    damaged_ck = ck
+    if older:  # the newest checkpoint is a damaged one numbered after the good one
+        damaged_ck = f"ckpt-{int(ck[5:]) + 1:06d}"
+        shutil.copytree(case / "state" / ck, case / "state" / damaged_ck)
+    files = sorted(f for f in os.listdir(case / "state" / damaged_ck))
+    path = case / "state" / damaged_ck / files[pick % len(files)]
+    raw = bytearray(path.read_bytes())
+    raw[pick % len(raw)] ^= 1 << bit
+    path.write_bytes(bytes(raw))
+    r = run(*_commands(made, case)[command])
+    if command == "resume" and older:
+        assert r.exit_code == 0, r.stderr
+        assert damaged_ck in r.stderr and "left in place" in r.stderr, r.stderr
+        want = ooc.load_model(str(made / "full")).coef_
+        assert np.array_equal(ooc.load_model(str(case)).coef_, want)  # the same run, bit for bit
+    else:
+        err = one_line(r)
+        assert str(case / "state" / damaged_ck) in err, err
+    assert path.read_bytes() == bytes(raw)
+
+
+# -- a model without its certificate ---------------------------------------------------------------------
+class _Killed(BaseException):
+    """Stands for the process dying at that point (nothing after it runs; no handler catches it)."""
+
+
+def _die_writing(monkeypatch, name: str):
+    """Make the write of ``model/<name>`` (and what follows it) never happen: the process "dies" there."""
+    import importlib
+
+    train = importlib.import_module("ooc.train")
+    real = train.atomic_write_bytes
+
+    def write(path, payload, *a, **k):
+        if os.path.basename(path) == name:
+            raise _Killed
+        return real(path, payload, *a, **k)
+
+    monkeypatch.setattr(train, "atomic_write_bytes", write)
+
+
+@pytest.mark.parametrize("first", ["none", "finished"])
+def test_a_run_stopped_while_writing_its_model_keeps_no_uncertified_model(made, tmp_path, monkeypatch, first):
+    """Stopped after the coefficients were written, before the certificate: predict, export and
+    ``ooc.load_model`` refuse in one line (no model yet) or give the previous certified model."""
+    case = tmp_path / "run"
+    if first == "finished":
+        shutil.copytree(made / "part", case)
+        before = ooc.load_model(str(case)).coef_
+    _die_writing(monkeypatch, "metrics.json")
+    with pytest.raises(_Killed):
+        if first == "finished":
+            ooc.resume(str(case), max_epochs=5)
+        else:
+            ooc.train(str(made / "s.zarr"), out=str(case), max_epochs=5, l2=1e-2, tol=1e-9, seed=1,
+                      checkpoint_every=0)
+    monkeypatch.undo()
+    if first == "finished":
+        assert np.array_equal(ooc.load_model(str(case)).coef_, before)  # the certified one, not the new one
+        return
+    with pytest.raises((ValueError, FileNotFoundError)) as exc:
+        ooc.load_model(str(case))
+    assert str(case) in str(exc.value) and len(str(exc.value).splitlines()) == 1
+    for cmd in (["predict", case, made / "d.svm"], ["export", case, "--format", "text", "--out", tmp_path / "e.txt"]):
+        err = one_line(run(*cmd))
+        assert str(case) in err and "ooc resume" in err, err
+    ok("resume", case, "--max-epochs", "5")  # what the message says
+    ooc.load_model(str(case))
+
+
+def test_a_model_whose_certificate_is_another_models_is_refused(made, tmp_path):
+    """``model/metrics.json`` certifies the coefficients it records the CRC-32 of (a run's model/ of
+    another run's metrics is refused, one line naming it)."""
+    case = tmp_path / "run"
+    shutil.copytree(made / "part", case)
+    shutil.copy(made / "full" / "model" / "metrics.json", case / "model" / "metrics.json")
+    err = one_line(run("predict", case, made / "d.svm"))
+    assert "metrics.json" in err and "ooc resume" in err, err
