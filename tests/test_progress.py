@@ -127,3 +127,43 @@ def test_the_bar_moves_before_the_first_gap_and_shows_the_eta(monkeypatch, capsy
     p.close()
     err = capsys.readouterr().err
     assert moved > 0 and "ETA" in err and "epoch 1/10" in err
+
+
+def test_the_bar_never_moves_back_within_a_run():
+    """Whatever the gaps (rising ones too: momentum, a pass short of its expected step) and the
+    shares of epochs reported between them, the bar's position only grows (it went 24% -> 0%)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ooc.progress import EpochProgress
+
+    steps = st.lists(st.one_of(st.tuples(st.just("gap"), st.floats(1e-9, 10.0)),
+                               st.tuples(st.just("within"), st.floats(0.0, 1.0))), min_size=2, max_size=30)
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(steps=steps, tol=st.sampled_from([None, 1e-6]), limit=st.sampled_from([None, 20]))
+    def run(steps, tol, limit):
+        p = EpochProgress(True, tol, limit)
+        p.bar.disable = True  # (positions only: nothing drawn)
+        epoch, seen = 0, []
+        for kind, x in steps:
+            if kind == "gap":
+                p({"epoch": epoch, "rel_gap": x})
+                epoch += 1
+            else:
+                p.within(epoch, x)
+            seen.append(p.bar.n)
+        p.close()
+        assert seen == sorted(seen), seen
+
+    run()
+    # the case reported: a within-epoch step moved the bar, then the next certificate's gap was higher
+    p = EpochProgress(True, 1e-6, 100)
+    p.bar.disable = True
+    p({"epoch": 0, "rel_gap": 1.0})
+    p({"epoch": 1, "rel_gap": 1e-2})
+    p.within(2, 0.9)
+    before = p.bar.n
+    p({"epoch": 2, "rel_gap": 0.5})
+    assert before > 0 and p.bar.n == before
+    p.close()
