@@ -167,3 +167,34 @@ def test_the_bar_never_moves_back_within_a_run():
     p({"epoch": 2, "rel_gap": 0.5})
     assert before > 0 and p.bar.n == before
     p.close()
+
+
+@pytest.mark.parametrize("kind", ["store", "svmlight"])
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_the_reading_bar_starts_before_the_first_piece_is_read(small, kind, command):
+    """predict / evaluate tell their bar that reading starts (0 of the input's size) before the first
+    piece is parsed: a text file is read in pieces of up to 64 MB, and a bar made at the first piece
+    showed nothing during the whole first read (and nothing at all for a file of one piece, whose
+    bar was made and cleared at its end). Whether there is a bar is one rule for every command:
+    stderr a terminal, or -v (ooc.progress.wanted)."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from ooc.evaluate import evaluate, iter_predictions
+
+    root, store = small
+    run = root / f"run-read-{kind}-{command}"
+    cli("train", store, "--out", run, "--l2", "1e-2", "--max-epochs", "2")
+    source = store
+    if kind == "svmlight":
+        st = ooc.open_store(store)
+        source = str(root / "rows.svm")
+        dump_svmlight_file(st.to_scipy("rows"), st.labels, source, zero_based=True)
+    events = []
+    if command == "predict":
+        for _ in iter_predictions(str(run), source, progress=events.append):
+            pass
+    else:
+        evaluate(str(run), source, progress=events.append)
+    first, last = events[0], events[-1]
+    assert first["done"] == 0 and first["rows"] == 0 and first["total"] > 0, events
+    assert first["unit"] == last["unit"] and last["done"] == last["total"] and len(events) >= 2
