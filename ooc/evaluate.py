@@ -90,7 +90,8 @@ def _svmlight_columns(ch, base: int, d: int, source: str):
     return ind
 
 
-def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, options=None) -> Iterator[_Piece]:
+def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, options=None,
+               progress=None) -> Iterator[_Piece]:
     """The pieces of ``source`` (a store or a file), ids 0-based as in training.
 
     A file is read with the input recipe of the model's training store (:mod:`ooc.store.recipe`;
@@ -123,6 +124,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
         check_same_columns(recipe, Recipe.from_attrs(st.attrs, source), owner, f"the store {source}")
         _check_width(source, "the store", st.n_cols, model)
         vals = st.label_values
+        _announce(progress, st.n_rows, "rows")
         for b in range(st.n_blocks(L.ROWS)):
             blk = st.block(L.ROWS, b)
             y = st.read_labels(blk.start, blk.stop)
@@ -144,6 +146,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
                      src.n_cols, model)
     base = int(src.recipe.index_base or 0)
     total = src.total or 0
+    _announce(progress, *((src.n_rows, "rows") if fmt == "npz" else (total, "B")))
     for ch in src.make():
         if fmt == "npz":
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1,
@@ -152,6 +155,13 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
         ind = _svmlight_columns(ch, base, model.n_features, source) if fmt == "svmlight" else ch.indices
         yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
                      total=total, unit="B")
+
+
+def _announce(progress, total, unit: str) -> None:
+    """Tell ``progress`` that reading starts (nothing read yet, ``total`` ``unit`` to read): its bar
+    shows from the start of a long read, not once the first piece (up to 64 MB of text) is parsed."""
+    if progress is not None:
+        progress({"rows": 0, "done": 0, "total": total or 0, "unit": unit})
 
 
 def check_input(store, source: str, memory="auto") -> None:
@@ -219,7 +229,7 @@ def _with_streams_closed(pieces):
 
 def _predictions(model, source, proba, memory, nthreads, progress, options=None):
     rows = 0
-    for piece in _iter_rows(model, source, memory, labels=False, options=options):
+    for piece in _iter_rows(model, source, memory, labels=False, options=options, progress=progress):
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
         rows += len(m)
         if progress is not None:
@@ -279,7 +289,7 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
     correct = 0
     loss_sum = 0.0
     logloss = 0.0
-    for piece in _with_streams_closed(_iter_rows(model, source, memory, options=options)):
+    for piece in _with_streams_closed(_iter_rows(model, source, memory, options=options, progress=progress)):
         _check_labels(model, source, piece)
         y = piece.labels
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)

@@ -96,7 +96,10 @@ class EpochProgress:
     (none once the rows are all in the cache), and an estimate of the time left; silent when disabled.
 
     The bar moves inside an epoch too (:meth:`within`, the share of the epoch's groups, blocks or
-    steps done): by that share of the last epoch's step on the gap's log scale. The time left is
+    steps done): by that share of the last epoch's step on the gap's log scale. It never moves back
+    within a run: a certificate whose gap is above what the bar already shows (gaps are not
+    monotone: acc-sdca's momentum, a pass that fell short of the step expected of it) holds the
+    bar where it is until the gap passes that point. The time left is
     ``epochs left x seconds per epoch`` (both of this session), less the current epoch's share done;
     the epochs left are the fewer of ``--max-epochs`` less the epoch, and, once two gaps are known
     and the gap falls, ``log(gap / tol) / r``, ``r`` the mean decrease of ``log(gap)`` per epoch so far.
@@ -114,6 +117,7 @@ class EpochProgress:
         self.t0 = time.perf_counter()
         self.t_first = self.t_last = None  # when the first and latest certificates came
         self.shown = ""
+        self.high = 0  # the furthest the bar has been (it never moves back)
         if enabled:
             from tqdm import tqdm
 
@@ -183,8 +187,13 @@ class EpochProgress:
         if h.get("mb_per_s"):  # the epoch read from the store (0 or None: served from the cache)
             shown.append(f"{h['mb_per_s']:.3g} MB/s")
         self.shown = ", ".join(shown)
-        self.bar.n = round(self.STEPS * self._fraction(gap))
+        self._move(self._fraction(gap))
         self._describe(0.0)
+
+    def _move(self, fraction: float) -> None:
+        """Put the bar at ``fraction`` of its length, or leave it where it is if it has been further."""
+        self.high = max(self.high, round(self.STEPS * min(1.0, max(0.0, fraction))))
+        self.bar.n = self.high
 
     def _describe(self, fraction: float) -> None:
         eta = self.eta(fraction)
@@ -210,7 +219,7 @@ class EpochProgress:
                 step = (1.0 - base) / max(1, self.max_epochs - self.last[0])
         elif self.max_epochs:
             step = 1.0 / self.max_epochs
-        self.bar.n = round(self.STEPS * min(1.0, base + fraction * step))
+        self._move(base + fraction * step)
         if self.last is None:
             self.shown = f"epoch {epoch}" + (f"/{self.max_epochs}" if self.max_epochs else "")
         self._describe(fraction)

@@ -127,3 +127,74 @@ def test_the_bar_moves_before_the_first_gap_and_shows_the_eta(monkeypatch, capsy
     p.close()
     err = capsys.readouterr().err
     assert moved > 0 and "ETA" in err and "epoch 1/10" in err
+
+
+def test_the_bar_never_moves_back_within_a_run():
+    """Whatever the gaps (rising ones too: momentum, a pass short of its expected step) and the
+    shares of epochs reported between them, the bar's position only grows (it went 24% -> 0%)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ooc.progress import EpochProgress
+
+    steps = st.lists(st.one_of(st.tuples(st.just("gap"), st.floats(1e-9, 10.0)),
+                               st.tuples(st.just("within"), st.floats(0.0, 1.0))), min_size=2, max_size=30)
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(steps=steps, tol=st.sampled_from([None, 1e-6]), limit=st.sampled_from([None, 20]))
+    def run(steps, tol, limit):
+        p = EpochProgress(True, tol, limit)
+        p.bar.disable = True  # (positions only: nothing drawn)
+        epoch, seen = 0, []
+        for kind, x in steps:
+            if kind == "gap":
+                p({"epoch": epoch, "rel_gap": x})
+                epoch += 1
+            else:
+                p.within(epoch, x)
+            seen.append(p.bar.n)
+        p.close()
+        assert seen == sorted(seen), seen
+
+    run()
+    # the case reported: a within-epoch step moved the bar, then the next certificate's gap was higher
+    p = EpochProgress(True, 1e-6, 100)
+    p.bar.disable = True
+    p({"epoch": 0, "rel_gap": 1.0})
+    p({"epoch": 1, "rel_gap": 1e-2})
+    p.within(2, 0.9)
+    before = p.bar.n
+    p({"epoch": 2, "rel_gap": 0.5})
+    assert before > 0 and p.bar.n == before
+    p.close()
+
+
+@pytest.mark.parametrize("kind", ["store", "svmlight"])
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_the_reading_bar_starts_before_the_first_piece_is_read(small, kind, command):
+    """predict / evaluate tell their bar that reading starts (0 of the input's size) before the first
+    piece is parsed: a text file is read in pieces of up to 64 MB, and a bar made at the first piece
+    showed nothing during the whole first read (and nothing at all for a file of one piece, whose
+    bar was made and cleared at its end). Whether there is a bar is one rule for every command:
+    stderr a terminal, or -v (ooc.progress.wanted)."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from ooc.evaluate import evaluate, iter_predictions
+
+    root, store = small
+    run = root / f"run-read-{kind}-{command}"
+    cli("train", store, "--out", run, "--l2", "1e-2", "--max-epochs", "2")
+    source = store
+    if kind == "svmlight":
+        st = ooc.open_store(store)
+        source = str(root / "rows.svm")
+        dump_svmlight_file(st.to_scipy("rows"), st.labels, source, zero_based=True)
+    events = []
+    if command == "predict":
+        for _ in iter_predictions(str(run), source, progress=events.append):
+            pass
+    else:
+        evaluate(str(run), source, progress=events.append)
+    first, last = events[0], events[-1]
+    assert first["done"] == 0 and first["rows"] == 0 and first["total"] > 0, events
+    assert first["unit"] == last["unit"] and last["done"] == last["total"] and len(events) >= 2

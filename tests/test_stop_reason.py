@@ -92,3 +92,29 @@ def test_cli_prints_the_reason(store, tmp_path):
     js = CliRunner().invoke(main, ["resume", str(tmp_path / "r"), "--max-epochs", "5", "--json"])
     res = json.loads(js.output.strip().splitlines()[-1])
     assert res["converged"] is False and res["stop_reason"] and res["advice"]
+
+
+def test_the_epochs_left_are_not_those_of_a_fast_last_window():
+    """A run whose gap fell fast, then slowly, and whose last few states came down fast after a bump
+    (acc-sdca's momentum): the estimate is that of the slow rate the gap keeps (the last window alone
+    named 514 more epochs where 6900 were needed), for any such run drawn."""
+    import math
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(epochs=st.integers(24, 400), fast=st.floats(0.2, 0.9), slow=st.floats(0.95, 0.9995),
+           switch=st.floats(0.0, 0.5), bump=st.floats(1.0, 30.0), tol=st.sampled_from([1e-6, 1e-9, 1e-12]))
+    def check(epochs, fast, slow, switch, bump, tol):
+        k = int(switch * epochs)  # the slow phase covers at least the last half of the run
+        gaps = [fast ** min(e, k) * slow ** max(e - k, 0) for e in range(epochs + 1)]
+        gaps[-5] *= bump  # up, then back to the curve in 4 epochs: the last window looks fast
+        if gaps[-1] <= tol:
+            return
+        st_ = diagnose(_hist(gaps), tol)
+        needed = math.log(tol / gaps[-1]) / math.log(slow)
+        assert st_.kind in ("rate", "slow") and st_.more_epochs >= needed - 1, (st_, needed)
+        assert "estimate" in st_.text
+
+    check()

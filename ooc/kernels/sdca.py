@@ -46,6 +46,7 @@ __all__ = [
     "rows_primal_loss",
     "block_dual_loss",
     "block_accumulate_v",
+    "rows_accumulate_v",
 ]
 
 
@@ -293,6 +294,22 @@ def block_accumulate_v(indptr, indices, data, alpha, v, scale, bias):
     has_bias = bias > 0.0
     b = v.shape[0] - 1
     for i in range(indptr.shape[0] - 1):
+        s = scale * alpha[i]
+        if s == 0.0:
+            continue
+        for p in range(indptr[i], indptr[i + 1]):
+            v[indices[p]] += s * np.float64(data[p])
+        if has_bias:
+            v[b] += s * bias
+
+
+@njit(cache=True, nogil=True)
+def rows_accumulate_v(indptr, indices, data, alpha, v, scale, bias, rows):
+    r""":func:`block_accumulate_v` over the rows ``rows`` (ids into ``indptr`` and ``alpha``), in that order."""
+    has_bias = bias > 0.0
+    b = v.shape[0] - 1
+    for r in range(rows.shape[0]):
+        i = rows[r]
         s = scale * alpha[i]
         if s == 0.0:
             continue
