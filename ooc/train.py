@@ -61,6 +61,7 @@ from .solvers.registry import (
     auto_solver,
     distributed_solver,
     driver_class,
+    solver_modules,
     solver_spec,
 )
 from .solvers.row_threads import ROW_THREADS_SCHEME
@@ -860,6 +861,14 @@ def _refuse_before_run_dir(st, o: dict) -> None:
         check_local_workers(st, o["distributed"], st.n_cols + 1, memory["memory"], int(memory["memory_held"] or 0),
                             memory.get("memory_limit"))
         return
+    # dgpd whose duals turn dense goes on as sdca in this process (--dgpd-fallback): its limit holds both
+    fallback = o["solver_used"] == DGPD_SOLVER and o.get("dgpd_fallback")
+    for name in (o["solver_used"], SDCA_SOLVER) if fallback else (o["solver_used"],):
+        _refuse_leanest(st, {**o, "solver_used": name})
+
+
+def _refuse_leanest(st, o: dict) -> None:
+    """:func:`_refuse_before_run_dir` for one single-process solver (``o["solver_used"]``)."""
     cls = driver_class(o["solver_used"], o["distributed"], o["multiclass"])
     fixed_for = getattr(cls, "fixed_for", None)
     footprint = getattr(cls, "footprint", None)
@@ -896,7 +905,7 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     line prints it): what ``auto`` chose, or what an explicit ``--memory`` leaves once the process's own
     size is counted.
     """
-    held = held_bytes() + reader
+    held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"])) + reader
     if o["memory_bytes"] is None:
         limit = process_limit()
         budget = auto_budget(limit, held)
