@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
-import zlib
 
 from . import fsutil
 
@@ -43,7 +42,6 @@ from . import fsutil
 MANIFEST = ".ooc-owned.json"
 #: Version of the manifest's format.
 FORMAT = 1
-_READ = 1 << 20
 
 
 class NotOurs(FileExistsError):
@@ -53,14 +51,8 @@ class NotOurs(FileExistsError):
 # -- manifests ---------------------------------------------------------------------------------
 def file_entry(path: str) -> dict:
     """A listed file as the manifest records it: its size and CRC-32 (read a piece at a time)."""
-    crc, size = 0, 0
     with open(path, "rb") as f:
-        while True:
-            piece = f.read(_READ)
-            if not piece:
-                break
-            crc = zlib.crc32(piece, crc)
-            size += len(piece)
+        crc, size = fsutil.file_crc(f.fileno())
     return {"size": size, "crc": crc}
 
 

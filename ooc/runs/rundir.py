@@ -29,7 +29,6 @@ import shutil
 import threading
 import time
 import warnings
-import zlib
 from typing import NamedTuple
 
 import numpy as np
@@ -726,24 +725,16 @@ NPY_TRAILER = b"ooc-crc32"
 _TRAILER_LEN = len(NPY_TRAILER) + 4
 
 
-class _CrcWriter:
-    """A file object's ``write`` that keeps the CRC-32 of what went through it (``np.save`` writes into it
-    piece by piece: no copy of the array is made)."""
-
-    def __init__(self, f):
-        self.f, self.crc = f, 0
-
-    def write(self, data) -> int:
-        self.crc = zlib.crc32(data, self.crc)
-        return self.f.write(data)
-
-
 def save_sealed_npy(path: str, a: np.ndarray, fsync: bool = False) -> None:
     """``np.save`` ``a`` to ``path`` atomically, followed by :data:`NPY_TRAILER` and the CRC-32 of the file."""
     with fsutil.temporary_file(path, ".npy") as f:
-        w = _CrcWriter(f)
-        np.save(w, a, allow_pickle=False)
-        f.write(NPY_TRAILER + w.crc.to_bytes(4, "little"))
+        # np.save into a real file writes the array's memory as it is; into a Python object it would copy
+        # it in pieces of up to 16 MiB (not charged to --memory): the CRC is read back from the file
+        np.save(f, a, allow_pickle=False)
+        f.flush()
+        with open(f.name, "rb") as back:  # (f is write-only)
+            crc, _ = fsutil.file_crc(back.fileno(), f.tell())
+        f.write(NPY_TRAILER + crc.to_bytes(4, "little"))
         if fsync:
             f.flush()
             os.fsync(f.fileno())
@@ -755,15 +746,9 @@ def sealed_npy_error(path: str) -> str | None:
         size = os.path.getsize(path)
         if size < _TRAILER_LEN:
             return f"{path}: has no ooc checksum (not a file ooc wrote, or damaged)"
-        crc, left = 0, size - _TRAILER_LEN
         with open(path, "rb") as f:
-            while left:
-                piece = f.read(min(left, 1 << 20))
-                if not piece:
-                    break
-                crc = zlib.crc32(piece, crc)
-                left -= len(piece)
-            tail = f.read()
+            crc, _ = fsutil.file_crc(f.fileno(), size - _TRAILER_LEN)
+            tail = os.pread(f.fileno(), _TRAILER_LEN, size - _TRAILER_LEN)
     except OSError as exc:
         return f"{path}: unreadable ({exc.strerror or exc})"
     if tail[:len(NPY_TRAILER)] != NPY_TRAILER:
