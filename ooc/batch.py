@@ -52,7 +52,6 @@ import io
 import itertools
 import json
 import os
-import sys
 import time
 import typing
 
@@ -529,7 +528,11 @@ def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
     try:
         _plot_comparison(out, ok)
     except Exception as exc:  # pragma: no cover - a plot never fails a batch
-        print(f"ooc batch: could not draw comparison.png: {exc}", file=sys.stderr)
+        import warnings
+
+        from .plotting import PlotWarning
+
+        warnings.warn(f"could not draw comparison.png: {' '.join(str(exc).split())}", PlotWarning, stacklevel=2)
 
 
 def _fmt(x) -> str:
@@ -539,14 +542,21 @@ def _fmt(x) -> str:
 
 
 def _plot_comparison(out: str, rows: list[dict]) -> None:
-    import matplotlib
+    """Draw ``OUT/comparison.png`` (matplotlib's messages as one-line warnings: :mod:`ooc.plotting`)."""
+    from .plotting import drawing
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with drawing():
+        _draw_comparison(out, rows)
+
+
+def _draw_comparison(out: str, rows: list[dict]) -> None:
+    from matplotlib.figure import Figure
 
     from .runs.rundir import RunDir
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
+    drawn = 0
     for r in rows:
         rd = os.path.join(out, r["run"])
         if not os.path.isdir(rd):
@@ -554,14 +564,12 @@ def _plot_comparison(out: str, rows: list[dict]) -> None:
         h = RunDir(rd).history()
         if h:
             ax.semilogy([e["seconds"] for e in h], [max(e["gap"], 1e-16) for e in h], "-", label=r["run"])
+            drawn += 1
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("duality gap")
     ax.grid(True, which="both", alpha=0.3)
-    if len(rows) <= 12:
+    if 0 < drawn <= 12:  # a legend of the runs drawn (none drawn: no legend to make)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    try:
-        with owned.output(os.path.join(out, "comparison.png"), "wb") as f:
-            fig.savefig(f, format="png", dpi=90)
-    finally:
-        plt.close(fig)
+    with owned.output(os.path.join(out, "comparison.png"), "wb") as f:
+        fig.savefig(f, format="png", dpi=90)

@@ -715,14 +715,19 @@ def resume(run, max_epochs, store, threads, as_json, verbose):
 @click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
               help="Memory for the whole process, as in convert ('auto': what it may use).")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists (only an ooc store).")
+@click.option("--widen", is_flag=True,
+              help="Let svmlight rows bring feature ids past STORE's features (more columns); without it they are "
+                   "refused: a store never widens silently.")
 @click.option("--json", "as_json", is_flag=True, help="Print the new store's summary as JSON.")
 @_user_errors
-def append(store, newdata, out_store, memory, overwrite, as_json, **recipe):
+def append(store, newdata, out_store, memory, overwrite, widen, as_json, **recipe):
     """Add the rows of NEWDATA to STORE: a new store (new fingerprint) recording STORE's in its lineage.
-    NEWDATA is read as STORE's input was (its recipe: format, index base, hash bits, text and CSV columns)."""
+    NEWDATA is read as STORE's input was (its recipe: format, index base, hash bits, text and CSV columns;
+    --index-base for an svmlight file numbered the other way)."""
     from .store.append import append as do_append
 
-    st = do_append(store, newdata, out_store, memory=memory, overwrite=overwrite, options=_recipe_given(recipe))
+    st = do_append(store, newdata, out_store, memory=memory, overwrite=overwrite, options=_recipe_given(recipe),
+                   widen=widen)
     info = _store_info(st)
     if as_json:
         _emit_json(info)

@@ -74,17 +74,29 @@ def _model_recipe(model: LinearModel):
     return Recipe.from_attrs(model.meta, owner), owner
 
 
-def _svmlight_columns(ch, base: int, d: int, source: str):
+def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str):
     """An svmlight chunk's ids as the model's columns (``id - base``), refusing, with the line, an id
-    below ``base`` or one at or beyond ``base + d`` (a feature the model does not have)."""
+    below ``base`` or one at or beyond ``base + d`` (a feature the model does not have).
+
+    When the index base explains the refusal, the message names it (the recipe's field that differs,
+    not its symptom): an id 0 under base 1 (the file looks 0-based), or the id ``d`` under base 0 with
+    no id 0 before it (the file looks 1-based). ``seen['zero']`` carries "an id 0 occurred" across
+    chunks; ``how`` says where the base came from (the model's training input, or --index-base)."""
     ind = ch.indices - base
     bad = np.flatnonzero((ind < 0) | (ind >= d))
+    first_bad = int(bad[0]) if len(bad) else len(ind)
+    if not seen.get("zero") and (ch.indices[:first_bad] == 0).any():
+        seen["zero"] = True
     if len(bad):
-        k = int(bad[0])
+        k = first_bad
         line = ch.first_line + int(np.searchsorted(ch.indptr, k, side="right")) - 1
         if ind[k] < 0:
-            raise InputError(source, f"feature id {int(ch.indices[k])} in a file read {base}-based (as the model's "
-                                     "training input was)", line=line)
+            raise InputError(source, f"feature id {int(ch.indices[k])} in a file read {base}-based ({how}): the "
+                                     "file looks 0-based; if it is, pass --index-base 0", line=line)
+        if base == 0 and int(ch.indices[k]) == d and not seen.get("zero"):
+            raise InputError(source, f"feature id {d} is beyond the model's {d} features (ids 0 to {d - 1}) and no "
+                                     f"id 0 came before it: the file looks 1-based, read 0-based ({how}); if it is "
+                                     "1-based, pass --index-base 1", line=line)
         raise InputError(source, f"feature id {int(ch.indices[k])} is beyond the model's {d} features (ids {base} "
                                  f"to {base + d - 1}): another feature space", line=line)
     return ind
@@ -137,14 +149,22 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
         raise InputError(source, "no such file or store")
     chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
     # text files: progress in input bytes (compressed ones too); a stream ('-', a pipe) has no size
-    reading = follow(recipe, options or Options(), owner)
+    given = options or Options()
+    reading = follow(recipe, given, owner)
+    stated = "text" if given.text_columns is not None else given.input_format
+    # a file whose format the user stated as the recipe's is read so, whatever its name or content says
     src = open_input(source, reading, chunk_bytes=chunk_bytes, rows_per_chunk=max(1024, chunk_bytes // 64),
-                     dtype=np.float64, labels_required=labels, owner=owner, n_cols_hint=model.n_features)
+                     dtype=np.float64, labels_required=labels, owner=None if stated == recipe.format else owner,
+                     n_cols_hint=model.n_features)
     fmt = src.recipe.format
     if src.n_cols is not None:
         _check_width(source, {"npz": "the .npz matrix", "csv": "the CSV file"}.get(fmt, f"the {fmt} input"),
                      src.n_cols, model)
     base = int(src.recipe.index_base or 0)
+    how = ("--index-base" if (options or Options()).index_base is not None else
+           "as the model's training input was" + (", a base guessed there from no id 0"
+                                                  if recipe.index_base_source == "guessed" else ""))
+    seen: dict = {}
     total = src.total or 0
     _announce(progress, *((src.n_rows, "rows") if fmt == "npz" else (total, "B")))
     for ch in src.make():
@@ -152,7 +172,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1,
                          done=ch.first_line - 1 + len(ch.labels), total=src.n_rows)
             continue
-        ind = _svmlight_columns(ch, base, model.n_features, source) if fmt == "svmlight" else ch.indices
+        ind = _svmlight_columns(ch, base, model.n_features, source, seen, how) if fmt == "svmlight" else ch.indices
         yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
                      total=total, unit="B")
 

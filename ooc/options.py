@@ -56,7 +56,8 @@ class Number(_Typed):
     Parameters
     ----------
     integer : bool
-        Integers only (``3``, ``"3"`` and ``3.0`` are 3; ``3.5``, ``True`` are refused).
+        Integers only (``3``, ``"3"`` and the float ``3.0`` are 3; ``3.5``, ``True`` and the texts ``"3.0"``,
+        ``"3e0"`` are refused: a text is an integer when it is only digits, with an optional sign).
     low, high : number, optional
         Bounds; ``None``: unbounded on that side. A real number is always finite.
     low_open : bool
@@ -100,8 +101,12 @@ class Number(_Typed):
         if isinstance(value, (str, bytes)):
             text = value.decode() if isinstance(value, bytes) else value
             text = text.strip()
+            if self.integer:
+                # an integer's text is its digits: "1e3" or "1.0" is a real number's spelling, refused rather
+                # than rounded into a count or a seed the user did not write
+                return int(text) if re.fullmatch(r"[+-]?\d+", text) else None
             try:
-                value = int(text) if self.integer and re.fullmatch(r"[+-]?\d+", text) else float(text)
+                value = float(text)
             except (ValueError, OverflowError):
                 return None
         try:

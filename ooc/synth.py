@@ -23,7 +23,8 @@ class SynthSource:
     Parameters
     ----------
     rows, cols, nnz_per_row : int
-        Shape and row density (each row has exactly ``min(nnz_per_row, cols)`` features).
+        Shape and row density (each row has exactly ``nnz_per_row`` features; more than ``cols`` is
+        refused).
     task : {'binary', 'multiclass', 'regression'}
     n_classes : int
         Classes for ``multiclass``.
@@ -49,8 +50,15 @@ class SynthSource:
         if task != "regression" and given["noise"] > 1:
             raise ValueError(f"noise is a label flip probability for {task} labels: from 0 to 1 (got {noise!r})")
         rows, cols, nnz_per_row, n_classes, zipf, informative, noise, seed = given.values()
+        if nnz_per_row > cols:
+            # a row has distinct features: more than there are is a mistake, never clamped silently
+            raise ValueError(f"nnz_per_row (--nnz-per-row) {nnz_per_row} is more than cols (--cols) {cols}: a row "
+                             "has at most one nonzero per feature")
+        if rows * nnz_per_row > SYNTH["rows"].high:
+            raise ValueError(f"rows (--rows) {rows} times nnz_per_row (--nnz-per-row) {nnz_per_row} nonzeros is more "
+                             "than a store counts (2**63 - 1)")
         self.rows, self.cols = int(rows), int(cols)
-        self.k = min(int(nnz_per_row), self.cols)
+        self.k = int(nnz_per_row)
         self.task, self.n_classes = task, int(n_classes)
         self.zipf, self.noise, self.values, self.seed = zipf, noise, values, seed
         self.rows_per_chunk = int(rows_per_chunk)
@@ -185,11 +193,65 @@ def synth(store: str, rows: int, cols: int, nnz_per_row: int, **kwargs):
     from .store.ingest import convert
 
     src_keys = {"task", "n_classes", "zipf", "informative", "noise", "values", "seed", "rows_per_chunk"}
-    src = SynthSource(rows, cols, nnz_per_row, **{k: v for k, v in kwargs.items() if k in src_keys})
     conv = {k: v for k, v in kwargs.items() if k not in src_keys}
+    check_size(store, rows, cols, nnz_per_row, n_classes=kwargs.get("n_classes", 3), task=kwargs.get("task", "binary"),
+               memory=conv.get("memory", "1GiB"), dtype=conv.get("dtype", "float32"),
+               layouts=2 if conv.get("layout", "both") == "both" else 1)
+    src = SynthSource(rows, cols, nnz_per_row, **{k: v for k, v in kwargs.items() if k in src_keys})
     conv.setdefault("n_features", cols)
     label_kind = {"binary": "binary", "multiclass": "multiclass", "regression": "regression"}[src.task]
     return convert(src, store, label_kind=label_kind, **conv)
+
+
+#: Bytes the generator holds per feature column: its popularity permutation and CDF, a weight array
+#: while the CDF is made (8 bytes each), and 8 bytes per output of the planted model.
+GEN_BYTES_PER_COL = 24
+#: Feature tables this small are made whatever ``memory`` says (a conversion's buffers have floors too).
+GEN_FLOOR = 8 << 20
+
+
+def needed_bytes(rows: int, cols: int, nnz_per_row: int, n_outputs: int, dtype="float32",
+                 layouts: int = 2) -> tuple[int, int]:
+    """``(memory, disk)`` bytes that :func:`synth` needs: the generator's per-column tables, and the
+    store's arrays before compression (a value and an index per nonzero per layout, a label and a
+    row offset per row)."""
+    index_bytes = 4 if cols < 2**31 else 8
+    memory = cols * (GEN_BYTES_PER_COL + 8 * n_outputs)
+    disk = layouts * rows * nnz_per_row * (np.dtype(dtype).itemsize + index_bytes) + rows * 16 + cols * 8 * layouts
+    return memory, disk
+
+
+def check_size(store, rows, cols, nnz_per_row, *, n_classes=3, task="binary", memory="1GiB", dtype="float32",
+               layouts: int = 2) -> None:
+    """Refuse, before anything is written, a shape whose generator does not fit ``memory`` or whose store
+    does not fit the free space where ``store`` goes; one line naming the option and the size it needs.
+
+    The disk bound counts the arrays uncompressed: a store compresses (constant values above all), so
+    this refuses only what no compression would be asked to save (twice the free space)."""
+    import os
+    import shutil
+
+    from .store.ingest import format_bytes, memory_budget
+
+    rows, cols, k = (SYNTH[n].check(v, n) for n, v in (("rows", rows), ("cols", cols), ("nnz_per_row", nnz_per_row)))
+    if k > cols:
+        raise ValueError(f"nnz_per_row (--nnz-per-row) {k} is more than cols (--cols) {cols}: a row has at most "
+                         "one nonzero per feature")
+    mem, disk = needed_bytes(rows, cols, k, n_classes if task == "multiclass" else 1, dtype, layouts)
+    budget = memory_budget(memory)
+    if mem > max(budget, GEN_FLOOR):  # tables below the floor are as small as a conversion's least buffers
+        raise ValueError(f"cols (--cols) {cols}: the generator's feature tables need {format_bytes(mem, up=True)} "
+                         f"of memory, more than --memory {memory} leaves for the work ({format_bytes(budget)})")
+    path = os.fspath(store)
+    if "://" in path:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while parent and not os.path.isdir(parent):
+        parent = os.path.dirname(parent)
+    free = shutil.disk_usage(parent).free
+    if disk > 2 * free:
+        raise ValueError(f"rows (--rows) {rows} x nnz_per_row (--nnz-per-row) {k}: the store needs about "
+                         f"{format_bytes(disk, up=True)} uncompressed, and {parent} has {format_bytes(free)} free")
 
 
 def _put_digits(buf: np.ndarray, ends: np.ndarray, values: np.ndarray, width: np.ndarray) -> None:

@@ -925,7 +925,15 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
 
 
 def plot_convergence(rd: RunDir) -> str:
-    """Draw ``RUN/convergence.png``: gap and primal/dual against training time, log scale."""
+    """Draw ``RUN/convergence.png``: gap and primal/dual against training time, log scale (matplotlib's
+    messages as one-line warnings: :mod:`ooc.plotting`)."""
+    from .plotting import drawing
+
+    with drawing():
+        return _draw_convergence(rd)
+
+
+def _draw_convergence(rd: RunDir) -> str:
     # a Figure without pyplot: no GUI backend to choose, and pyplot's import (about half of what drawing
     # this plot cost) is skipped
     from matplotlib.figure import Figure

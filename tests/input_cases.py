@@ -167,6 +167,11 @@ def check_csv(content: bytes, tmp: str) -> str:
 
 # -- Vowpal Wabbit -------------------------------------------------------------------------------------
 NAMES = [b"a", b"b", b"word", b"x1", b"price", b"_t", b"caf\xc3\xa9"]
+#: Values of ``name:value`` that are not numbers: VW's string features, and values that start as one.
+VW_STRINGS = [b"paris", b"nice", b"Indiana", b"info", b"nanny", b"1:2", b"1abc", b".x", b".5x", b"-", b"+x", b"a:b",
+              b"infinity", b"-Inf", b"e5", b"1e999x", b"NaN"]
+#: How VW tells a number from a string value: its float parser reads something (``strtof``'s prefix).
+VW_STARTS_AS_NUMBER = re.compile(rb"[+-]?(\d|\.\d|inf|nan)", re.IGNORECASE)
 
 
 @st.composite
@@ -186,12 +191,15 @@ def extreme_vw(draw):
         lines.append(b" ".join(head) + b" |" + ns + b" " + b" ".join(feats))
     for _ in range(draw(st.integers(0, 2))):
         r = draw(st.integers(0, len(lines) - 1))
-        kind = draw(st.sampled_from(["label", "value", "nolabel", "garbage"]))
+        kind = draw(st.sampled_from(["label", "value", "string", "nolabel", "garbage"]))
         head, _, tail = lines[r].partition(b" |")
         if kind == "label":
             head = b" ".join([draw(st.sampled_from(EXTREMES))] + head.split(b" ")[1:])
         elif kind == "value":
             tail += b" " + draw(st.sampled_from(NAMES)) + b":" + draw(st.sampled_from(EXTREMES))
+        elif kind == "string":  # VW's string feature 'name:text', or a value that starts as a number only
+            tail += b" " + draw(st.sampled_from(NAMES)) + b":" + draw(st.one_of(
+                st.sampled_from(VW_STRINGS), st.text("abcinfNAI.+-:1e", min_size=1, max_size=6).map(str.encode)))
         elif kind == "nolabel":
             head = b""
         elif kind == "garbage":
@@ -241,6 +249,8 @@ def valid_vw(content: bytes):
         for tok in tail.split()[1:] if bar and not tail.startswith((b" ", b"\t")) else tail.split():
             name, colon, value = tok.partition(b":")
             v = 1.0 if not colon else _number(value)
+            if v is None and colon and value and not VW_STARTS_AS_NUMBER.match(value):
+                v = 1.0  # a string feature 'name:text': value 1 (a hash of the text is its column)
             if v is None or not _fits_float32(v):
                 return None, no
             total += v

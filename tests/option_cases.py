@@ -55,6 +55,13 @@ def _numbers_outside(t: T.Number):
     outs = [st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e999", ""]), LETTERS]
     if t.integer:
         outs.append(st.sampled_from(["1.5", "2.25", "1e-3", str(2**63), str(10**30)]))
+        # an in-range integer spelled as a real number ("1e3", "4.0"): refused, never rounded into a count
+        lo = max(int(t.low) + (1 if t.low_open else 0), 0) if t.low is not None else 0
+        hi = min(int(t.high), lo + 10**6) if t.high is not None else lo + 10**6
+        outs.append(st.builds(lambda k, form: form.format(k), st.integers(lo, hi),
+                              st.sampled_from(["{}.0", "{}e0", "{}.", "{}E0", "+{}.00"])))
+        if lo <= 1000 <= hi:
+            outs.append(st.just("1e3"))
         if t.low is not None:
             outs.append(st.integers(max_value=int(t.low) - 1, min_value=-(2**70)).map(str))
         if t.high is not None:
@@ -134,4 +141,8 @@ def python_value(text: str):
         v = float(text)
     except ValueError:
         return text
-    return int(text) if text.lstrip("+-").isdigit() else v if not math.isnan(v) else math.nan
+    if text.lstrip("+-").isdigit():
+        return int(text)
+    if math.isfinite(v) and v == int(v):
+        return text  # an integer spelled as a real number ("1e3"): refused as text, as the command line gets it
+    return v if not math.isnan(v) else math.nan

@@ -77,3 +77,46 @@ def test_the_estimators_refuse_them_too(param, value):
     with pytest.raises(ValueError) as exc:
         ooc.LinearClassifier(**{param: value}).fit(X, y)
     assert str(exc.value).startswith(param), str(exc.value)  # named as the estimator spells it
+
+
+def _synth_refused(tmp, args, *names):
+    """``ooc synth`` with ``args`` exits 1 with one line naming each of ``names``, and writes nothing."""
+    import os
+
+    from click.testing import CliRunner
+
+    from ooc.cli import main
+
+    out = os.path.join(tmp, "s.zarr")
+    r = CliRunner().invoke(main, ["synth", out, *map(str, args)])
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 1 and len(lines) == 1 and "Traceback" not in r.output, (args, r.output)
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    assert not os.listdir(tmp), (args, os.listdir(tmp))
+
+
+@settings(max_examples=examples(12), **SETTINGS)
+@given(cols=st.integers(1, 50), extra=st.integers(1, 10**6), rows=st.integers(1, 100))
+def test_synth_refuses_more_nonzeros_per_row_than_columns(cols, extra, rows):
+    """A row has at most one nonzero per feature: --nnz-per-row above --cols is refused naming both, never clamped."""
+    with tempfile.TemporaryDirectory(prefix="ooc-synth-") as tmp:
+        _synth_refused(tmp, ["--rows", rows, "--cols", cols, "--nnz-per-row", cols + extra],
+                       "--nnz-per-row", "--cols")
+
+
+@settings(max_examples=examples(12), **SETTINGS)
+@given(data=st.data())
+def test_synth_refuses_a_shape_that_cannot_fit_before_writing(data):
+    """A store larger than any disk (--rows x --nnz-per-row) or feature tables larger than --memory (--cols) are
+    refused before anything is written, naming the option and the size needed."""
+    k = data.draw(st.integers(1, 1000))
+    if data.draw(st.booleans()):
+        args = ["--rows", data.draw(st.integers(2**50, 2**62 // k)), "--cols", 1000, "--nnz-per-row", k]
+        names = ("--rows", "--nnz-per-row", "iB")
+    else:
+        args = ["--rows", 10, "--cols", data.draw(st.integers(2**27, 2**31 - 1)), "--nnz-per-row", k,
+                "--memory", "64MiB"]
+        names = ("--cols", "--memory", "iB")
+    with tempfile.TemporaryDirectory(prefix="ooc-synth-") as tmp:
+        _synth_refused(tmp, args, *names)

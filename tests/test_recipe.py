@@ -7,7 +7,9 @@ Invariants (docs/formats.rst, "Input recipe"):
   (svmlight 0- or 1-based, VW and raw text with any ``--hash-bits``, CSV with a weight column);
   ``ooc predict RUN INPUT`` on that file gives what it gives on STORE (the same margins).
 - An option passed to append/predict/evaluate that differs from the recipe is refused with one line
-  naming the option and the recorded value; one that agrees is accepted.
+  naming the option and the recorded value; one that agrees is accepted. ``--index-base`` is the
+  exception: it says how the new svmlight file numbers its features (same columns), and a file whose
+  ids contradict the base it is read with is refused naming the index base.
 - The index base of svmlight input is an option (``--index-base``), printed by convert and info, with
   whether it was guessed.
 """
@@ -129,8 +131,22 @@ def test_append_reads_new_input_as_the_store_did(tmp_path_factory, case):
     for option, value in recorded.items():
         other = {"--index-base": lambda v: str(1 - int(v)), "--hash-bits": lambda v: str(int(v) % 14 + 1),
                  "--text": lambda v: "0:2", "--weight-column": lambda v: "2"}[option](value)
-        line = one_line_error(run_cli("append", d / "s.zarr", src, "--out", d / "g3.zarr", option, other))
-        assert f"{option} {other}" in line and f"{option} {value}" in line
+        r = run_cli("append", d / "s.zarr", src, "--out", d / "g3.zarr", option, other)
+        if option == "--index-base" and r.exit_code == 0:
+            # ids that fit either base (no id 0, none past the store): read as the user said, column = id - base
+            G3, _, _ = _rows(d / "g3.zarr")
+            shift = int(value) - int(other)
+            assert G3.shape == (2 * A.shape[0], A.shape[1]) and shift == -1
+            np.testing.assert_array_equal(G3[A.shape[0]:, :-1], A[:, 1:])
+            assert not A[:, 0].any() and not G3[A.shape[0]:, -1].any()
+            continue
+        line = one_line_error(r)
+        if option == "--index-base":
+            # the file read the other way: its ids contradict the base (an id 0 read 1-based), or would widen
+            # the store; the refusal names the index base, never a silently shifted store
+            assert "--index-base" in line and ("looks" in line or "--widen" in line), line
+        else:
+            assert f"{option} {other}" in line and f"{option} {value}" in line
     # an option the recipe has no use for is refused too
     if "--hash-bits" not in recorded:
         assert "--hash-bits" in one_line_error(run_cli("append", d / "s.zarr", src, "--out", d / "g4.zarr",
@@ -268,3 +284,65 @@ def test_a_store_without_a_recipe_appends_hashed_rows_at_its_width(tmp_path):
     A, _, _ = _rows(tmp_path / "v.zarr")
     G, _, _ = _rows(tmp_path / "g.zarr")
     np.testing.assert_array_equal(G, np.vstack([A, A]))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(store_base=st.sampled_from([0, 1]), new_base=st.sampled_from([0, 1]), d=st.integers(2, 6),
+       seed=st.integers(0, 99))
+def test_a_file_numbered_another_way_is_refused_naming_the_index_base(tmp_path_factory, store_base, new_base, d, seed):
+    """The same features written 0- or 1-based (every feature in use, so each file shows its base): append and
+    predict read the new file with the store's base; when the file's own ids contradict it (an id 0 read 1-based,
+    or ids 1..d read 0-based), the one-line refusal names the index base and --index-base, and the store is
+    never widened; with --index-base the file is read as it is numbered and gives the same rows."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(1, 5, size=(4, d)).astype(float)
+    y = [0, 1, 0, 1]
+
+    def write(path, base):
+        path.write_text("".join(f"{y[i]} " + " ".join(f"{j + base}:{X[i, j]:g}" for j in range(d)) + "\n"
+                                for i in range(len(y))))
+
+    tmp = tmp_path_factory.mktemp("base")
+    write(tmp / "old.svm", store_base)
+    write(tmp / "new.svm", new_base)
+    ok("convert", tmp / "old.svm", tmp / "s.zarr")  # the base detected (id 0) or guessed (none)
+    with ooc.open_store(str(tmp / "s.zarr")) as s:
+        meta = {"input_recipe": s.attrs["input_recipe"], "index_base": s.attrs["index_base"], "store": s.path}
+        LinearModel(np.arange(1.0, d + 1), 0.5, s.label_values, "squared", "regression", meta).save(str(tmp / "m"))
+    r = run_cli("append", tmp / "s.zarr", tmp / "new.svm", "--out", tmp / "g.zarr")
+    p = run_cli("predict", tmp / "m", tmp / "new.svm")
+    if new_base == store_base:
+        assert r.exit_code == 0 and p.exit_code == 0, (r.stderr, p.stderr)
+    else:
+        for res in (r, p):
+            line = one_line_error(res)
+            assert f"--index-base {new_base}" in line and "looks" in line and f"{new_base}-based" in line, line
+        assert not (tmp / "g.zarr").exists()
+    ok("append", tmp / "s.zarr", tmp / "new.svm", "--out", tmp / "g2.zarr", "--index-base", new_base)
+    G, _, _ = _rows(tmp / "g2.zarr")
+    np.testing.assert_array_equal(G, np.vstack([X, X]))
+    assert ok("predict", tmp / "m", tmp / "new.svm", "--index-base", new_base).stdout.split() == \
+        ok("predict", tmp / "m", tmp / "s.zarr").stdout.split()
+
+
+@pytest.mark.parametrize("recorded, written, name", [("csv", "svmlight", "new.txt"), ("csv", "svmlight", "new.svm"),
+                                                     ("svmlight", "csv", "new.txt"), ("vw", "svmlight", "new"),
+                                                     ("svmlight", "vw", "new.data")])
+def test_a_file_of_another_format_is_refused_naming_the_recipes_format(tmp_path, recorded, written, name):
+    """When a file says (by its name or its content) another format than the recipe's, the refusal names the
+    recipe's format and --input-format, not what reading it the recipe's way trips on later; a file whose format
+    the user states as the recipe's is read so whatever its name says."""
+    rows = {"svmlight": "1 1:0.5 2:1\n0 2:2\n", "csv": "1,0.5,1\n0,0,2\n", "vw": "1 | 1:0.5 2:1\n0 | 2:2\n"}
+    ext = {"svmlight": "svm", "csv": "csv", "vw": "vw"}[recorded]
+    (tmp_path / f"old.{ext}").write_text(rows[recorded])
+    (tmp_path / name).write_text(rows[written])
+    ok("convert", tmp_path / f"old.{ext}", tmp_path / "s.zarr")
+    line = one_line_error(run_cli("append", tmp_path / "s.zarr", tmp_path / name, "--out", tmp_path / "g.zarr"))
+    shown = {"csv": "CSV", "svmlight": "svmlight", "vw": "Vowpal Wabbit text"}
+    assert f"says {shown[recorded]} (its format)" in line and f"--input-format {recorded}" in line, line
+    assert shown[written] in line, line
+    # stated as the recipe's format: read so (here, the store's own rows under a misleading name)
+    (tmp_path / "same.svm").write_text(rows[recorded])
+    if recorded != "svmlight":
+        ok("append", tmp_path / "s.zarr", tmp_path / "same.svm", "--out", tmp_path / "g2.zarr",
+           "--input-format", recorded)

@@ -201,17 +201,42 @@ def _ends_vw(c):
 
 
 @njit(cache=True, nogil=True)
+def _word_at(buf, i, end, w0, w1, w2):
+    """Whether ``buf[i:i + 3]`` is the three ASCII letters ``w0 w1 w2`` (lower case given), in any case."""
+    return i + 3 <= end and (buf[i] | 32) == w0 and (buf[i + 1] | 32) == w1 and (buf[i + 2] | 32) == w2
+
+
+@njit(cache=True, nogil=True)
 def _looks_numeric(buf, i, end):
-    """Whether the token at ``buf[i:end]`` means a number (VW reads it with ``parse_float``)
-    rather than a string value: a digit first, after an optional sign and a dot, or inf/nan."""
+    """Whether the value ``buf[i:end]`` starts as a number, the way VW decides between a number and
+    a string value: its ``parse_float`` (``strtof`` past the fast path) reads something from it.
+
+    That is an optional sign, then a digit, or a dot and a digit, or ``inf``/``nan`` in any case.
+    Anything else (``paris``, ``nice``, ``.x``, ``-``) is a string value; a value that starts as a
+    number must be a whole one (``1:2``, ``1abc``, ``info``: VW reads the number and then reports a
+    malformed example; ooc refuses the line)."""
     if i < end and (buf[i] == 43 or buf[i] == 45):
-        i += 1
-    if i < end and buf[i] == 46:
         i += 1
     if i >= end:
         return False
-    c = buf[i] | 32  # ASCII lower case
-    return _is_digit(buf[i]) or c == 105 or c == 110  # 'i'nf, 'n'an
+    if _is_digit(buf[i]):
+        return True
+    if buf[i] == 46:
+        return i + 1 < end and _is_digit(buf[i + 1])
+    return _word_at(buf, i, end, 105, 110, 102) or _word_at(buf, i, end, 110, 97, 110)  # inf, nan
+
+
+@njit(cache=True, nogil=True)
+def _nonfinite_word(buf, i, end):
+    """Whether ``buf[i:end]`` is a whole spelling of infinity or NaN (``-inf``, ``NaN``, ``Infinity``)."""
+    if i < end and (buf[i] == 43 or buf[i] == 45):
+        i += 1
+    if end - i == 3:
+        return _word_at(buf, i, end, 105, 110, 102) or _word_at(buf, i, end, 110, 97, 110)
+    if end - i == 8:
+        return (_word_at(buf, i, end, 105, 110, 102) and _word_at(buf, i + 3, end, 105, 110, 105)
+                and (buf[i + 6] | 32) == 116 and (buf[i + 7] | 32) == 121)  # "inf" "ini" "t" "y"
+    return False
 
 
 @njit(cache=True, nogil=True)
@@ -379,8 +404,8 @@ def _parse_vw_features(buf, i, e, mask, max_abs, out_indices, out_data, nnz):
                     return nnz, ERR_MISSING_VALUE, vt - 1
                 if _looks_numeric(buf, vt, i):
                     x, st = _number(buf, vt, i)
-                    if st == _F_NONFINITE:
-                        return nnz, ERR_NONFINITE_VALUE, vt
+                    if st == _F_NONFINITE and (_nonfinite_word(buf, vt, i) or _is_digit(buf[i - 1])):
+                        return nnz, ERR_NONFINITE_VALUE, vt  # NaN, inf, or a number past the float range
                     if st != _F_OK:
                         return nnz, ERR_BAD_VALUE, vt
                     v = cv * x

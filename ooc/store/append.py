@@ -23,7 +23,8 @@ store first (rows layout, the old store's dtype, and a file read with the old st
 recipe, :mod:`ooc.store.recipe`: format, index base, hash bits, text and CSV columns; options
 that differ from it are refused), so bad input is refused with its file and line before
 anything is written at the store's path. New rows of another width are refused for the inputs
-that declare theirs (CSV, .npz, arrays, hashed input); svmlight rows may bring new feature ids.
+that declare theirs (CSV, .npz, arrays, hashed input); svmlight rows may bring new feature ids
+only when asked (``widen``, ``--widen``): a store never widens silently.
 The grown store keeps the old store's recipe. Their labels must be
 labels the old store has (binary and multiclass stores: a new class would be a different
 task); regression labels are any finite number. Cost: one read of the old store's rows and
@@ -85,7 +86,8 @@ def _check_new_labels(old: Store, y: np.ndarray, source: str, first_row: int) ->
 
 
 def append(store, source, out: str | os.PathLike | None = None, *, y=None, sample_weight=None, memory="auto",
-           input_format: str | None = None, overwrite: bool = False, options: Options | None = None) -> Store:
+           input_format: str | None = None, overwrite: bool = False, options: Options | None = None,
+           widen: bool = False) -> Store:
     """Write the rows of ``store`` followed by the rows of ``source`` as a store at ``out``.
 
     Parameters
@@ -107,6 +109,10 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         ``--hash-bits``, ``--text``, ``--weight-column``): each must agree with the store's recipe.
     overwrite : bool
         Replace an existing ``out`` other than ``store`` (only an ooc store).
+    widen : bool
+        Let svmlight rows bring feature ids past the store's features (the new store has more
+        columns). Without it such rows are refused: a store never widens silently (a file numbered
+        from 1 read as a 0-based store's input would otherwise shift every feature by one).
 
     Returns
     -------
@@ -151,9 +157,9 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         # the new rows, parsed and validated on their own (bad input refused before anything else)
         new = convert(source, new_rows, y=y, sample_weight=sample_weight, layout="rows", memory=mem, dtype=str(old.dtype),
                       label_kind=L.REGRESSION, block_bytes=int(old.attrs["block_bytes"]), recipe=reading,
-                      recipe_owner=owner)
+                      recipe_owner=None if _stated(opts) == recipe.format else owner)
         try:
-            _check_width(old, new, recipe, source)
+            _check_width(old, new, recipe, reading, source, widen)
             _write(old, new, tmp, mem, str(source) if isinstance(source, (str, os.PathLike)) else "a matrix")
         finally:
             new.close()
@@ -169,16 +175,46 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
     return open_store(out)
 
 
-def _check_width(old: Store, new: Store, recipe: Recipe, source) -> None:
+def _check_width(old: Store, new: Store, recipe: Recipe, reading: Recipe | None, source, widen: bool) -> None:
     """Refuse new rows of another width where the width is the input's (not the largest id seen):
     CSV, .npz and arrays declare theirs, hashed inputs have ``2**hash_bits`` columns. svmlight
-    rows may bring new feature ids (the grown store gets more columns)."""
+    rows with an id past the store's features are refused unless ``widen`` (the grown store then
+    has more columns): never widened silently. When the index base explains it (ids 1 to d read
+    0-based, no id 0), the refusal says so and names ``--index-base``."""
+    name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the new rows"
     if recipe.format in ("svmlight", None) and new.attrs.get(L.RECIPE, {}).get("format") == "svmlight":
-        return
+        if new.n_cols <= old.n_cols or widen:
+            return
+        base = int(reading.index_base or 0) if reading is not None else 0
+        how = ("--index-base 0" if reading is not None and reading.index_base_source == "option"
+               else f"as the store {old.path}'s input was")
+        d = old.n_cols
+        if base == 0 and new.n_cols == d + 1 and _smallest_column(new) >= 1:
+            raise InputError(name, f"has feature ids 1 to {d} and no id 0, read 0-based ({how}): id {d} would be a "
+                                   f"new column. The file looks 1-based: if it is, pass --index-base 1 (if id {d} "
+                                   "is a new feature, --widen)")
+        raise InputError(name, f"has feature ids up to {new.n_cols - 1 + base}, beyond the store {old.path}'s {d} "
+                               f"features (ids {base} to {d - 1 + base}): appending never widens a store unless "
+                               "asked (--widen)")
     if new.n_cols != old.n_cols:
-        name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the new rows"
         raise InputError(name, f"has {new.n_cols} feature columns but the store {old.path} has {old.n_cols} "
                                "(another feature space)")
+
+
+def _smallest_column(st: Store) -> int:
+    """The smallest column holding a nonzero in ``st`` (its number of columns when none)."""
+    low = st.n_cols
+    for b in range(st.n_blocks(L.ROWS)):
+        ind = st.block(L.ROWS, b).indices
+        if len(ind):
+            low = min(low, int(ind.min()))
+    return low
+
+
+def _stated(opts: Options) -> str | None:
+    """The format the user gave (``--input-format``; ``text`` for ``--text``): a file so stated is read as it,
+    whatever its name says."""
+    return "text" if opts.text_columns is not None else opts.input_format
 
 
 def _scratch_path(out: str) -> str:

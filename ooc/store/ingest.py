@@ -51,7 +51,6 @@ from .readers import (
     csv_layout,
     detect_format,
     forget_streams,
-    format_from_name,
     input_size,
     is_stream,
     is_url,
@@ -63,7 +62,7 @@ from .readers import (
     read_whole,
     text_layout,
 )
-from .recipe import HASHED, STRICT, Options, Recipe, check_path, fmt_name, from_options
+from .recipe import HASHED, Options, Recipe, check_file_format, check_path, fmt_name, from_options
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
 from .writer import (
@@ -691,8 +690,9 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
 
     ``recipe.format`` None reads the file by its own format (:func:`ooc.store.readers.detect_format`);
     a hashed file then needs ``hash_bits``, else ``n_cols_hint`` (a power of two) gives them. With
-    ``owner`` (a recipe that is someone's), a file whose name says another format than a strict
-    recipe's is refused.
+    ``owner`` (a recipe that is someone's), a file whose name or content says another format than a
+    strict recipe's is refused (:func:`ooc.store.recipe.check_file_format`); callers pass no owner
+    for a file whose format the user stated (``--input-format``) as the recipe's.
 
     Raises
     ------
@@ -700,11 +700,8 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
         The file is missing, named as another format, or (CSV) lacks the recorded columns.
     """
     fmt = recipe.format
-    if owner is not None and fmt in STRICT:
-        named = format_from_name(path)
-        if named is not None and named != fmt and not (fmt == "text" and named == "csv"):
-            raise InputError(path, f"is named as {fmt_name(named)}, but {owner}'s input was {fmt_name(fmt)}: new "
-                                   f"input is read the same way (convert it to {fmt_name(fmt)}, or name it so)")
+    if owner is not None:
+        check_file_format(path, recipe, owner, None)
     if fmt is None:
         fmt = detect_format(path)
         recipe = recipe._replace(format=fmt)
@@ -1047,7 +1044,11 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
             if shift and len(ind) and lo == 0:
                 if zero_based == "auto":
                     raise _Restart(zero_based=True)
-                raise InputError(source_desc, "feature id 0 in a file declared 1-based",
+                rec = settings["recipe"]
+                how = (" (the index base of the input it follows, guessed there from no id 0)"
+                       if rec is not None and rec.index_base_source == "guessed" else "")
+                raise InputError(source_desc, f"feature id 0 in a file read 1-based{how}: the file looks 0-based; "
+                                 "if it is, pass --index-base 0",
                                  line=_line_of(chunk, int(np.flatnonzero(chunk.indices == 0)[0])))
             if len(ind) and hi - shift >= max_cols:
                 k = int(np.flatnonzero(chunk.indices - shift >= max_cols)[0])

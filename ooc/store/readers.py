@@ -884,7 +884,8 @@ _MESSAGES = {
     _kv.ERR_EMPTY_NAMESPACE: "empty namespace name before ':' in {tok!r}",
     _kv.ERR_BAD_NAMESPACE_WEIGHT: "bad namespace scale {tok!r}: expected a finite number after 'namespace:'",
     _kv.ERR_MISSING_VALUE: "':' without a value in {tok!r}: write 'name:value' or just 'name'",
-    _kv.ERR_BAD_VALUE: "bad value {tok!r}: expected a number",
+    _kv.ERR_BAD_VALUE: ("bad value {tok!r}: it starts as a number but is not one (a VW value is a number, or a "
+                        "string feature's text, which does not start as a number)"),
     _kv.ERR_NONFINITE_VALUE: "value {tok!r} is not finite (NaN and inf are not allowed)",
     _kv.ERR_VALUE_TOO_LARGE: (
         "value {tok!r} (times its namespace scale) overflows {dtype} (largest {largest:.8g}); "

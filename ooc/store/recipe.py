@@ -14,8 +14,9 @@ one that differs is refused with one line naming the option and the recorded val
 Rules for a file read with a recipe (docs/formats.rst, "Input recipe"):
 
 - A recipe of format ``svmlight``, ``csv``, ``vw`` or ``text`` fixes the format: the file is read
-  as that format (a file whose name says another format is refused), with the recorded index
-  base, hash bits, text columns and tokenizer, CSV delimiter and label/weight columns. The
+  as that format (a file whose name or content says another format is refused, naming the
+  recipe's format, unless ``--input-format`` says it), with the recorded index base (a file
+  numbered the other way is read with ``--index-base``: same columns), hash bits, text columns and tokenizer, CSV delimiter and label/weight columns. The
   header of a CSV is found per file (a first line with a cell that is not a number).
 - A recipe of format ``npz`` or ``matrix`` (arrays given from Python), and stores without a
   recipe (older ones), have columns that are array positions: new input in any non-hashed
@@ -225,6 +226,10 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
         raise ValueError(f"{opt}: {owner}'s input was {fmt_name(fmt)}; new input is read the same way "
                          "(leave the option out)")
     text = None if opts.text_columns is None else tuple(str(c) for c in opts.text_columns)
+    if fmt == "svmlight" and opts.index_base is not None:
+        # how this file numbers its features (column = id - base): the recipe's base is the default, and a
+        # file numbered the other way, said so, has the same columns
+        recipe = recipe._replace(index_base=opts.index_base, index_base_source=BASE_FROM_OPTION)
     checks = (("--index-base", opts.index_base, recipe.index_base, fmt == "svmlight"),
               ("--hash-bits", opts.hash_bits, recipe.hash_bits, fmt in HASHED),
               ("--text", text, recipe.text_columns and tuple(str(c) for c in recipe.text_columns), fmt == "text"),
@@ -273,6 +278,41 @@ def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner
             raise ValueError(f"{their_owner}: its input was read with {what} {shown(b)}, but {our_owner}'s with "
                              f"{shown(a)}: its columns are other features (convert its input again as {our_owner}'s "
                              "was)")
+
+
+def check_file_format(path: str, recipe: Recipe, owner: str, stated: str | None) -> None:
+    """Refuse a file that says it is another format than ``recipe``'s, naming the recipe's format (the
+    field that differs) rather than what reading it the recipe's way would trip on later.
+
+    ``stated`` is the format the user gave (``--input-format``, ``text`` for ``--text``): a file so
+    stated is read as it, whatever its name or content. Otherwise its name's format (its extension),
+    or, for a name that says none, its content's (:func:`ooc.store.readers.detect_format`: a ``|``
+    is VW, ``id:value`` tokens svmlight, numbers in columns CSV) must be the recipe's. Recipes that
+    do not fix a format, and streams (which cannot be read twice), are not checked.
+
+    Raises
+    ------
+    InputError
+        One line naming the file, what it looks like, the recipe's format and ``--input-format``.
+    """
+    from .readers import format_from_name, is_local, is_stream
+
+    fmt = recipe.format
+    if fmt not in STRICT or stated == fmt or is_stream(path):
+        return
+    named = format_from_name(path)
+    seen, how = named, "is named as"
+    if named is None and fmt != "text" and is_local(path) and os.path.isfile(path):
+        try:
+            seen, how = detect_format(path), "looks like"
+        except InputError:
+            return  # the reader names what is wrong with it
+    if seen is None or seen == fmt or (fmt == "text" and seen in ("csv", "svmlight")):
+        return
+    say = "--text LABEL:TEXT" if fmt == "text" else f"--input-format {fmt}"
+    raise InputError(path, f"{how} {fmt_name(seen)}, but {owner}'s input recipe says {fmt_name(fmt)} (its format): "
+                           f"new input is read that way; convert the file to {fmt_name(fmt)}, or pass {say} if it "
+                           "is that")
 
 
 def check_path(path: str) -> None:
