@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import warnings
 from contextlib import redirect_stderr
 
@@ -67,11 +66,13 @@ def test_the_comparison_plot_draws_without_a_message(tmp_path, histories):
     from ooc.batch import _plot_comparison
 
     rows = []
+    from ooc.runs.rundir import RunDir
+
     for k in range(max(histories, 2)):
-        run = tmp_path / f"run{k}"
-        os.makedirs(run)
+        rd = RunDir.create(str(tmp_path / f"run{k}"), {})  # a run's history is read back verified: ooc's own
         if k < histories:
-            (run / "history.jsonl").write_text('{"seconds": 0.1, "gap": 0.5}\n{"seconds": 0.2, "gap": 0.01}\n')
+            rd.append_history({"seconds": 0.1, "gap": 0.5})
+            rd.append_history({"seconds": 0.2, "gap": 0.01})
         rows.append({"run": f"run{k}"})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
