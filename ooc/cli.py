@@ -445,8 +445,9 @@ def _info_options() -> list:
             click.Option(["--mix-blocks"], type=types["mix_blocks"], default=d["mix_blocks"], show_default=True,
                          help="The training option of that name."),
             click.Option(["--threads"], type=T.THREADS, default=0, show_default=True,
-                         help="The training option of that name (0: every core this process may use): "
-                              "one problem's threads each hold a replica of the model.")]
+                         help="The training option of that name (0: every core this process may use, fewer "
+                              "where --memory cannot hold their replicas): one problem's threads each hold a "
+                              "replica of the model.")]
 
 
 @main.command(cls=_ConfigOptions)
@@ -501,7 +502,8 @@ def _format_fit(f: dict) -> list[str]:
     lines = [head]
     for name, fam in f["families"].items():
         need = ("--memory" if src == "--memory" else "a limit of") + f" {_fmt_bytes(fam['smallest_memory'], up=True)}"
-        how = [f"O(d) vectors {_fmt_bytes(fam['fixed'])}"]
+        how = [f"O(d) vectors {_fmt_bytes(fam['fixed'])}"
+               + (f" on {fam['threads']} thread{'s' if fam['threads'] > 1 else ''}" if "threads" in fam else "")]
         if "group" in fam:
             how.append(f"groups of {_fmt_bytes(fam['group'])} ({fam['blocks']} blocks of <= "
                        f"{_fmt_bytes(fam['block_bytes'])}), {_fmt_bytes(fam['read_ahead'])} read ahead")

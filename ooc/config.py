@@ -112,8 +112,9 @@ class TrainConfig:
                                                  "the order rows are visited in. --distributed local:N with the "
                                                  "default: halved until each partition has 4 blocks.",
                                      type=T.Bytes(MIN_TRAIN_BLOCK, words=(STORE_BLOCKS,)))
-    threads: int = _opt(0, "Threads (0: every core the process may use: CPU affinity and cgroup quota; recorded "
-                           "in run.json, resume keeps it). The classes of one-vs-rest train on several at "
+    threads: int = _opt(0, "Threads (0: every core the process may use: CPU affinity and cgroup quota, fewer "
+                           "where the memory cannot hold one problem's replicas of the model; recorded in "
+                           "run.json, resume keeps it). The classes of one-vs-rest train on several at "
                            "once; the iterates do not depend on it.", type=T.THREADS)
     mix_blocks: int = _opt(DEFAULT_MIX_BLOCKS, "Row blocks whose rows are visited in one random permutation (memory: about twice "
                               "that many blocks are resident).", type=T.POSITIVE_INT)

@@ -101,6 +101,7 @@ def _validate(opts: dict, store, resumed: bool = False) -> dict:
     cfg = TrainConfig.from_options(opts)
     o = dict(cfg.options(), memory_bytes=cfg.memory_bytes, train_block_bytes=cfg.train_block_bytes)
     # 0 becomes this machine's count here, so that run.json records the number a resume keeps
+    o["threads_auto"] = not o["threads"]
     o["threads"] = resolve_threads(o["threads"])
     if o["validation"] is not None and "://" not in o["validation"]:
         o["validation"] = os.path.abspath(o["validation"])  # run.json's: a resume from elsewhere finds it
@@ -409,6 +410,7 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
     """
     st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     o = _validate(options, st)
+    _fit_threads(st, o)  # before run.json is written: it records the count the run keeps
     out = out or tempfile.mkdtemp(prefix="ooc-run-")
     config = {k: o[k] for k in DEFAULTS}
     config.update({
@@ -848,6 +850,57 @@ def _advice(stall, o: dict, path: str, epochs: int) -> str:
     return f"try {other}, or a larger --tol (the gap may be at the precision of the data)"
 
 
+def _leanest_plans(st, o: dict):
+    """``(plan_for, memory)`` of a single-process run: ``plan_for(threads)`` is its leanest plan on
+    ``threads`` compute threads (its ``O(d)`` vectors without a one-thread replica, what one pass holds at
+    once, the ``O(n)`` vectors paged) and ``memory`` the solver's memory options; None for a solver that
+    declares no footprint."""
+    cls = driver_class(o["solver_used"], o["distributed"], o["multiclass"])
+    fixed_for = getattr(cls, "fixed_for", None)
+    footprint = getattr(cls, "footprint", None)
+    if fixed_for is None or footprint is None:
+        return None
+    view = st.with_blocks(o["train_block_bytes"])
+    pb = make_problem(view, o)
+    dim = view.n_cols + (1 if pb.bias > 0 else 0)
+    mix = min(max(1, int(o["mix_blocks"] or 1)), max(view.n_blocks(L.ROWS), 1)) \
+        if footprint.policy == "row-groups" else 1
+    memory = _memory_budget(o, st.reader_bytes(), quiet=True)
+    memory.pop("ceiling")
+
+    def plan_for(threads: int):
+        return plan_memory(footprint, view, memory["memory"], k=pb.n_sub, mix=mix, vectors="paged", warn=False,
+                           fixed=fixed_for(view, pb.n_sub, dim, mix, float(o["l1"]), threads, replica=False))
+
+    return plan_for, memory
+
+
+def _fit_threads(st, o: dict) -> None:
+    """``--threads 0`` (every core) on a memory that cannot hold every core's replicas of one problem's model
+    (:mod:`ooc.solvers.row_threads`: ``O(d)`` bytes a thread): the most threads, down to 1, whose leanest plan
+    fits, set in ``o`` before ``run.json`` records the count (a resume keeps it, so the run stays bit-exact).
+
+    An explicit ``--threads N`` is kept as asked (a memory too small for it is refused, naming the smallest
+    that works); so is the count where the memory is a Python caller's (what training may add to its process:
+    it warns instead of refusing) or where even one thread does not fit (refused next, naming the smallest).
+    """
+    t = int(o["threads"])
+    if not o.get("threads_auto") or t <= 1 or o["distributed"]:
+        return
+    found = _leanest_plans(st, o)
+    if found is None:
+        return
+    plan_for, memory = found
+    if not memory.get("memory_held") or not plan_for(t).warning:
+        return
+    fits = next((n for n in range(t - 1, 0, -1) if not plan_for(n).warning), None)
+    if fits is None:
+        return
+    log.info("memory: %s holds one problem's model on %d of the %d cores (--threads 0; each thread more holds "
+             "a replica of it)", format_bytes(memory["memory"]), fits, t)
+    o["threads"] = fits
+
+
 def _refuse_before_run_dir(st, o: dict) -> None:
     """Refuse (:class:`MemoryLimitError`) a single-process run whose memory cannot hold even its leanest
     plan: its ``O(d)`` vectors on one thread without a replica, what one pass holds at once, the ``O(n)``
@@ -869,20 +922,11 @@ def _refuse_before_run_dir(st, o: dict) -> None:
 
 def _refuse_leanest(st, o: dict) -> None:
     """:func:`_refuse_before_run_dir` for one single-process solver (``o["solver_used"]``)."""
-    cls = driver_class(o["solver_used"], o["distributed"], o["multiclass"])
-    fixed_for = getattr(cls, "fixed_for", None)
-    footprint = getattr(cls, "footprint", None)
-    if fixed_for is None or footprint is None:
+    found = _leanest_plans(st, o)
+    if found is None:
         return
-    view = st.with_blocks(o["train_block_bytes"])
-    pb = make_problem(view, o)
-    dim = view.n_cols + (1 if pb.bias > 0 else 0)
-    mix = min(max(1, int(o["mix_blocks"] or 1)), max(view.n_blocks(L.ROWS), 1)) \
-        if footprint.policy == "row-groups" else 1
-    memory = _memory_budget(o, st.reader_bytes(), quiet=True)
-    memory.pop("ceiling")
-    p = plan_memory(footprint, view, memory["memory"], k=pb.n_sub, mix=mix, vectors="paged", warn=False,
-                    fixed=fixed_for(view, pb.n_sub, dim, mix, float(o["l1"]), 1, replica=False))
+    plan_for, memory = found
+    p = plan_for(1)
     if p.warning and memory.get("memory_held"):  # (a Python caller's memory warns later instead)
         refuse_or_warn(p, memory.get("memory_limit"), int(memory["memory_held"]))
 

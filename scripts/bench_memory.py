@@ -23,6 +23,12 @@ Prints one JSON line per run and a final summary line: the number of runs, the c
 Run (the full matrix takes hours on 2 cores; ``--scale 0.2 --epochs 2`` about forty minutes)::
 
     python scripts/bench_memory.py --scale 0.2 --epochs 2 --work /tmp/bench-memory
+
+``--quick`` is a smaller matrix for a check on a laptop (each shape's rows times :data:`QUICK_SCALE`, one
+epoch, ``--memory`` at 1 and 1.5 times the smallest, one cgroup at the smallest); ``--rows SHAPE=N,...``
+sets a shape's rows outright (``--rows dense=200000,multi=200000``). On a multiclass store the ``sdca`` cell
+is one-vs-rest (``ovr`` names it) and ``cs`` Crammer-Singer, whose smallest figure ``ooc info`` names as
+``sdca-crammer-singer``.
 """
 
 from __future__ import annotations
@@ -59,23 +65,27 @@ CELLS = {
     "intercept": ("sdca", ["--fit-intercept"]),
     "validation": ("sdca", ["--validation", "{store}"]),
     "local2": ("sdca", ["--distributed", "local:2"]),
-    "cs": ("sdca", ["--multiclass", "crammer-singer"]),
+    "ovr": ("sdca", ["--solver", "sdca", "--multiclass", "ovr"]),
+    "cs": ("sdca-crammer-singer", ["--multiclass", "crammer-singer", "--loss", "smooth-hinge"]),
     "cmd:evaluate": ("sdca", []),
     "cmd:predict": ("sdca", []),
     "cmd:append": ("sdca", []),
 }
-MULTICLASS_ONLY = {"cs"}
+MULTICLASS_ONLY = {"cs", "ovr"}
+#: ``--quick``: every shape's rows times this
+QUICK_SCALE = 0.2
 
 
 def sh(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-def make_store(work: str, name: str, scale: float) -> str:
+def make_store(work: str, name: str, scale: float, rows_set: dict | None = None) -> str:
     rows, cols, nnz, extra = SHAPES[name]
-    path = os.path.join(work, f"{name}.zarr")
+    rows = int((rows_set or {}).get(name) or rows * scale)
+    path = os.path.join(work, f"{name}-{rows}.zarr")
     if not os.path.exists(path):
-        r = sh(OOC + ["synth", path, "--rows", str(max(1000, int(rows * scale))), "--cols", str(cols),
+        r = sh(OOC + ["synth", path, "--rows", str(max(1000, rows)), "--cols", str(cols),
                       "--nnz-per-row", str(min(nnz, cols)), "--layout", "both", *extra])
         if r.returncode:
             raise SystemExit(f"synth {name}: {r.stderr.strip()}")
@@ -136,14 +146,20 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--explicit", default="1.0,1.5,3.0", help="--memory at these multiples of the smallest")
     ap.add_argument("--capped", default="1.0,1.5", help="cgroup limits at these multiples of the smallest")
+    ap.add_argument("--rows", default="", help="SHAPE=N,...: a shape's rows outright (overrides --scale)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"rows times {QUICK_SCALE}, 1 epoch, --explicit 1.0,1.5, --capped 1.0")
     a = ap.parse_args()
+    if a.quick:
+        a.scale, a.epochs, a.explicit, a.capped = QUICK_SCALE, 1, "1.0,1.5", "1.0"
+    rows_set = {k: int(float(v)) for k, v in (item.split("=") for item in a.rows.split(",") if item)}
     os.makedirs(a.work, exist_ok=True)
     runs = over = kills = 0
     have_time = os.path.exists("/usr/bin/time")
     for shape, cell in itertools.product(a.shapes.split(","), a.cells.split(",")):
         if cell in MULTICLASS_ONLY and shape != "multi":
             continue
-        store = make_store(a.work, shape, a.scale)
+        store = make_store(a.work, shape, a.scale, rows_set)
         solver = CELLS[cell][0]
         least = smallest(store, solver)
         run = os.path.join(a.work, f"run-{shape}-{cell.replace(':', '-')}")

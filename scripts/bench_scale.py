@@ -58,6 +58,11 @@ Usage::
 
     NUMBA_CACHE_DIR=/tmp/nc python scripts/bench_scale.py                    # ~5.2 GB under 480M
     python scripts/bench_scale.py --rows 2000000 --cap 300M --min-ratio 1    # a quick try
+
+``second_cap`` also says the threads ``ooc info`` planned the smallest limit with and those each run
+used (``run.json``): ``--threads 0`` resolves to the threads the memory holds replicas for, so under the
+smallest limit one problem may train on fewer threads than the cold run (a different trajectory:
+``same_primal_as_cold`` is then null).
 """
 
 from __future__ import annotations
@@ -114,6 +119,12 @@ def store_files(store: str) -> list[str]:
 def history(run: str) -> list[dict]:
     with open(os.path.join(run, "history.jsonl")) as f:
         return [json.loads(ln) for ln in f if ln.strip()]
+
+
+def run_threads(run: str) -> int | None:
+    """The compute threads ``run.json`` records."""
+    with open(os.path.join(run, "run.json")) as f:
+        return json.load(f).get("threads")
 
 
 def passes(h: list[dict]) -> list[dict]:
@@ -305,13 +316,17 @@ def main(argv=None):
         shutil.rmtree(run2, ignore_errors=True)
         r2 = capped(second, ooc_exe() + train + ["--out", run2, "--memory", args.memory])
         cp2 = passes(history(run2)) if r2["exit"] == 0 else []
+        # --threads 0 resolves to the threads the memory holds replicas for (run.json records the count): the
+        # objective is the cold run's when the counts are the same
+        threads = (run_threads(cold_run), run_threads(run2) if r2["exit"] == 0 else None)
         result["second_cap"] = {
             "cap": second, "named_by": "ooc info STORE --json: memory_fit.families.sdca.smallest_memory",
+            "named_threads": fit.get("threads"), "threads": threads[1], "cold_threads": threads[0],
             "exit": r2["exit"], "oom_kills": r2.get("oom_kills"), "peak": r2.get("peak"),
             "wall_seconds": r2["wall_seconds"], "pass_seconds": [round(p["seconds"], 3) for p in cp2],
             "same_primal_as_cold": (json.loads(r2["stdout"].strip().splitlines()[-1])["primal"]
                                     == json.loads(cold["stdout"].strip().splitlines()[-1])["primal"])
-            if r2["exit"] == 0 else None,
+            if r2["exit"] == 0 and threads[0] == threads[1] else None,
             **({"error": r2.get("stderr_tail") or r2["stdout"][-300:]} if r2["exit"] != 0 else {})}
     result["oom_kills_target"] = 0
     result["seconds_total"] = round(time.monotonic() - t_all, 1)

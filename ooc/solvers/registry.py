@@ -152,7 +152,8 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int, thr
     ``memory`` is the whole process (None: what this process may use, ``auto``); the process is
     assumed to hold :data:`ooc._memlimit.TRAIN_PROCESS_BYTES`, the kernels and the store reader's
     buffers when it plans, with no bias feature, ``--l1 0`` and ``k`` one-vs-rest problems (a
-    multiclass store's classes, else 1). Per solver (those of the row-block family differ in their
+    multiclass store's classes, else 1). Per solver (on a multiclass store also ``sdca-crammer-singer``:
+    ``--multiclass crammer-singer``; those of the row-block family differ in their
     O(d) vectors): ``fits``, ``smallest_memory`` (the smallest ``--memory``, or limit under ``auto``, that holds the
     O(d) vectors and what a pass holds at once), ``fixed`` (the O(d) vectors), and the plan:
     ``threads``: ``--threads`` (0: every core this process may use; one problem's threads hold a replica of
@@ -171,29 +172,35 @@ def memory_fit(store, memory: int | None, block_bytes: int | None, mix: int, thr
     out = {"memory": int(memory) if memory is not None else limit.bytes,
            "memory_source": "--memory" if memory is not None else limit.source,
            "process_bytes": held, "work_bytes": budget, "k": k, "families": {}}
-    for name, spec in SOLVER_REGISTRY.items():
+    drivers = [(name, spec.footprint, driver_class(name)) for name, spec in SOLVER_REGISTRY.items()]
+    if k > 1:  # Crammer-Singer holds other O(d) vectors than one-vs-rest sdca: a family of its own
+        cs = driver_class(SDCA_SOLVER, multiclass=CRAMMER_SINGER)
+        drivers.append((f"{SDCA_SOLVER}-{CRAMMER_SINGER}", cs.footprint, cs))
+    for name, fp, cls in drivers:
         # with what compiling its kernels costs where Numba's cache lacks them (a first run)
-        held_s = base + kernels_bytes(solver_modules(name), fresh=True)
+        held_s = base + kernels_bytes(class_modules(cls), fresh=True)
         budget = auto_budget(whole, held_s)
-        fp = spec.footprint
         m = mix if fp.policy == "row-groups" else 1
-        cls = driver_class(name)
         # the row-block solvers differ in their O(d) vectors (BlockLoopSolver.fixed_for), with --l1 0 and
         # the default --threads (every core: from 2 on, one problem's threads hold a replica of the model each)
         t = int(threads) or available_cpus()
         fixed = (cls.fixed_for(view, k, view.n_cols, m, 0.0, t) if hasattr(cls, "fixed_for")
                  else fixed_bytes(fp, view, k, view.n_cols, m))
         p = plan(fp, view, budget, k=k, mix=m, warn=False, fixed=fixed)
-        least_min = p.minimum
-        if hasattr(cls, "fixed_for"):  # as the solver does when it must: without a one-thread replica
-            lean = plan(fp, view, budget, k=k, mix=m, warn=False,
-                        fixed=cls.fixed_for(view, k, view.n_cols, m, 0.0, t, replica=False))
-            least_min = min(least_min, lean.minimum)
-            p = lean if p.warning and not lean.warning else p
+        least_min, used = p.minimum, t
+        if hasattr(cls, "fixed_for"):
+            # as the run does when it must: without a one-thread replica, and under --threads 0 on fewer
+            # threads, down to 1 (ooc.train._fit_threads: each thread more holds a replica of the model)
+            for n in range(t, 0 if not threads else t - 1, -1):
+                lean = plan(fp, view, budget, k=k, mix=m, warn=False,
+                            fixed=cls.fixed_for(view, k, view.n_cols, m, 0.0, n, replica=False))
+                least_min = min(least_min, lean.minimum)
+                if p.warning and not lean.warning:
+                    p, used = lean, n
         # the figure a refusal names (ooc.schedule.planner.refuse_or_warn): with the margin and headroom; a
         # run fits when its memory is at least that
         least = limit_that_works(held_s + least_min)
-        fam = {"fits": p.warning is None and out["memory"] >= least, "fixed": p.fixed,
+        fam = {"fits": p.warning is None and out["memory"] >= least, "fixed": p.fixed, "threads": used,
                "smallest_memory": least,
                "vectors": "memory" if p.vectors_in_memory else "paged", "vector_bytes": p.vector_bytes,
                "cache": p.cache_bytes, "compile_bytes": held_s - held}
@@ -223,9 +230,13 @@ def driver_class(name: str, distributed: str | None = None, multiclass: str | No
 
 
 def solver_modules(name: str, distributed: str | None = None, multiclass: str | None = None) -> tuple:
-    """The modules of the class that runs solver ``name`` (its own and its bases'): those whose kernels
-    a run loads (:func:`ooc._memlimit.kernels_cached`)."""
-    cls = driver_class(name, distributed, multiclass)
+    """The modules of the class that runs solver ``name`` in that mode (:func:`class_modules`)."""
+    return class_modules(driver_class(name, distributed, multiclass))
+
+
+def class_modules(cls: type) -> tuple:
+    """The modules of driver class ``cls`` (its own and its bases'): those whose kernels a run loads
+    (:func:`ooc._memlimit.kernels_uncached`)."""
     return tuple(sorted({c.__module__ for c in cls.__mro__ if c.__module__.startswith("ooc.")}))
 
 
