@@ -131,6 +131,12 @@ def _col_add(indices, data, nnz, sq):
         sq[c] += v * v
 
 
+def _grown(a: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, a.dtype)
+    out[:len(a)] = a
+    return out
+
+
 class ColumnAccumulator:
     """Running per-column nonzero counts and squared norms, grown on demand.
 
@@ -171,8 +177,10 @@ class ColumnAccumulator:
         if m > len(self._nnz):
             # grow by a quarter at least (amortised), not doubling: d vectors can be large
             grow = max(m, len(self._nnz) + len(self._nnz) // 4)
-            self._nnz = np.concatenate((self._nnz, np.zeros(grow - len(self._nnz), np.int64)))
-            self._sqnorm = np.concatenate((self._sqnorm, np.zeros(grow - len(self._sqnorm))))
+            # zeros then a copy of what was counted: the new tail is the system's zeroed pages, resident
+            # only once a column there is counted (concatenate wrote every byte of it: O(d) at once)
+            self._nnz = _grown(self._nnz, grow)
+            self._sqnorm = _grown(self._sqnorm, grow)
         _col_add(np.asarray(indices), np.asarray(data), self._nnz, self._sqnorm)
 
     def finish(self, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
