@@ -54,6 +54,7 @@ from .ingest import (
     column_bytes,
     command_budget,
     convert,
+    unknown_width_bytes,
 )
 from .readers import InputError
 from .recipe import Options, Recipe, follow
@@ -157,7 +158,10 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         reading = reading._replace(hash_bits=min(old.n_cols.bit_length() - 1, MAX_HASH_BITS))
     _load_numba(str(old.dtype))  # counted in what the process holds when the budget is resolved
     budget = command_budget(memory)  # once, for the new rows' conversion and the rewrite both
-    budget.require(column_bytes(old.n_cols) + MIN_WORK, f"this append (with {old.n_cols} columns)")
+    least = column_bytes(old.n_cols) + MIN_WORK
+    if reading is not None and reading.format in (None, "svmlight"):  # the new rows' width is read, not said
+        least = max(least, unknown_width_bytes(old.n_cols))
+    budget.require(least, f"this append (with {old.n_cols} columns)")
     remove_stale_temporaries(out)
     tmp = Temporary(out)
     new_rows = _scratch_path(out)

@@ -151,12 +151,22 @@ def column_bytes(n_cols: int) -> int:
     return COLUMN_BYTES * int(n_cols)
 
 
+def unknown_width_bytes(width: int) -> int:
+    """The work an input that does not say its width (svmlight) needs for ``width`` columns: three times
+    their arrays (a third of the work is kept for them, :func:`buffer_budget`), for the next power of two
+    (a hashed feature space's), not only the ids read so far."""
+    return 3 * column_bytes(1 << (max(int(width), 1) - 1).bit_length())
+
+
 def buffer_budget(budget: Budget, n_cols: int | None) -> int:
     """Bytes a conversion's read, parse, write and transpose buffers get: the work less the columns'
     arrays (:func:`column_bytes`; a third of the work while their count is unknown), at least
-    :data:`MIN_WORK`."""
+    :data:`MIN_WORK` (or the whole work when it is less: a Python caller's small ``memory``). A Python
+    caller's explicit ``memory`` (no ceiling) is the buffers' as it is."""
+    if budget.ceiling is None:
+        return budget.work
     keep = budget.work // 3 if n_cols is None else column_bytes(n_cols)
-    return max(MIN_WORK, budget.work - keep)
+    return max(min(budget.work, MIN_WORK), budget.work - keep)
 
 
 # -- sources -> row chunks -------------------------------------------------------------
@@ -1099,10 +1109,11 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                 raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
             _check_label_range(chunk, out_dtype, source_desc)
-            if n_features is None and len(ind) and hi - shift + 1 > width:
+            if n_features is None and budget.ceiling is not None and len(ind) and hi - shift + 1 > width:
                 width = hi - shift + 1
-                # the third of the budget kept for the columns' arrays (buffer_budget) must hold them
-                budget.require(3 * column_bytes(width), f"this conversion ({width} columns so far)")
+                # the third of the budget kept for the columns' arrays (buffer_budget) must hold them; the
+                # figure named covers the next power of two (a hashed feature space's), not only the ids so far
+                budget.require(unknown_width_bytes(width), f"this conversion ({width} columns so far)")
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
@@ -1130,7 +1141,9 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
 
 def _transpose_budget(budget: Budget, n_cols: int) -> int:
     """What the transpose's buckets and pieces get: the work less what the columns' arrays hold."""
-    return max(MIN_WORK, budget.work - column_bytes(n_cols))
+    if budget.ceiling is None:
+        return budget.work
+    return max(min(budget.work, MIN_WORK), budget.work - column_bytes(n_cols))
 
 
 def _check_label_range(chunk: RowChunk, dtype, source_desc: str) -> None:
