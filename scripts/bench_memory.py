@@ -197,7 +197,7 @@ def bench_text(a) -> None:
             sh(OOC + ["convert", src, store, *extra], check=True)
         if not os.path.exists(run):
             sh(OOC + ["train", store, "--out", run, "--max-epochs", "1"], check=True)
-        for cmd in TEXT_COMMANDS:
+        for cmd in a.commands.split(","):
             out = os.path.join(a.work, f"out-{name}-{cmd}")
             r = sh(text_command(cmd, src, store, run, out, extra, "1B"))
             m = re.search(r"smallest --memory that works here is ([0-9.]+) ([KMGT])iB", r.stderr)
@@ -242,6 +242,7 @@ def main() -> None:
     ap.add_argument("--explicit", default="1.0,1.5,3.0", help="--memory at these multiples of the smallest")
     ap.add_argument("--capped", default="1.0,1.5", help="cgroup limits at these multiples of the smallest")
     ap.add_argument("--text", action="store_true", help="the commands that read text (TEXT_SHAPES), not training")
+    ap.add_argument("--commands", default=",".join(TEXT_COMMANDS), help="--text: these commands")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     if a.text:

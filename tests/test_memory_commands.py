@@ -57,20 +57,28 @@ def _extra(shape: str) -> list[str]:
     return ["--hash-bits", "22"] if SHAPES[shape][0] == "vw" else []
 
 
+class _Inputs(dict):
+    """Per shape, made when first asked for: the text file, a store of it and a model trained on it."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.d = d
+
+    def __missing__(self, shape):
+        fmt, wide = SHAPES[shape]
+        src = self.d / f"{shape}.{'svm' if fmt == 'svmlight' else fmt}"
+        _write(src, fmt, wide)
+        store = self.d / f"{shape}.zarr"
+        ooc.convert(str(src), str(store), **({"hash_bits": 22} if fmt == "vw" else {}))
+        run = self.d / f"{shape}-run"
+        ooc.train(str(store), str(run), max_epochs=1)
+        self[shape] = (src, store, run)
+        return self[shape]
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    """Per shape: the text file, a store of it and a model trained on that store (in this process)."""
-    d = tmp_path_factory.mktemp("memcmd")
-    out = {}
-    for shape, (fmt, wide) in SHAPES.items():
-        src = d / f"{shape}.{ 'svm' if fmt == 'svmlight' else fmt}"
-        _write(src, fmt, wide)
-        store = d / f"{shape}.zarr"
-        ooc.convert(str(src), str(store), **({"hash_bits": 22} if fmt == "vw" else {}))
-        run = d / f"{shape}-run"
-        ooc.train(str(store), str(run), max_epochs=1)
-        out[shape] = (src, store, run)
-    return out
+    return _Inputs(tmp_path_factory.mktemp("memcmd"))
 
 
 def _command(cmd: str, shape: str, inputs, out, memory: str) -> list[str]:

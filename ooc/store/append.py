@@ -55,6 +55,7 @@ from .ingest import (
     command_budget,
     convert,
     unknown_width_bytes,
+    writer_bytes,
 )
 from .readers import InputError
 from .recipe import Options, Recipe, follow
@@ -158,18 +159,24 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         reading = reading._replace(hash_bits=min(old.n_cols.bit_length() - 1, MAX_HASH_BITS))
     _load_numba(str(old.dtype))  # counted in what the process holds when the budget is resolved
     budget = command_budget(memory)  # once, for the new rows' conversion and the rewrite both
-    least = column_bytes(old.n_cols) + MIN_WORK
+    # the writers' chunk buffers (the new rows' and the grown store's, one after the other) are as long as
+    # the store's chunks, whatever the budget: charged first, the rest sized from what they leave
+    chunk_len = int(old.attrs.get("chunk_len") or L.DEFAULT_CHUNK_LEN)
+    writer = writer_bytes(chunk_len, old.dtype, old.index_dtype)
+    # the new rows' conversion, then the rewrite reading two stores: twice a conversion's buffers at least
+    least = column_bytes(old.n_cols) + 2 * MIN_WORK
     if reading is not None and reading.format in (None, "svmlight"):  # the new rows' width is read, not said
         least = max(least, unknown_width_bytes(old.n_cols))
-    budget.require(least, f"this append (with {old.n_cols} columns)")
+    budget.require(writer + least, f"this append (with {old.n_cols} columns, chunks of {chunk_len} entries)")
+    budget = budget._replace(work=max(0, budget.work - writer))
     remove_stale_temporaries(out)
     tmp = Temporary(out)
     new_rows = _scratch_path(out)
     try:
         # the new rows, parsed and validated on their own (bad input refused before anything else)
         new = convert(source, new_rows, y=y, sample_weight=sample_weight, layout="rows", memory=budget, dtype=str(old.dtype),
-                      label_kind=L.REGRESSION, block_bytes=int(old.attrs["block_bytes"]), recipe=reading,
-                      recipe_owner=owner)
+                      label_kind=L.REGRESSION, block_bytes=int(old.attrs["block_bytes"]), chunk_len=chunk_len,
+                      recipe=reading, recipe_owner=owner)
         try:
             _check_width(old, new, recipe, source)
             _write(old, new, tmp, budget, str(source) if isinstance(source, (str, os.PathLike)) else "a matrix")

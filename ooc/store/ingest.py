@@ -151,6 +151,14 @@ def column_bytes(n_cols: int) -> int:
     return COLUMN_BYTES * int(n_cols)
 
 
+def writer_bytes(chunk_len: int, dtype, index_dtype) -> int:
+    """What a :class:`~ooc.store.writer.StoreWriter` holds at once in its arrays' chunk buffers (and a
+    chunk of each in flight to the backend): row pointers, ids, values, labels, per-row counts, norms and
+    weights, two chunks each."""
+    per_entry = np.dtype(dtype).itemsize + np.dtype(index_dtype).itemsize + 5 * 8
+    return 2 * int(chunk_len) * per_entry
+
+
 def unknown_width_bytes(width: int) -> int:
     """The work an input that does not say its width (svmlight) needs for ``width`` columns: three times
     their arrays (a third of the work is kept for them, :func:`buffer_budget`), for the next power of two

@@ -132,6 +132,11 @@ def _col_add(indices, data, nnz, sq):
 
 
 def _grown(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` zero-padded to ``n`` entries in place where it can be (``realloc``: a large array is its own
+    mapping, moved by the kernel, never copied, so no second O(d) array exists meanwhile)."""
+    if a.flags.owndata and a.base is None:
+        a.resize(n, refcheck=False)  # the accumulator's own arrays: nothing else views them
+        return a
     out = np.zeros(n, a.dtype)
     out[:len(a)] = a
     return out
@@ -189,6 +194,10 @@ class ColumnAccumulator:
         self._behind.close()
         if len(self.nnz) >= n_cols and not self.nnz[n_cols:].any():
             return self.nnz[:n_cols], self.sqnorm[:n_cols]  # views: no O(d) copy
+        if len(self.nnz) < n_cols:  # padded where they are (no second pair of O(d) arrays)
+            self._nnz = _grown(self._nnz, n_cols)
+            self._sqnorm = _grown(self._sqnorm, n_cols)
+            return self._nnz, self._sqnorm
         nnz = np.zeros(n_cols, dtype=np.int64)
         sq = np.zeros(n_cols, dtype=np.float64)
         m = min(n_cols, len(self.nnz))
