@@ -22,6 +22,7 @@ streamed piece by piece. Two kinds of wrong use are refused with one line naming
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Iterator, NamedTuple
 
@@ -107,8 +108,11 @@ def command_memory(model: LinearModel, memory, what: str) -> Budget:
 
 
 def _governed(budget: Budget):
-    """The memory governor (:mod:`ooc._memguard`) holding the process under ``budget``'s ceiling."""
-    return governed(budget.ceiling, reserve=governor_reserve(budget.ceiling or 0))
+    """The memory governor (:mod:`ooc._memguard`) holding the process under ``budget``'s ceiling; nothing
+    without one (a Python caller's memory, or scoring inside a training whose governor is already on)."""
+    if budget.ceiling is None:
+        return contextlib.nullcontext()
+    return governed(budget.ceiling, reserve=governor_reserve(budget.ceiling))
 
 
 def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, options=None) -> Iterator[_Piece]:
