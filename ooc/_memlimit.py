@@ -21,6 +21,7 @@ estimators) pass what training may add to their process as it is.
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 from typing import NamedTuple
@@ -30,7 +31,7 @@ from ._cgroup import control_files, read_text
 __all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
            "held_bytes", "kernels_loaded", "smallest_limit",
            "MARGIN_MIN", "KERNELS_BYTES", "COMPILE_BYTES", "kernels_uncached", "kernels_bytes", "governor_reserve",
-           "TRAIN_PROCESS_BYTES", "limit_that_works"]
+           "TRAIN_PROCESS_BYTES", "limit_that_works", "Budget", "resolve_budget", "MemoryTooSmall", "format_bytes"]
 
 #: Bytes left unplanned under ``auto`` at least (Numba's compiler, allocator slack, stacks).
 MARGIN_MIN = 32 << 20
@@ -237,3 +238,72 @@ def held_bytes(modules=()) -> int:
     """What the process holds before training plans: its resident size, plus what loading the kernels
     of ``modules`` adds until a training in this process has loaded them (:func:`kernels_bytes`)."""
     return rss_bytes() + kernels_bytes(modules)
+
+
+def format_bytes(n, up: bool = False) -> str:
+    """Bytes -> ``'512 B'``, ``'1.5 MiB'``, ``'2.0 GiB'`` (what :func:`ooc.store.ingest.parse_bytes` reads back).
+
+    ``up``: rounded up, never down, for a limit named as one that works (``1.23 GiB`` is ``1.3 GiB``:
+    a user who passes the figure back gets at least what was asked for).
+    """
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            if unit == "B":
+                return f"{int(math.ceil(n)) if up else int(n)} B"
+            return f"{math.ceil(n * 10) / 10 if up else n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover - the loop returns at TiB
+
+
+class MemoryTooSmall(ValueError):
+    """An explicit whole-process ``--memory`` below what a command holds at once: one line naming the
+    smallest that works (:meth:`Budget.require`), raised before the command reads or writes anything."""
+
+
+class Budget(NamedTuple):
+    """A memory option resolved once for a command (:func:`resolve_budget`).
+
+    ``work``: bytes the work may add to the process; ``ceiling``: the whole process's resident size the
+    memory governor holds it under (:func:`ooc._memguard.governed`; None: a Python caller's ``memory``,
+    only measured); ``held``: what the process held when it was resolved (0 for a Python caller);
+    ``limit``: under ``auto``, the limit it came from; ``memory``: the option's bytes (None: ``auto``).
+    """
+
+    work: int
+    ceiling: int | None
+    held: int
+    limit: Limit | None
+    memory: int | None
+
+    def require(self, least: int, what: str) -> None:
+        """Refuse (:class:`MemoryTooSmall`) an explicit whole-process ``--memory`` that leaves the work less
+        than ``least`` bytes (what ``what`` holds at once at its smallest buffers), naming the smallest
+        ``--memory`` that works (:func:`limit_that_works`, rounded up). ``auto`` and a Python caller's memory
+        go on (the buffers have floors of their own)."""
+        if self.memory is None or self.ceiling is None or self.work >= least:
+            return
+        raise MemoryTooSmall(
+            f"--memory {format_bytes(self.memory)} is less than {what} holds at once: the smallest --memory that "
+            f"works here is {format_bytes(limit_that_works(self.held + int(least)), up=True)} (the process holds "
+            f"{format_bytes(self.held)} of it)")
+
+
+def resolve_budget(memory: int | None, held: int | None = None) -> Budget:
+    """The one resolution of a memory option (``memory`` bytes, None: ``auto``) for a command: training's
+    (:func:`ooc.train`) and the commands that read data (convert, append, predict, evaluate).
+
+    ``held``: what the process holds (default :func:`rss_bytes`: measured once its code and compiled
+    kernels are loaded, so that the whole-process figure counts them). Under ``auto``: the
+    :func:`process_limit` less ``held`` and the margin; an explicit size on the command line: the same
+    (:func:`work_budget`); from a Python caller: what the work may add, no ceiling.
+    """
+    held = rss_bytes() if held is None else int(held)
+    if memory is None:
+        limit = process_limit()
+        work = auto_budget(limit, held)
+        return Budget(work, held + work, held, limit, None)
+    work = work_budget(memory, held)
+    if not _WHOLE_PROCESS:
+        return Budget(work, None, 0, None, int(memory))
+    return Budget(work, held + work, held, None, int(memory))

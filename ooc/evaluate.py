@@ -22,17 +22,21 @@ streamed piece by piece. Two kinds of wrong use are refused with one line naming
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Iterator, NamedTuple
 
 import numpy as np
 
 from ._cpu import resolve_threads
+from ._malloc import tune_malloc
+from ._memguard import governed
+from ._memlimit import Budget, governor_reserve
 from .model import LinearModel, proba_from_margins
 from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
-from .store.ingest import memory_budget
+from .store.ingest import MIN_WORK, _load_numba, command_budget
 from .store.readers import InputError
 
 
@@ -102,6 +106,27 @@ def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str):
     return ind
 
 
+def command_memory(model: LinearModel, memory, what: str) -> Budget:
+    """``memory`` resolved once for predicting or evaluating with ``model`` (:func:`ooc.store.ingest.command_budget`),
+    the model and the compiled kernels already in the process (counted in what it holds, not in the work);
+    an explicit whole-process ``--memory`` that leaves less than :data:`~ooc.store.ingest.MIN_WORK` is
+    refused before INPUT is read, naming the smallest that works."""
+    _load_numba("float64")  # Numba's machinery (~60 MiB, loaded by the first kernel a process calls)
+    model.decision_csr(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), 1)  # the margins' kernel
+    tune_malloc()  # freed pieces go back to the system (ooc._malloc), as in training
+    budget = command_budget(memory)
+    budget.require(MIN_WORK, what)
+    return budget
+
+
+def _governed(budget: Budget):
+    """The memory governor (:mod:`ooc._memguard`) holding the process under ``budget``'s ceiling; nothing
+    without one (a Python caller's memory, or scoring inside a training whose governor is already on)."""
+    if budget.ceiling is None:
+        return contextlib.nullcontext()
+    return governed(budget.ceiling, reserve=governor_reserve(budget.ceiling))
+
+
 def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, options=None,
                progress=None) -> Iterator[_Piece]:
     """The pieces of ``source`` (a store or a file), ids 0-based as in training.
@@ -126,7 +151,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
             is_store = True
         except StoreError:
             is_store = False
-    budget = memory_budget(memory)
+    budget = command_budget(memory).work
     recipe, owner = _model_recipe(model)
     if is_store:
         # the store's blocks cut to what the budget holds: a block, its CSR copy for the kernel, the
@@ -234,7 +259,9 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     why = model.proba_refusal() if proba else None
     if why is not None:
         raise ValueError(f"--proba: {why}")
-    yield from _with_streams_closed(_predictions(model, source, proba, memory, nthreads, progress, options))
+    budget = command_memory(model, memory, "this prediction")
+    with _governed(budget):
+        yield from _with_streams_closed(_predictions(model, source, proba, budget, nthreads, progress, options))
 
 
 def _with_streams_closed(pieces):
@@ -303,13 +330,21 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
         cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if "gamma" in loss_spec(model.loss).params else 0.0)
     classify = model.task in (L.BINARY, L.MULTICLASS)
     # ROC AUC keeps every row's scores: at most SCORES_SHARE of the budget, else it is skipped and says so
-    keep = memory_budget(memory) // SCORES_SHARE
+    budget = command_memory(model, memory, "this evaluation")
+    keep = budget.work // SCORES_SHARE
     scores = ClassificationMetrics(len(model.classes_), keep_bytes=keep) if classify else RegressionMetrics()
+    with _governed(budget):
+        return _evaluate_pieces(model, source, budget, nthreads, options, progress, scores, loss, cs,
+                                cs_loss if cs else None, classify, has_proba)
+
+
+def _evaluate_pieces(model, source, budget, nthreads, options, progress, scores, loss, cs, cs_loss, classify,
+                     has_proba) -> dict:
     n = 0
     correct = 0
     loss_sum = 0.0
     logloss = 0.0
-    for piece in _with_streams_closed(_iter_rows(model, source, memory, options=options, progress=progress)):
+    for piece in _with_streams_closed(_iter_rows(model, source, budget, options=options, progress=progress)):
         _check_labels(model, source, piece)
         y = piece.labels
         m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
@@ -341,6 +376,7 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
             progress(progress_event(piece, n))
     if n == 0:
         raise ValueError(f"{source}: no rows to evaluate")
+    meta = model.meta
     bias = float(meta.get("bias", 0.0))
     W = np.atleast_2d(model.coef_)
     if bias > 0:

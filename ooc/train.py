@@ -16,13 +16,10 @@ from ._cpu import resolve_threads
 from ._memguard import governed
 from ._memguard import peak as memguard_peak
 from ._memlimit import (
-    auto_budget,
-    counts_whole_process,
     governor_reserve,
     held_bytes,
     kernels_loaded,
-    process_limit,
-    work_budget,
+    resolve_budget,
 )
 from ._version import __version__
 from .config import DEFAULT_TRAIN_BLOCK, TrainConfig, defaults
@@ -950,22 +947,20 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     size is counted.
     """
     held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"])) + reader
-    if o["memory_bytes"] is None:
-        limit = process_limit()
-        budget = auto_budget(limit, held)
+    b = resolve_budget(o["memory_bytes"], held)  # the commands that read data resolve theirs the same way
+    if b.limit is not None:
         if not quiet:
-            log.info("memory: auto, %s for training (%s %s, the process holds %s)", format_bytes(budget),
-                     limit.source, format_bytes(limit.bytes), format_bytes(held))
-        return {"memory": budget, "memory_limit": limit, "memory_held": held, "ceiling": held + budget}
-    budget = work_budget(o["memory_bytes"], held)
-    if not counts_whole_process():
+            log.info("memory: auto, %s for training (%s %s, the process holds %s)", format_bytes(b.work),
+                     b.limit.source, format_bytes(b.limit.bytes), format_bytes(held))
+        return {"memory": b.work, "memory_limit": b.limit, "memory_held": held, "ceiling": b.ceiling}
+    if b.ceiling is None:
         # a Python caller: memory is what training adds to its process, whose own size moves with what the
         # caller does; no ceiling on the whole process is known, so the governor only measures
-        return {"memory": budget, "memory_held": 0, "ceiling": None}
+        return {"memory": b.work, "memory_held": 0, "ceiling": None}
     if not quiet:
         log.info("memory: --memory %s, %s for training (the process holds %s)", format_bytes(o["memory_bytes"]),
-                 format_bytes(budget), format_bytes(held))
-    return {"memory": budget, "memory_held": held, "ceiling": held + budget}
+                 format_bytes(b.work), format_bytes(held))
+    return {"memory": b.work, "memory_held": held, "ceiling": b.ceiling}
 
 
 def plot_convergence(rd: RunDir) -> str:

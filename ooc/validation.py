@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from ._memlimit import Budget
 from .config import VALIDATION_METRICS
 from .engine import Watch
 from .evaluate import check_input, evaluate_model
@@ -44,6 +45,12 @@ def metric_for(o: dict, task: str) -> str:
     return metric
 
 
+def _within_training(nbytes: int) -> Budget:
+    """What scoring may add inside a training's own ceiling (no ceiling of its own: the training's governor
+    goes on watching the process), not a whole-process ``--memory``."""
+    return Budget(int(nbytes), None, 0, None, int(nbytes))
+
+
 def check(o: dict, task: str, store=None) -> str:
     """Refuse a ``--validation`` that is not there or a metric the task has not; the metric.
 
@@ -53,7 +60,7 @@ def check(o: dict, task: str, store=None) -> str:
     if "://" not in source and not os.path.exists(source):
         raise ValueError(f"--validation {source}: no such file or store")
     if store is not None:
-        check_input(store, source, memory=4 * int(o.get("train_block_bytes") or L.DEFAULT_BLOCK_BYTES))
+        check_input(store, source, memory=_within_training(4 * int(o.get("train_block_bytes") or L.DEFAULT_BLOCK_BYTES)))
     return metric_for(o, task)
 
 
@@ -67,7 +74,7 @@ def watch(o: dict, task: str, to_model) -> Watch | None:
         return None
     metric = check(o, task)
     # pieces of about a training block: the evaluation holds a few of them at once
-    budget = 4 * int(o["train_block_bytes"] or L.DEFAULT_BLOCK_BYTES)
+    budget = _within_training(4 * int(o["train_block_bytes"] or L.DEFAULT_BLOCK_BYTES))
 
     def score(w) -> dict:
         m = evaluate_model(to_model(w), source, memory=budget, threads=o["threads"])

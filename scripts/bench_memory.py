@@ -20,6 +20,14 @@ its options, or another command), this script
 Prints one JSON line per run and a final summary line: the number of runs, the cells over their
 ``--memory`` (target 0) and the OOM kills at limits at least the smallest named (target 0).
 
+``--text`` measures the commands that read text instead (convert, append, predict, evaluate on svmlight,
+CSV and VW inputs of the shapes in :data:`TEXT_SHAPES`, scaled by ``--scale``): each first with
+``--memory 1B``, which is refused naming the smallest ``--memory`` that works, then at ``--explicit``
+multiples of that figure; one JSON line a run with ``peak_over_memory`` (the peak resident size from
+``/usr/bin/time -v`` over ``X``)::
+
+    python scripts/bench_memory.py --text --scale 1 --explicit 1.0,1.5,3.0 --work /tmp/bench-text
+
 Run (the full matrix takes hours on 2 cores; ``--scale 0.2 --epochs 2`` about forty minutes)::
 
     python scripts/bench_memory.py --scale 0.2 --epochs 2 --work /tmp/bench-memory
@@ -74,6 +82,16 @@ CELLS = {
 MULTICLASS_ONLY = {"cs", "ovr"}
 #: ``--quick``: every shape's rows times this
 QUICK_SCALE = 0.2
+
+#: --text: name -> (format, rows, features a row (CSV: columns), id range / hash bits, extra convert options)
+TEXT_SHAPES = {
+    "svm-tall": ("svmlight", 2_000_000, 15, 1 << 20, []),
+    "svm-wide": ("svmlight", 200_000, 30, 1 << 22, []),
+    "svm-long-lines": ("svmlight", 20_000, 2000, 1 << 20, []),
+    "csv-dense": ("csv", 200_000, 100, 100, []),
+    "vw-hashed": ("vw", 500_000, 20, 22, ["--hash-bits", "22"]),
+}
+TEXT_COMMANDS = ("convert", "append", "predict", "evaluate")
 
 
 def sh(cmd, **kw) -> subprocess.CompletedProcess:
@@ -137,6 +155,93 @@ def one_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def write_text(work: str, name: str, scale: float) -> str:
+    """The text input of shape ``name`` (:data:`TEXT_SHAPES`), written once into ``work``."""
+    import numpy as np
+
+    fmt, rows, k, width, _ = TEXT_SHAPES[name]
+    rows = max(1000, int(rows * scale))
+    path = os.path.join(work, f"{name}.{ {'svmlight': 'svm'}.get(fmt, fmt)}")
+    if os.path.exists(path):
+        return path
+    rng = np.random.default_rng(0)
+    with open(path + ".tmp", "w") as f:
+        for s in range(0, rows, 10_000):
+            m = min(10_000, rows - s)
+            y = np.where(rng.random(m) < 0.5, 1, -1)
+            vals = rng.normal(size=(m, k)).round(4)
+            lines = []
+            for i in range(m):
+                if fmt == "csv":
+                    lines.append(f"{y[i]}," + ",".join(map(str, vals[i])))
+                elif fmt == "vw":
+                    ids = rng.integers(0, 1 << 30, k)
+                    lines.append(f"{y[i]} |f " + " ".join(f"t{j}:{v}" for j, v in zip(ids, vals[i])))
+                else:
+                    ids = np.unique(rng.integers(1, width, k))
+                    lines.append(f"{y[i]} " + " ".join(f"{j}:{v}" for j, v in zip(ids, vals[i])))
+            f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def text_command(cmd: str, src: str, store: str, run: str, out: str, extra: list, memory: str) -> list[str]:
+    mem = ["--memory", memory]
+    if cmd == "convert":
+        return OOC + ["convert", src, out, "--overwrite", *extra, *mem]
+    if cmd == "append":
+        return OOC + ["append", store, src, "--out", out, "--overwrite", *mem]
+    if cmd == "predict":
+        return OOC + ["predict", run, src, "--out", out, *mem]
+    return OOC + ["evaluate", run, src, "--json", *mem]
+
+
+def bench_text(a) -> None:
+    """``--text``: the commands that read text, refused at 1B, then at multiples of the figure named."""
+    runs = over = 0
+    for name in a.shapes.split(","):
+        src = write_text(a.work, name, a.scale)
+        extra = TEXT_SHAPES[name][4]
+        store, run = os.path.join(a.work, f"{name}.zarr"), os.path.join(a.work, f"{name}-run")
+        if not os.path.exists(store):
+            sh(OOC + ["convert", src, store, *extra], check=True)
+        if not os.path.exists(run):
+            sh(OOC + ["train", store, "--out", run, "--max-epochs", "1"], check=True)
+        for cmd in a.commands.split(","):
+            out = os.path.join(a.work, f"out-{name}-{cmd}")
+            r = sh(text_command(cmd, src, store, run, out, extra, "1B"))
+            m = re.search(r"smallest --memory that works here is ([0-9.]+) ([KMGT])iB", r.stderr)
+            if not m:
+                print(json.dumps({"input": name, "command": cmd, "error": "not refused at 1B: " + one_line(r.stderr)}))
+                continue
+            least = int(float(m.group(1)) * (1 << {"K": 10, "M": 20, "G": 30, "T": 40}[m.group(2)]))
+            if cmd == "convert" and TEXT_SHAPES[name][0] == "svmlight":
+                # svmlight does not say its width: at the first figure it may be refused again once its
+                # ids are read, naming the figure for them
+                r = sh(text_command(cmd, src, store, run, out, extra, str(least)))
+                m2 = re.search(r"smallest --memory that works here is ([0-9.]+) ([KMGT])iB", r.stderr)
+                if r.returncode and m2:
+                    least = int(float(m2.group(1)) * (1 << {"K": 10, "M": 20, "G": 30, "T": 40}[m2.group(2)]))
+                shutil.rmtree(out, ignore_errors=True)
+            for f in (float(x) for x in a.explicit.split(",") if x):
+                mem = int(least * f)
+                t0 = time.time()
+                r = sh(["/usr/bin/time", "-v"] + text_command(cmd, src, store, run, out, extra, str(mem)))
+                peak = peak_kib(r.stderr)
+                ratio = peak * 1024 / mem if peak else None
+                runs += 1
+                over += bool(ratio and ratio > 1.0 and r.returncode == 0)
+                print(json.dumps({"input": name, "command": cmd, "memory": mem, "times_smallest": f,
+                                  "exit": r.returncode, "peak": peak * 1024 if peak else None,
+                                  "peak_over_memory": round(ratio, 3) if ratio else None,
+                                  "seconds": round(time.time() - t0, 1),
+                                  "error": "" if r.returncode == 0 else one_line(r.stderr)}), flush=True)
+                shutil.rmtree(out, ignore_errors=True)
+                if os.path.isfile(out):
+                    os.remove(out)
+    print(json.dumps({"summary": True, "runs": runs, "over_memory": over, "target": 0}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/bench-memory")
@@ -149,11 +254,18 @@ def main() -> None:
     ap.add_argument("--rows", default="", help="SHAPE=N,...: a shape's rows outright (overrides --scale)")
     ap.add_argument("--quick", action="store_true",
                     help=f"rows times {QUICK_SCALE}, 1 epoch, --explicit 1.0,1.5, --capped 1.0")
+    ap.add_argument("--text", action="store_true", help="the commands that read text (TEXT_SHAPES), not training")
+    ap.add_argument("--commands", default=",".join(TEXT_COMMANDS), help="--text: these commands")
     a = ap.parse_args()
     if a.quick:
         a.scale, a.epochs, a.explicit, a.capped = QUICK_SCALE, 1, "1.0,1.5", "1.0"
     rows_set = {k: int(float(v)) for k, v in (item.split("=") for item in a.rows.split(",") if item)}
     os.makedirs(a.work, exist_ok=True)
+    if a.text:
+        if a.shapes == ",".join(SHAPES):
+            a.shapes = ",".join(TEXT_SHAPES)
+        bench_text(a)
+        return
     runs = over = kills = 0
     have_time = os.path.exists("/usr/bin/time")
     for shape, cell in itertools.product(a.shapes.split(","), a.cells.split(",")):

@@ -73,7 +73,9 @@ def test_convert_under_memory_cap(tmp_path, fmt):
     r = subprocess.run([RUN_CAPPED, LIMIT, "--cold", "--"] + _ooc()
                        + ["convert", str(src), str(store), "--format", fmt, "--memory", "16MiB"],
                        capture_output=True, text=True, timeout=1800,
-                       env={**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", "/tmp/ooc_nc")})
+                       # --memory 16MiB: the work's buffers (OOC_MEMORY_SCOPE=work); the cap bounds the process
+                       env={**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", "/tmp/ooc_nc"),
+                            "OOC_MEMORY_SCOPE": "work"})
     report = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
     m = re.search(r"oom_kills=(\d+)", report)
     assert r.returncode == 0, f"convert under a {LIMIT} cap failed (input {size >> 20} MiB): {r.stderr[-2000:]}"

@@ -28,6 +28,15 @@ from ooc.store.backend import StoreError
 from ooc.store.store import open_store
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _memory_counts_the_work():
+    """The small --memory figures here drive small text chunks and blocks: they count only what the work
+    adds (OOC_MEMORY_SCOPE=work), not the whole process (which refuses anything under ~200 MiB)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OOC_MEMORY_SCOPE", "work")
+        yield
+
+
 def ooc_command() -> list[str]:
     """The installed ``ooc`` script next to this interpreter, else ``python -m ooc.cli``."""
     exe = os.path.join(os.path.dirname(sys.executable), "ooc")

@@ -187,13 +187,15 @@ def test_train_under_memory_cap_10x_smaller_than_store(tmp_path):
     cols, k = 1 << 18, 20
     probe_store = tmp_path / "probe.zarr"
     subprocess.run([*_ooc(), "synth", str(probe_store), "--rows", "200000", "--cols", str(cols), "--nnz-per-row",
-                    str(k), "--layout", "rows", "--memory", "64MiB"], check=True, capture_output=True)
+                    str(k), "--layout", "rows", "--memory", "64MiB"], check=True, capture_output=True,
+                   env={**os.environ, "OOC_MEMORY_SCOPE": "work"})  # 64 MiB for the work: 8 MiB blocks
     per_row = ooc.open_store(str(probe_store)).info()["bytes_on_disk"] / 200000
     shutil.rmtree(probe_store)
     rows = int(10.5 * cap / per_row)
     store = tmp_path / "big.zarr"
     subprocess.run([*_ooc(), "synth", str(store), "--rows", str(rows), "--cols", str(cols), "--nnz-per-row", str(k),
-                    "--layout", "rows", "--memory", "64MiB"], check=True, capture_output=True)
+                    "--layout", "rows", "--memory", "64MiB"], check=True, capture_output=True,
+                   env={**os.environ, "OOC_MEMORY_SCOPE": "work"})  # 64 MiB for the work: 8 MiB blocks
     info = ooc.open_store(str(store)).info()
     assert info["bytes_on_disk"] >= 10 * cap, (info["bytes_on_disk"], cap)
     run = tmp_path / "run"

@@ -309,7 +309,8 @@ def test_array_input_errors(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_synth_cli_store(tmp_path):
+def test_synth_cli_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("OOC_MEMORY_SCOPE", "work")  # 1 MiB for the work's buffers, not the whole process
     r = CliRunner().invoke(cli, ["synth", str(tmp_path / "s.zarr"), "--rows", "300", "--cols", "50",
                                  "--nnz-per-row", "6", "--task", "multiclass", "--classes", "4",
                                  "--values", "gaussian", "--memory", "1MiB", "--json"])

@@ -39,11 +39,25 @@ import os
 import numpy as np
 
 from .. import owned
+from .._malloc import tune_malloc
+from .._memguard import governed
+from .._memlimit import Budget, governor_reserve
 from ..fsutil import contains, make_parents
 from ..kernels.hash_bits import MAX_HASH_BITS
 from . import layout as L
 from .backend import MemoryBackend
-from .ingest import build_columns, convert, memory_budget
+from .ingest import (
+    MIN_WORK,
+    _load_numba,
+    _transpose_budget,
+    buffer_budget,
+    build_columns,
+    column_bytes,
+    command_budget,
+    convert,
+    unknown_width_bytes,
+    writer_bytes,
+)
 from .readers import InputError
 from .recipe import Options, Recipe, follow
 from .store import Store, open_store
@@ -149,18 +163,29 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
             and old.n_cols & (old.n_cols - 1) == 0:
         # a store from before recipes: hashed new rows get as many columns as it has (2**bits)
         reading = reading._replace(hash_bits=min(old.n_cols.bit_length() - 1, MAX_HASH_BITS))
-    mem = memory_budget(memory)
+    _load_numba(str(old.dtype))  # counted in what the process holds when the budget is resolved
+    budget = command_budget(memory)  # once, for the new rows' conversion and the rewrite both
+    # the writers' chunk buffers (the new rows' and the grown store's, one after the other) are as long as
+    # the store's chunks, whatever the budget: charged first, the rest sized from what they leave
+    chunk_len = int(old.attrs.get("chunk_len") or L.DEFAULT_CHUNK_LEN)
+    writer = writer_bytes(chunk_len, old.dtype, old.index_dtype)
+    # the new rows' conversion, then the rewrite reading two stores: twice a conversion's buffers at least
+    least = column_bytes(old.n_cols) + 2 * MIN_WORK
+    if reading is not None and reading.format in (None, "svmlight"):  # the new rows' width is read, not said
+        least = max(least, unknown_width_bytes(old.n_cols))
+    budget.require(writer + least, f"this append (with {old.n_cols} columns, chunks of {chunk_len} entries)")
+    budget = budget._replace(work=max(0, budget.work - writer))
     remove_stale_temporaries(out)
     tmp = Temporary(out)
     new_rows = _scratch_path(out)
     try:
         # the new rows, parsed and validated on their own (bad input refused before anything else)
-        new = convert(source, new_rows, y=y, sample_weight=sample_weight, layout="rows", memory=mem, dtype=str(old.dtype),
-                      label_kind=L.REGRESSION, block_bytes=int(old.attrs["block_bytes"]), recipe=reading,
-                      recipe_owner=None if _stated(opts) == recipe.format else owner)
+        new = convert(source, new_rows, y=y, sample_weight=sample_weight, layout="rows", memory=budget, dtype=str(old.dtype),
+                      label_kind=L.REGRESSION, block_bytes=int(old.attrs["block_bytes"]), chunk_len=chunk_len,
+                      recipe=reading, recipe_owner=None if _stated(opts) == recipe.format else owner)
         try:
             _check_width(old, new, recipe, reading, source, widen)
-            _write(old, new, tmp, mem, str(source) if isinstance(source, (str, os.PathLike)) else "a matrix")
+            _write(old, new, tmp, budget, str(source) if isinstance(source, (str, os.PathLike)) else "a matrix")
         finally:
             new.close()
         if opened or in_place:  # read whole: the old store's files may now be replaced
@@ -228,14 +253,24 @@ def _scratch_path(out: str) -> str:
     return temporary_sibling(out, "append-rows")
 
 
-def _write(old: Store, new: Store, tmp: Temporary, memory: int, source: str) -> None:
-    """Stream ``old``'s rows then ``new``'s into a writer at ``tmp`` and seal it with its lineage."""
+def _write(old: Store, new: Store, tmp: Temporary, budget: Budget, source: str) -> None:
+    """Stream ``old``'s rows then ``new``'s into a writer at ``tmp`` and seal it with its lineage, under
+    ``budget``'s ceiling (the memory governor); the stores are read in blocks cut to what it holds."""
+    tune_malloc()
+    with governed(budget.ceiling, reserve=governor_reserve(budget.ceiling or 0)):
+        _write_governed(old, new, tmp, budget, source)
+
+
+def _write_governed(old: Store, new: Store, tmp: Temporary, budget: Budget, source: str) -> None:
     index_dtype = max(np.dtype(old.index_dtype), np.dtype(new.index_dtype), key=lambda t: t.itemsize)
     block_bytes = int(old.attrs["block_bytes"])
     chunk_len = int(old.attrs.get("chunk_len") or L.DEFAULT_CHUNK_LEN)
     w = StoreWriter(type(old.backend), tmp.path, old.dtype, index_dtype, block_bytes, chunk_len)
+    n_cols = max(old.n_cols, new.n_cols)
+    # read blocks: one, its copies for the writer and their encoding at once (an eighth each, as evaluate's)
+    read_bytes = int(min(block_bytes, max(buffer_budget(budget, n_cols) // 8, 1 << 16)))
     try:
-        for st, original in ((old, True), (new, False)):
+        for st, original in ((old.with_blocks(read_bytes), True), (new.with_blocks(read_bytes), False)):
             for b in range(st.n_blocks(L.ROWS)):
                 blk = st.block(L.ROWS, b)
                 labels = st.read_labels(blk.start, blk.stop)
@@ -246,7 +281,7 @@ def _write(old: Store, new: Store, tmp: Temporary, memory: int, source: str) -> 
                 # sample weights carried over (a store without them: each row weighs 1)
                 w.add_rows(labels, blk.indptr, blk.indices.astype(index_dtype, copy=False), blk.data,
                            st.read_weights(blk.start, blk.stop))
-        attrs = w.finish_rows(max(old.n_cols, new.n_cols), old.label_kind)
+        attrs = w.finish_rows(n_cols, old.label_kind)
         attrs["index_base"] = int(old.attrs.get("index_base", 0))
         if L.RECIPE in old.attrs:  # the grown store's rows were all read one way: the old store's
             attrs[L.RECIPE] = old.attrs[L.RECIPE]
@@ -254,7 +289,8 @@ def _write(old: Store, new: Store, tmp: Temporary, memory: int, source: str) -> 
         attrs[LINEAGE] = lineage(old) + [{"fingerprint": old.fingerprint, "n_rows": old.n_rows,
                                           "n_cols": old.n_cols}]
         if L.COLS in old.layouts:  # derived from the row layout, as in a conversion
-            build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, tmp.scratch)
+            build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len,
+                          _transpose_budget(budget, w.n_cols), tmp.scratch)
         w.finalize(attrs, old.layouts)
     except BaseException:
         with contextlib.suppress(Exception):

@@ -26,7 +26,6 @@ labels, in bounded pieces), then taken in scipy's canonical form, row chunk by r
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import shutil
 import tempfile
@@ -37,7 +36,8 @@ from typing import Callable, Iterator, NamedTuple
 import numpy as np
 
 from .._cpu import Behind, map_threads, resolve_threads
-from .._memlimit import work_budget
+from .._memguard import governed
+from .._memlimit import Budget, format_bytes, governor_reserve, resolve_budget, work_budget  # noqa: F401
 from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
@@ -127,20 +127,53 @@ def memory_budget(text, option: str = "--memory") -> int:
     return work_budget(parse_memory(text, option))
 
 
-def format_bytes(n, up: bool = False) -> str:
-    """Bytes -> ``'512 B'``, ``'1.5 MiB'``, ``'2.0 GiB'`` (what :func:`parse_bytes` reads back).
+def command_budget(memory, option: str = "--memory") -> Budget:
+    """A command's memory option (text, bytes, None or ``'auto'``; or a :class:`~ooc._memlimit.Budget`
+    already resolved, passed on) resolved once (:func:`ooc._memlimit.resolve_budget`)."""
+    if isinstance(memory, Budget):
+        return memory
+    return resolve_budget(parse_memory(memory, option))
 
-    ``up``: rounded up, never down, for a limit named as one that works (``1.23 GiB`` is ``1.3 GiB``:
-    a user who passes the figure back gets at least what was asked for).
-    """
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            if unit == "B":
-                return f"{int(math.ceil(n)) if up else int(n)} B"
-            return f"{math.ceil(n * 10) / 10 if up else n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover - the loop returns at TiB
+
+#: What a command that reads data needs at least beyond the process and its O(d) arrays: its read,
+#: parse and write buffers at their smallest useful size (below it the floors of 64 KiB blocks take over
+#: and a pass is slow, not smaller).
+MIN_WORK = 16 << 20
+
+#: Bytes a column costs a conversion at once: its nonzero count and squared norm while rows are read
+#: (8 + 8), then its count, its pointer of the column layout and a cut's running sums (8 + 8 + 8).
+COLUMN_BYTES = 24
+
+
+def column_bytes(n_cols: int) -> int:
+    """What ``n_cols`` columns' statistics and pointers hold during a conversion (:data:`COLUMN_BYTES`)."""
+    return COLUMN_BYTES * int(n_cols)
+
+
+def writer_bytes(chunk_len: int, dtype, index_dtype) -> int:
+    """What a :class:`~ooc.store.writer.StoreWriter` holds at once in its arrays' chunk buffers (and a
+    chunk of each in flight to the backend): row pointers, ids, values, labels, per-row counts, norms and
+    weights, two chunks each."""
+    per_entry = np.dtype(dtype).itemsize + np.dtype(index_dtype).itemsize + 5 * 8
+    return 2 * int(chunk_len) * per_entry
+
+
+def unknown_width_bytes(width: int) -> int:
+    """The work an input that does not say its width (svmlight) needs for ``width`` columns: three times
+    their arrays (a third of the work is kept for them, :func:`buffer_budget`), for the next power of two
+    (a hashed feature space's), not only the ids read so far."""
+    return 3 * column_bytes(1 << (max(int(width), 1) - 1).bit_length())
+
+
+def buffer_budget(budget: Budget, n_cols: int | None) -> int:
+    """Bytes a conversion's read, parse, write and transpose buffers get: the work less the columns'
+    arrays (:func:`column_bytes`; a third of the work while their count is unknown), at least
+    :data:`MIN_WORK` (or the whole work when it is less: a Python caller's small ``memory``). A Python
+    caller's explicit ``memory`` (no ceiling) is the buffers' as it is."""
+    if budget.ceiling is None:
+        return budget.work
+    keep = budget.work // 3 if n_cols is None else column_bytes(n_cols)
+    return max(min(budget.work, MIN_WORK), budget.work - keep)
 
 
 # -- sources -> row chunks -------------------------------------------------------------
@@ -925,7 +958,7 @@ class _Plan(NamedTuple):
     n_features: int | None
     block_bytes: int
     chunk_len: int
-    memory: int
+    memory: Budget
     threads: int
 
 
@@ -940,23 +973,34 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     if np.dtype(dtype) not in L.DATA_DTYPES:
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
     _load_numba(dtype)
-    mem = memory_budget(memory)
+    budget = command_budget(memory)  # resolved once, the process's code and kernels loaded (the whole process)
     threads = resolve_threads(threads)
-    bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
-    cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
-    chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
-    rows_per_chunk = max(1024, chunk_bytes // 64)
-    # a memory:// store exists in this process's registry, not on disk
     exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
     check_output_store(store, exists, overwrite, source)
 
-    make_chunks, total, source_desc, known_zero, recipe = _source_chunks(
-        source, y, input_format, chunk_bytes, rows_per_chunk, dtype, hash_bits, text_columns, sample_weight,
-        weight_column, threads, recipe, recipe_owner)
+    def opened(mem):
+        bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
+        chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
+        return bb, _source_chunks(source, y, input_format, chunk_bytes, max(1024, chunk_bytes // 64), dtype, hash_bits,
+                                  text_columns, sample_weight, weight_column, threads, recipe, recipe_owner)
+
+    # the buffers get what the per-column statistics leave (column_bytes): their width is known once the
+    # source is open (a CSV's header, a hashed format's bits); until then (and for svmlight, which does not
+    # say) a third of the budget is kept for them
+    mem = buffer_budget(budget, None)
+    bb, (make_chunks, total, source_desc, known_zero, recipe) = opened(mem)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
     elif n_features > max_columns():
         raise ValueError(too_many_columns(n_features, max_columns(), f"n_features={n_features}"))
+    if n_features is not None:
+        budget.require(column_bytes(n_features) + MIN_WORK, f"this conversion (with {n_features} columns)")
+        if buffer_budget(budget, n_features) < mem:  # the columns take more than the third kept: smaller buffers
+            mem = buffer_budget(budget, n_features)
+            bb, (make_chunks, total, source_desc, known_zero, recipe) = opened(mem)
+    else:
+        budget.require(MIN_WORK, "this conversion")
+    cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
     settings = {
         "zero_based": True if known_zero else zero_based,
         "index_dtype": np.dtype(np.int32),
@@ -968,7 +1012,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
-                 n_features, bb, cl, mem, threads)
+                 n_features, bb, cl, budget, threads)
 
 
 def _zero_based(zero_based, index_base):
@@ -997,20 +1041,17 @@ def _load_numba(dtype) -> None:
 def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
     """Build the store under a temporary name (again from scratch when the input asks for other
     settings), then put it in place; on any failure remove the temporary, naming a full disk."""
+    from .._malloc import tune_malloc
+
     store = plan.store
     remove_stale_temporaries(store)  # what killed conversions to the same STORE left behind
+    tune_malloc()  # freed chunk buffers go back to the system (ooc._malloc), as in training
     tmp = Temporary(store)
+    ceiling = plan.memory.ceiling
     try:
-        while True:
-            try:
-                _build(plan.make_chunks, tmp.path, tmp.scratch, plan.backend_cls, plan.dtype, plan.settings,
-                       plan.block_bytes, plan.chunk_len, plan.memory, plan.layouts, label_kind, plan.n_features,
-                       plan.total, progress, plan.source_desc, plan.threads)
-            except _Restart as r:
-                tmp.remove()
-                plan.settings.update(r.changes)
-                continue
-            break
+        # the plan checked against the process itself (ooc._memguard): freed heap trimmed above the ceiling
+        with governed(ceiling, reserve=governor_reserve(ceiling or 0)):
+            _build_all(plan, tmp, label_kind, progress)
         if plan.layout == "cols":
             _drop_rows(tmp.path, plan.backend_cls)
         publish(tmp.path, store, replace=plan.exists)
@@ -1027,8 +1068,23 @@ def _build_and_publish(plan: _Plan, label_kind, progress) -> None:
         tmp.release()
 
 
-def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, memory, layouts,
+def _build_all(plan: _Plan, tmp, label_kind, progress) -> None:
+    """:func:`_build` into ``tmp``, again from scratch when the input asks for other settings."""
+    while True:
+        try:
+            _build(plan.make_chunks, tmp.path, tmp.scratch, plan.backend_cls, plan.dtype, plan.settings,
+                   plan.block_bytes, plan.chunk_len, plan.memory, plan.layouts, label_kind, plan.n_features,
+                   plan.total, progress, plan.source_desc, plan.threads)
+        except _Restart as r:
+            tmp.remove()
+            plan.settings.update(r.changes)
+            continue
+        return
+
+
+def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, budget: Budget, layouts,
            label_kind, n_features, total, progress, source_desc, threads=1):
+    width = 0  # columns seen so far (svmlight: its width is known only once read)
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
@@ -1062,6 +1118,11 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                 raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
             _check_label_range(chunk, out_dtype, source_desc)
+            if n_features is None and budget.ceiling is not None and len(ind) and hi - shift + 1 > width:
+                width = hi - shift + 1
+                # the third of the budget kept for the columns' arrays (buffer_budget) must hold them; the
+                # figure named covers the next power of two (a hashed feature space's), not only the ids so far
+                budget.require(unknown_width_bytes(width), f"this conversion ({width} columns so far)")
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
@@ -1075,8 +1136,8 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         attrs[L.RECIPE] = settings["recipe"].finished(attrs["index_base"], settings["zero_based_option"],
                                                       attrs).as_attr()
         if L.COLS in layouts:  # derived from the row layout, which is always written first
-            build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len, memory, scratch,
-                          progress, threads)
+            build_columns(w.backend, w.n_rows, w.n_cols, w.col_nnz, block_bytes, chunk_len,
+                          _transpose_budget(budget, w.n_cols), scratch, progress, threads)
         w.finalize(attrs, layouts)
     except BaseException:
         # close before the caller deletes the file: HDF5 would otherwise flush into a
@@ -1085,6 +1146,13 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
+
+
+def _transpose_budget(budget: Budget, n_cols: int) -> int:
+    """What the transpose's buckets and pieces get: the work less what the columns' arrays hold."""
+    if budget.ceiling is None:
+        return budget.work
+    return max(min(budget.work, MIN_WORK), budget.work - column_bytes(n_cols))
 
 
 def _check_label_range(chunk: RowChunk, dtype, source_desc: str) -> None:

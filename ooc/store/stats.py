@@ -131,6 +131,17 @@ def _col_add(indices, data, nnz, sq):
         sq[c] += v * v
 
 
+def _grown(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` zero-padded to ``n`` entries in place where it can be (``realloc``: a large array is its own
+    mapping, moved by the kernel, never copied, so no second O(d) array exists meanwhile)."""
+    if a.flags.owndata and a.base is None:
+        a.resize(n, refcheck=False)  # the accumulator's own arrays: nothing else views them
+        return a
+    out = np.zeros(n, a.dtype)
+    out[:len(a)] = a
+    return out
+
+
 class ColumnAccumulator:
     """Running per-column nonzero counts and squared norms, grown on demand.
 
@@ -171,8 +182,10 @@ class ColumnAccumulator:
         if m > len(self._nnz):
             # grow by a quarter at least (amortised), not doubling: d vectors can be large
             grow = max(m, len(self._nnz) + len(self._nnz) // 4)
-            self._nnz = np.concatenate((self._nnz, np.zeros(grow - len(self._nnz), np.int64)))
-            self._sqnorm = np.concatenate((self._sqnorm, np.zeros(grow - len(self._sqnorm))))
+            # zeros then a copy of what was counted: the new tail is the system's zeroed pages, resident
+            # only once a column there is counted (concatenate wrote every byte of it: O(d) at once)
+            self._nnz = _grown(self._nnz, grow)
+            self._sqnorm = _grown(self._sqnorm, grow)
         _col_add(np.asarray(indices), np.asarray(data), self._nnz, self._sqnorm)
 
     def finish(self, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
@@ -181,6 +194,10 @@ class ColumnAccumulator:
         self._behind.close()
         if len(self.nnz) >= n_cols and not self.nnz[n_cols:].any():
             return self.nnz[:n_cols], self.sqnorm[:n_cols]  # views: no O(d) copy
+        if len(self.nnz) < n_cols:  # padded where they are (no second pair of O(d) arrays)
+            self._nnz = _grown(self._nnz, n_cols)
+            self._sqnorm = _grown(self._sqnorm, n_cols)
+            return self._nnz, self._sqnorm
         nnz = np.zeros(n_cols, dtype=np.int64)
         sq = np.zeros(n_cols, dtype=np.float64)
         m = min(n_cols, len(self.nnz))

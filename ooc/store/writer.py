@@ -116,6 +116,13 @@ class Appender:
         self._behind.close()
 
 
+class _Finished:
+    """A writer's column statistics once written (:meth:`StoreWriter.finish_rows`): nothing to stop."""
+
+    def abort(self) -> None:
+        pass
+
+
 def temporary_path(path: str) -> str:
     """A sibling of ``path`` to build into: hidden, unique, same file system (atomic rename)."""
     if path.startswith("memory://"):
@@ -425,6 +432,8 @@ class StoreWriter:
             attrs[L.WEIGHTS_ATTR] = self._weights_attr(attrs["label_kind"])
         attrs["stats"] = summary_from(self.row_summary, col_nnz, col_sq)
         self.col_nnz = col_nnz
+        # the squared norms are written: not held through the transpose (O(d), ingest.COLUMN_BYTES)
+        self.cols = _Finished()
         return attrs
 
     def _settle_labels(self, requested: str) -> dict:

@@ -1,0 +1,127 @@
+"""``--memory`` is a ceiling on the whole process for the commands that read data too: convert, append,
+predict and evaluate (docs/training.rst, "Memory").
+
+A generator of cells (command x input format x shape) runs each as a fresh process. The invariants:
+
+* an explicit ``--memory`` below what the command holds at once (``1B``: never enough) is refused before
+  any work: one line naming the smallest ``--memory`` that works, a non-zero exit, no output written;
+* at the figure named (read back from that line), the command succeeds and its peak resident size
+  (``ru_maxrss`` of the child, :func:`test_memory_ceiling._peak`) is at most that figure.
+
+Inputs are small (their text is a few MiB), so the process itself and the O(d) arrays of the wide cells
+(``--hash-bits 22``, a 2**22-column model) are what the limits have to hold. The measured matrix over larger
+inputs is ``scripts/bench_memory.py --cells cmd:...``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from test_memory_ceiling import _ooc, _peak
+
+import ooc
+from ooc.store.ingest import parse_bytes
+
+ROWS = 3000
+
+
+def _write(path, fmt: str, wide: bool, seed: int = 0) -> None:
+    """``ROWS`` rows of ``fmt`` text: labels +-1; svmlight/VW with 12 features a row (ids spread over 2**20 for
+    a wide svmlight), CSV 20 dense columns."""
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for i in range(ROWS):
+            y = 1 if rng.random() < 0.5 else -1
+            if fmt == "csv":
+                f.write(f"{y}," + ",".join(f"{v:.4g}" for v in rng.normal(size=20)) + "\n")
+            elif fmt == "vw":
+                f.write(f"{y} |f " + " ".join(f"w{j}:{v:.4g}" for j, v in
+                                              zip(rng.integers(0, 5000, 12), rng.normal(size=12))) + "\n")
+            else:
+                ids = np.unique(rng.integers(1, (1 << 20) if wide else 500, 12))
+                f.write(f"{y} " + " ".join(f"{j}:{v:.4g}" for j, v in zip(ids, rng.normal(size=len(ids)))) + "\n")
+
+
+#: cell -> (format, wide): wide VW is hashed into 2**22 columns, wide svmlight spreads its ids over 2**20
+SHAPES = {"svmlight": ("svmlight", False), "svmlight-wide": ("svmlight", True), "csv": ("csv", False),
+          "vw-wide": ("vw", True)}
+COMMANDS = ("convert", "append", "predict", "evaluate")
+#: what CI runs (each cell is two fresh processes, ~5 s); the rest is -m slow
+CI_CELLS = [("convert", "vw-wide"), ("convert", "svmlight"), ("append", "csv"), ("predict", "vw-wide"),
+            ("evaluate", "svmlight-wide")]
+
+
+def _extra(shape: str) -> list[str]:
+    return ["--hash-bits", "22"] if SHAPES[shape][0] == "vw" else []
+
+
+class _Inputs(dict):
+    """Per shape, made when first asked for: the text file, a store of it and a model trained on it."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.d = d
+
+    def __missing__(self, shape):
+        fmt, wide = SHAPES[shape]
+        src = self.d / f"{shape}.{'svm' if fmt == 'svmlight' else fmt}"
+        _write(src, fmt, wide)
+        store = self.d / f"{shape}.zarr"
+        ooc.convert(str(src), str(store), **({"hash_bits": 22} if fmt == "vw" else {}))
+        run = self.d / f"{shape}-run"
+        ooc.train(str(store), str(run), max_epochs=1)
+        self[shape] = (src, store, run)
+        return self[shape]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    return _Inputs(tmp_path_factory.mktemp("memcmd"))
+
+
+def _command(cmd: str, shape: str, inputs, out, memory: str) -> list[str]:
+    src, store, run = inputs[shape]
+    if cmd == "convert":
+        return _ooc("convert", src, out, *_extra(shape), "--memory", memory)
+    if cmd == "append":
+        return _ooc("append", store, src, "--out", out, "--memory", memory)
+    if cmd == "predict":
+        return _ooc("predict", run, src, "--out", out, "--memory", memory)
+    return _ooc("evaluate", run, src, "--json", "--memory", memory)
+
+
+def _check(cmd: str, shape: str, inputs, tmp_path) -> None:
+    out = tmp_path / ("out.txt" if cmd == "predict" else "out.zarr")
+    r, _ = _peak(_command(cmd, shape, inputs, out, "1B"))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1, (cmd, shape, r.returncode, r.stderr[-2000:])
+    m = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", lines[0])
+    assert m, lines[0]
+    assert not out.exists(), "refused, yet an output was written"
+    named = m.group(1)
+    r, peak = _peak(_command(cmd, shape, inputs, out, named.replace(" ", "")))
+    again = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr)
+    if r.returncode and again and SHAPES[shape][0] == "svmlight" and cmd == "convert":
+        # an svmlight file does not say its width: refused again once its ids are read, naming a figure
+        # for them (nothing written); that one must hold
+        assert not out.exists()
+        named = again.group(1)
+        r, peak = _peak(_command(cmd, shape, inputs, out, named.replace(" ", "")))
+    assert r.returncode == 0, (cmd, shape, named, r.stderr[-2000:])
+    assert out.exists() or cmd == "evaluate"
+    limit = parse_bytes(named)
+    assert peak <= limit, f"{cmd} {shape} at the --memory it named ({named}): peak {peak / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("cmd,shape", CI_CELLS)
+def test_refused_below_and_under_the_figure_named(inputs, tmp_path, cmd, shape):
+    _check(cmd, shape, inputs, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_refused_below_and_under_the_figure_named_matrix(inputs, tmp_path, cmd, shape):
+    _check(cmd, shape, inputs, tmp_path)
