@@ -58,3 +58,12 @@ def no_plot(monkeypatch):
     import importlib
 
     monkeypatch.setattr(importlib.import_module("ooc.train"), "plot_convergence", lambda rd: None)
+
+
+@pytest.fixture(scope="module")
+def memory_counts_the_work():
+    """Small ``--memory`` figures that drive small text chunks and blocks: they count only what the work
+    adds (``OOC_MEMORY_SCOPE=work``), not the whole process (which refuses anything under ~200 MiB)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OOC_MEMORY_SCOPE", "work")
+        yield

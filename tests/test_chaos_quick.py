@@ -43,13 +43,8 @@ PAGED = ["--duals", "paged"]  # duals paged per block from disk instead of kept 
 SEED = int(os.environ.get("OOC_CHAOS_SEED", "0"))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _memory_counts_the_work():
-    """The small --memory figures here drive small text chunks and blocks: they count only what the work
-    adds (OOC_MEMORY_SCOPE=work), not the whole process (which refuses anything under ~200 MiB)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OOC_MEMORY_SCOPE", "work")
-        yield
+#: the small --memory figures here drive small text chunks and blocks (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("memory_counts_the_work")
 
 
 def ooc_exe() -> list[str]:

@@ -27,14 +27,8 @@ from ooc.cli import main as cli
 from ooc.store.backend import StoreError
 from ooc.store.store import open_store
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _memory_counts_the_work():
-    """The small --memory figures here drive small text chunks and blocks: they count only what the work
-    adds (OOC_MEMORY_SCOPE=work), not the whole process (which refuses anything under ~200 MiB)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OOC_MEMORY_SCOPE", "work")
-        yield
+#: the small --memory figures here drive small text chunks and blocks (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("memory_counts_the_work")
 
 
 def ooc_command() -> list[str]:
