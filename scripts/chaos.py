@@ -91,7 +91,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 ROWS, COLS, NNZ = 2000, 150, 10
-CONVERT = ["--block-bytes", "8KiB", "--memory", "1MiB", "--dtype", "float64"]
+CONVERT = ["--block-bytes", "8KiB", "--dtype", "float64"]
 TRAIN = ["--l2", "1e-3", "--tol", "1e-9", "--max-epochs", "40", "--checkpoint-every", "0", "--seed", "5"]
 #: the options of the finished run that ``overwrite`` trials replace (another l2, another seed)
 TRAIN_OLD = ["--l2", "1e-2", "--tol", "1e-9", "--max-epochs", "40", "--checkpoint-every", "0", "--seed", "7"]

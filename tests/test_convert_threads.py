@@ -180,8 +180,8 @@ import json
 from ooc.kernels import entries
 from ooc.store import ingest
 seen = []
-plan = ingest.memory_budget
-ingest.memory_budget = lambda *a, **k: seen.append(len(entries.cast_entries.signatures)) or plan(*a, **k)
+plan = ingest.command_budget
+ingest.command_budget = lambda *a, **k: seen.append(len(entries.cast_entries.signatures)) or plan(*a, **k)
 ingest.convert({str(svm_file)!r}, {str(tmp_path / "n.zarr")!r})
 print(json.dumps(seen))
 """

@@ -13,6 +13,9 @@ from test_fuzz import examples
 
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
+#: the small --memory figures here drive small text chunks (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("memory_counts_the_work")
+
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_malformed_and_extreme_inputs(fmt):

@@ -79,14 +79,14 @@ def nth():
 if mode == "enospc":
     import ooc.runs.rundir as rundir
 
-    save = rundir.atomic_save_npy
+    save = rundir.save_sealed_npy  # how a run writes its dual files
 
-    def atomic_save_npy(path, a, *more, **kw):
+    def save_sealed_npy(path, a, *more, **kw):
         if nth() >= k:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         return save(path, a, *more, **kw)
 
-    rundir.atomic_save_npy = atomic_save_npy
+    rundir.save_sealed_npy = save_sealed_npy
 elif mode == "eio":
     from ooc.store.zarr_backend import ZarrBackend
 
