@@ -513,6 +513,11 @@ class BlockLoopSolver(StoreSolver):
         order = row_order(blk.stop - blk.start, int(self.opt["seed"]), epoch, blk.index)
         return order if blk.rows is None else blk.rows[order]
 
+    def model_rows(self, w: np.ndarray) -> np.ndarray:
+        """``w`` as (problems, >= d) without a copy: the model's rows, its first ``d`` columns the
+        features' coefficients (:meth:`export_w` without the intercepts' column)."""
+        return w
+
     def export_w(self, w: np.ndarray) -> np.ndarray:
         """``w`` as (problems, dim) for the model; with ``--fit-intercept`` the intercepts are a last column."""
         if not self.fit_intercept:
@@ -626,8 +631,8 @@ class BlockLoopSolver(StoreSolver):
         return self.duals.kind == "memory"
 
     def nnz_w(self) -> int:
-        # the model's first d columns are the state's (export_w only appends the intercepts): no copy
-        w, d = self.w_prev, self.store.n_cols
+        # the model's first d columns, seen without the copy export_w makes to append the intercepts
+        w, d = self.model_rows(self.w_prev), self.store.n_cols
         return int(sum(map_threads(lambda c: np.count_nonzero(w[c, :d]), range(len(w)), self.threads, work=w.size)))
 
     def bytes_read(self) -> int:
@@ -643,7 +648,7 @@ class BlockLoopSolver(StoreSolver):
         self.cache.shrink(1 << 62)
         trim()
         w = self.export_w(self.w_prev)
-        return {"w": w.copy() if w is self.w_prev else w, **self.duals.final(self._cur)}
+        return {"w": w.copy() if np.may_share_memory(w, self.w_prev) else w, **self.duals.final(self._cur)}
 
     def certified_w(self) -> np.ndarray:
         return self.export_w(self.w_prev)  # the pass certifies its snapshot (result() also saves the duals)

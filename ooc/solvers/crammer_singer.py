@@ -73,6 +73,9 @@ class CrammerSingerSolver(BlockLoopSolver):
     def export_w(self, w):
         return w.T
 
+    def model_rows(self, w):
+        return w.T  # the state is (dim, classes): the model's rows are its columns
+
     def _gap(self, psum, dsum, w_state):
         pb = self.pb
         n = float(self.n)
