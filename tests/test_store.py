@@ -568,3 +568,25 @@ def test_read_labels_of_any_range_equals_the_labels(tmp_path, fmt):
         np.testing.assert_array_equal(got, y[a:b])
         got[:] = 0  # a copy: the kept chunk is not changed by the caller
     np.testing.assert_array_equal(st.read_labels(0, st.n_rows), y)
+
+
+@pytest.mark.parametrize("slice_lines", [1, 7, 1 << 20])
+def test_training_blocks_are_cut_a_slice_of_lines_at_a_time(tmp_path, monkeypatch, slice_lines):
+    """``Store.with_blocks`` reads a stored block's line counts a slice at a time (a stored column block
+    of a 2^24-wide store is 128 MiB of counts): the cut is the same as :func:`block_boundaries` on all
+    of them, however they are sliced."""
+    import ooc.store.store as store_module
+
+    rng = np.random.default_rng(3)
+    X = sp.random(300, 500, density=0.05, random_state=3, format="csr")
+    y = np.where(rng.random(300) < 0.5, 1.0, -1.0)
+    st = convert(X, str(tmp_path / "s.zarr"), y=y, layout="both", block_bytes=64 << 10)
+    monkeypatch.setattr(store_module, "CUT_SLICE", slice_lines)
+    view = st.with_blocks(2048)
+    entry = L.entry_bytes(st.dtype, st.index_dtype)
+    for layout, name in ((L.ROWS, L.ROW_NNZ), (L.COLS, L.COL_NNZ)):
+        ptr = st.block_ptr(layout)
+        want = [np.zeros(1, np.int64)] + [
+            L.block_boundaries(st.backend.read(name, int(s), int(e)), entry, 2048)[1:] + int(s)
+            for s, e in zip(ptr[:-1], ptr[1:])]
+        np.testing.assert_array_equal(view.block_ptr(layout), np.concatenate(want))

@@ -27,11 +27,14 @@ from .layout import (
     ROWS,
     WEIGHTS,
     WEIGHTS_ATTR,
+    BlockCutter,
     array_name,
-    block_boundaries,
     entry_bytes,
 )
 from .zarr_backend import ZarrBackend
+
+#: Lines whose nonzero counts :meth:`Store.with_blocks` reads at a time (8 MiB of int64 counts).
+CUT_SLICE = 1 << 20
 
 BACKENDS: dict[str, type[Backend]] = {
     ZarrBackend.name: ZarrBackend,
@@ -507,8 +510,12 @@ class Store:
             cut = [np.zeros(1, dtype=np.int64)]
             for b in range(len(ptr) - 1):
                 s, e = int(ptr[b]), int(ptr[b + 1])
-                # this block's line counts only: O(block) memory, whatever the store's size
-                cut.append(block_boundaries(self.backend.read(name, s, e), entry, block_bytes)[1:] + s)
+                # this block's line counts a slice at a time: O(slice) memory, whatever the store's size
+                # (a stored column block may be every column of a 2^24-wide store: 128 MiB a count array)
+                cutter = BlockCutter(entry, block_bytes)
+                for lo in range(s, e, CUT_SLICE):
+                    cutter.add(self.backend.read(name, lo, min(e, lo + CUT_SLICE)))
+                cut.append(cutter.finish()[1:] + s)
             ptrs[layout] = np.concatenate(cut)
         view = copy.copy(self)
         view._block_ptr = ptrs
