@@ -77,6 +77,9 @@ class ElasticNet(NamedTuple):
         return grad_conj(self, v, bias)
 
 
+#: Entries of ``|w|`` summed at a time by :func:`primal_value` (512 KiB of temporary).
+ABS_SLICE = 1 << 16
+
 def require_l2(penalty, what="the dual (SDCA-type solvers)"):
     """Raise a ``ValueError`` explaining that ``what`` needs ``l2 > 0``."""
     if not penalty.l2 > 0.0:
@@ -198,5 +201,7 @@ def primal_value(penalty, w, bias=0.0):
     value = 0.5 * penalty.l2 * float(np.dot(w, w))
     if penalty.l1:  # no |w| temporary for an L2 penalty: this runs per problem and pass, 58 x 2^18 for OvR
         feats, _ = _split(w, bias)
-        value += penalty.l1 * float(np.abs(feats).sum())
+        # |w| a slice at a time: a whole |w| is 128 MiB at 2**24 features, outside the memory plan
+        value += penalty.l1 * sum(float(np.abs(feats[lo:lo + ABS_SLICE]).sum())
+                                  for lo in range(0, len(feats), ABS_SLICE))
     return value
