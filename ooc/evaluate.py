@@ -95,8 +95,10 @@ def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str):
         k = first_bad
         line = ch.first_line + int(np.searchsorted(ch.indptr, k, side="right")) - 1
         if ind[k] < 0:
+            again = (" (if the training input was 0-based too, its store's guess was wrong: convert it again with "
+                     "--index-base 0)" if "guessed" in how else "")
             raise InputError(source, f"feature id {int(ch.indices[k])} in a file read {base}-based ({how}): the "
-                                     "file looks 0-based; if it is, pass --index-base 0", line=line)
+                                     f"file looks 0-based; if it is, pass --index-base 0{again}", line=line)
         if base == 0 and int(ch.indices[k]) == d and not seen.get("zero"):
             raise InputError(source, f"feature id {d} is beyond the model's {d} features (ids 0 to {d - 1}) and no "
                                      f"id 0 came before it: the file looks 1-based, read 0-based ({how}); if it is "

@@ -346,3 +346,53 @@ def test_a_file_of_another_format_is_refused_naming_the_recipes_format(tmp_path,
     if recorded != "svmlight":
         ok("append", tmp_path / "s.zarr", tmp_path / "same.svm", "--out", tmp_path / "g2.zarr",
            "--input-format", recorded)
+
+
+@pytest.mark.parametrize("stored, new", [(",", "\t"), (",", ";"), (",", "|"), ("\t", ",")])
+def test_a_csv_delimiter_other_than_the_recipes_is_named(tmp_path, stored, new):
+    """A CSV file separated by another delimiter than the store's is refused naming the delimiter (read the
+    recipe's way it is one column of bad cells: 'the CSV file has 0 features' was the symptom named)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 4))
+    y = np.where(X[:, 0] > 0, 1.0, 0.0)
+    rows = np.column_stack([y, X])
+    train = tmp_path / ("train.tsv" if stored == "\t" else "train.csv")  # the delimiter from the name
+    np.savetxt(train, rows, delimiter=stored)
+    np.savetxt(tmp_path / "new.csv", rows, delimiter=new)
+    r = CliRunner()
+    res = r.invoke(main, ["convert", str(train), str(tmp_path / "s.zarr")])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["train", str(tmp_path / "s.zarr"), "--out", str(tmp_path / "run"), "--max-epochs", "3"])
+    assert res.exit_code == 0, res.output
+    for args in (["predict", str(tmp_path / "run"), str(tmp_path / "new.csv")],
+                 ["append", str(tmp_path / "s.zarr"), str(tmp_path / "new.csv"), "--out", str(tmp_path / "t.zarr")]):
+        res = r.invoke(main, args)
+        assert res.exit_code != 0, (args, res.output)
+        assert f"separated by {new!r}" in res.output and f"{stored!r} (its delimiter)" in res.output, res.output
+
+
+@pytest.mark.parametrize("command", ["evaluate", "predict", "append"])
+def test_a_base_said_against_a_guessed_store_is_refused(tmp_path, command):
+    """A 0-based training file without feature 0 makes a store guessed 1-based: a 0-based new file said
+    so (--index-base 0) would land every id one column off, silently; it is refused, naming the guess and
+    the conversion that fixes it. A store whose base was stated takes the option."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((80, 5))
+    y = np.where(X[:, 1] > 0, 1.0, -1.0)
+    lines = lambda A, skip0: "".join(  # noqa: E731 - 0-based ids, feature 0 left out of the training file
+        f"{int(t)} " + " ".join(f"{j}:{v:.4f}" for j, v in enumerate(row) if not (skip0 and j == 0)) + "\n"
+        for t, row in zip(y, A))
+    (tmp_path / "train.svm").write_text(lines(X, True))
+    (tmp_path / "test.svm").write_text(lines(X, False))
+    r = CliRunner()
+    for store, base in (("guessed.zarr", []), ("stated.zarr", ["--index-base", "1"])):
+        assert r.invoke(main, ["convert", str(tmp_path / "train.svm"), str(tmp_path / store), *base]).exit_code == 0
+        run = str(tmp_path / f"run-{store}")
+        assert r.invoke(main, ["train", str(tmp_path / store), "--out", run, "--max-epochs", "3"]).exit_code == 0
+        target = str(tmp_path / store) if command == "append" else run
+        out = ["--out", str(tmp_path / f"more-{store}")] if command == "append" else []
+        res = r.invoke(main, [command, target, str(tmp_path / "test.svm"), "--index-base", "0", *out])
+        if store == "guessed.zarr":
+            assert res.exit_code != 0 and "was guessed" in res.output and "--index-base 0" in res.output, res.output
+        else:  # stated: the option is taken (this file then has one feature more than the store: refused so)
+            assert "was guessed" not in res.output and ("feature id 4" in res.output or "ids up to 4" in res.output), res.output

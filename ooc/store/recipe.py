@@ -227,6 +227,16 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
                          "(leave the option out)")
     text = None if opts.text_columns is None else tuple(str(c) for c in opts.text_columns)
     if fmt == "svmlight" and opts.index_base is not None:
+        if recipe.index_base_source == BASE_GUESSED and opts.index_base != recipe.index_base:
+            # the store's columns are its input's ids less a base that was only a guess: a file said to be
+            # numbered otherwise maps onto them only if the guess was right (a 0-based training file
+            # without feature 0 is read 1-based: every id of a 0-based new file would land one column off)
+            b, rb = opts.index_base, recipe.index_base
+            raise ValueError(f"--index-base {b}: {owner}'s index base {rb} was guessed from its input (no id 0 "
+                             f"there), so its columns are right only if that input is {rb}-based. If it is {b}-based "
+                             f"like this file, convert it again with --index-base {b} (and train again); if it really "
+                             f"is {rb}-based, convert it with --index-base {rb} to record that, then pass "
+                             f"--index-base {b} here")
         # how this file numbers its features (column = id - base): the recipe's base is the default, and a
         # file numbered the other way, said so, has the same columns
         recipe = recipe._replace(index_base=opts.index_base, index_base_source=BASE_FROM_OPTION)
@@ -307,12 +317,38 @@ def check_file_format(path: str, recipe: Recipe, owner: str, stated: str | None)
             seen, how = detect_format(path), "looks like"
         except InputError:
             return  # the reader names what is wrong with it
+    if seen == fmt == "csv" and recipe.csv_delimiter and is_local(path) and os.path.isfile(path):
+        _check_csv_delimiter(path, recipe.csv_delimiter, owner)
     if seen is None or seen == fmt or (fmt == "text" and seen in ("csv", "svmlight")):
         return
     say = "--text LABEL:TEXT" if fmt == "text" else f"--input-format {fmt}"
     raise InputError(path, f"{how} {fmt_name(seen)}, but {owner}'s input recipe says {fmt_name(fmt)} (its format): "
                            f"new input is read that way; convert the file to {fmt_name(fmt)}, or pass {say} if it "
                            "is that")
+
+
+#: The delimiters a CSV file may use, for naming the one a file uses against the recipe's.
+CSV_DELIMITERS = (",", "\t", ";", "|")
+
+
+def _check_csv_delimiter(path: str, delimiter: str, owner: str) -> None:
+    """Refuse a CSV file whose first line has none of the recipe's ``delimiter`` but another delimiter:
+    read the recipe's way it would be one column of bad cells (the symptom named instead, before)."""
+    import gzip
+
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", errors="replace") as f:
+            first = next((line for line in f if line.strip()), "")
+    except OSError:
+        return  # the reader names what is wrong with it
+    if delimiter in first:
+        return
+    other = next((d for d in CSV_DELIMITERS if d != delimiter and d in first), None)
+    if other is not None:
+        raise InputError(path, f"its cells are separated by {other!r}, but {owner}'s input recipe says CSV separated "
+                               f"by {delimiter!r} (its delimiter): new input is read that way; write the file with "
+                               f"{delimiter!r} between cells")
 
 
 def check_path(path: str) -> None:
