@@ -465,3 +465,18 @@ def test_a_metadata_file_of_another_conversion_is_refused_by_name(made, tmp_path
            "predict": ["predict", made / "part", store]}[command]
     err = one_line(run(*cmd))
     assert str(store / which) in err, err
+
+
+def test_a_batch_does_not_skip_a_run_holding_another_runs_model(made, tmp_path):
+    """``ooc batch`` re-reads a finished run's certificate through the same check as a model load: a run
+    holding another run's model is reported failed, naming the file, never counted as finished."""
+    from ooc.batch import run_one
+
+    case = tmp_path / "run"
+    shutil.copytree(made / "part", case)
+    options = {"store": str(made / "s.zarr"), "l2": 1e-2, "tol": 1e-9, "seed": 1, "max_epochs": 2}
+    assert run_one(str(case), options)["state"] == "skipped"  # its own model: finished, skipped
+    for n in os.listdir(made / "full" / "model"):
+        shutil.copy(made / "full" / "model" / n, case / "model" / n)
+    row = run_one(str(case), options)
+    assert row["status"] == "failed" and "metrics.json" in row["error"] and "another run" in row["error"], row
