@@ -480,3 +480,27 @@ def test_a_batch_does_not_skip_a_run_holding_another_runs_model(made, tmp_path):
         shutil.copy(made / "full" / "model" / n, case / "model" / n)
     row = run_one(str(case), options)
     assert row["status"] == "failed" and "metrics.json" in row["error"] and "another run" in row["error"], row
+
+
+def test_the_key_of_temporaries_is_private(tmp_path, monkeypatch):
+    """The key is made once, mode 0600, in a directory only its user can write; a directory others can
+    write is passed over for the user's own directory in the system's temporary directory."""
+    from ooc import fsutil
+
+    private = tmp_path / "private"
+    monkeypatch.setenv("OOC_STATE_DIR", str(private))
+    key = fsutil.temporary_key()
+    assert key is not None and (private / "temporaries.key").stat().st_mode & 0o777 == 0o600
+    assert fsutil.temporary_key() == key == (private / "temporaries.key").read_bytes().strip()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("OOC_STATE_DIR", str(shared))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    other = fsutil.temporary_key()
+    assert not (shared / "temporaries.key").exists()
+    assert other is not None and other != key and (tmp_path / "tmp" / f"ooc-{os.getuid()}" / "temporaries.key").is_file()

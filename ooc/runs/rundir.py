@@ -865,7 +865,10 @@ def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | N
             return (f"{path}: records no run identity, so it is not this run's certificate (copied from another "
                     "run?)")
         return None
-    if manifest is None or rid != manifest.get("token"):
+    if manifest is None:
+        return (f"{path}: records a run identity, but its run has no {owned.MANIFEST} to match it with (a model "
+                "copied from another run, or the run's manifest removed)")
+    if rid != manifest.get("token"):
         return (f"{path}: is the certificate of another run (its run identity is not {run}'s: a model copied "
                 "from another run?)")
     return None
