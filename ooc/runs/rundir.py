@@ -917,8 +917,11 @@ class _RunProof:
     unless ``contents`` is false (resume verifies the checkpoint it reads), their arrays' checksums; a dual or
     parent file its trailer (:func:`save_sealed_npy`) or, written by an older ooc, the CRC-32 a checkpoint, the
     model's metrics or ``run.json`` record for it; ``model/coef.npy`` and ``model/duals.npy`` the CRC-32 their
-    model and metrics record; ``state/primal/*.npy`` (scratch vectors, rewritten in place, recreated by every
-    start) being float arrays of the run's rows. ``convergence.png`` is ooc's only when listed
+    model and metrics record, and ``model/model.json`` being certified by ``model/metrics.json``, which records
+    the run's identity (:func:`certificate_run_error`); ``state/primal/*.npy`` (scratch vectors, rewritten in
+    place, recreated by every start) being float arrays of the run's rows ending with the run's identity
+    (:func:`open_scratch_vector`; form only in a run of the previous format); every history line records
+    the run's identity too (:func:`history_lines`). ``convergence.png`` is ooc's only when listed
     (:func:`ooc.owned.install`).
     """
 
