@@ -504,3 +504,21 @@ def test_the_key_of_temporaries_is_private(tmp_path, monkeypatch):
     other = fsutil.temporary_key()
     assert not (shared / "temporaries.key").exists()
     assert other is not None and other != key and (tmp_path / "tmp" / f"ooc-{os.getuid()}" / "temporaries.key").is_file()
+
+
+@SETTINGS
+@given(how=st.sampled_from(["copy", "link"]), command=st.sampled_from(["info", "resume", "overwrite"]))
+def test_a_run_json_of_another_run_is_refused_by_name(made, tmp_path_factory, how, command):
+    """``run.json`` records the run's identity: another run's, copied or linked in, is refused naming it."""
+    case = tmp_path_factory.mktemp("other_cfg") / "run"
+    shutil.copytree(made / "part", case)
+    (case / "run.json").unlink()
+    if how == "link":
+        os.symlink(made / "full" / "run.json", case / "run.json")
+    else:
+        shutil.copy(made / "full" / "run.json", case / "run.json")
+    before = _files(case)
+    cmd = ["info", case] if command == "info" else _commands(made, case)[command]
+    err = one_line(run(*cmd))
+    assert str(case / "run.json") in err, err
+    assert _files(case) == before

@@ -154,8 +154,10 @@ class RunDir:
         try:
             os.makedirs(os.path.join(tmp.path, "state", "duals", "0"))
             os.makedirs(os.path.join(tmp.path, "state", "duals", "1"))
-            atomic_write_bytes(os.path.join(tmp.path, "run.json"), seal_json(dict(config, state_format=STATE_FORMAT)))
-            owned.seal_dir(tmp.path, "run", RUN_GENERATED, extra={"run_proofs": RUN_PROOFS})
+            ident = owned.new_token()  # the run's identity: its manifest's token, recorded in run.json too
+            atomic_write_bytes(os.path.join(tmp.path, "run.json"),
+                               seal_json(dict(config, state_format=STATE_FORMAT, run_id=ident)))
+            owned.seal_dir(tmp.path, "run", RUN_GENERATED, token=ident, extra={"run_proofs": RUN_PROOFS})
             if replace:
                 with cls(path).lock():  # never replace a run another process is training
                     owned.check_replaceable(path, "a new run")  # again, now that nobody writes there
@@ -207,6 +209,11 @@ class RunDir:
                            "wrote it): remove the run yourself and train again") from None
         except OSError as exc:
             raise RunError(f"{p}: unreadable ({exc.strerror or exc})") from None
+        if not getattr(self, "_config_is_ours", False):  # once: a run's identity never changes
+            why = run_json_error(p, cfg, self._manifest())
+            if why is not None:
+                raise RunError(why)
+            self._config_is_ours = True
         return cfg
 
     def write_config(self, config: dict) -> None:
@@ -836,6 +843,20 @@ def scratch_vector_error(path: str, end: int, run_id: str | None) -> str | None:
     return None
 
 
+def run_json_error(path: str, cfg: dict, manifest: dict | None) -> str | None:
+    """Why ``cfg``, the ``run.json`` read at ``path``, is not its run's own (one line naming it), or None: a
+    link; or, in a run of :data:`RUN_PROOFS` 2, a ``run_id`` that is not the run's identity (its manifest's
+    token: a ``run.json`` copied from another run). Runs of the previous format record none."""
+    if os.path.islink(path):
+        return f"{path}: is a symbolic link (a run's run.json is its own file, never a link to another's)"
+    rid = cfg.get("run_id")
+    if manifest is None or (rid is None and int(manifest.get("run_proofs") or 1) < 2):
+        return None
+    if rid != manifest.get("token"):
+        return f"{path}: is the run.json of another run (its run identity is not this run's: copied from another run?)"
+    return None
+
+
 def model_link_error(run: str) -> str | None:
     """Why the model of the run directory ``run`` is not its own files: ``model/`` or one of its files is a
     symbolic link (ooc makes none; one line naming it), or None."""
@@ -945,8 +966,10 @@ class _RunProof:
         name = parts[-1]
         if rel == os.path.join("model", "metrics.json"):
             return self._sealed(full) or certificate_run_error(self.path, full, read_sealed_json(full), self.manifest)
-        if rel in ("run.json", os.path.join("model", "model.json")):
-            return self._sealed(full) or (self._certified(full) if rel != "run.json" else None)
+        if rel == "run.json":
+            return self._sealed(full) or run_json_error(full, read_sealed_json(full), self.manifest)
+        if rel == os.path.join("model", "model.json"):
+            return self._sealed(full) or self._certified(full)
         if rel == "history.jsonl":
             try:
                 with open(full, "rb") as f:
