@@ -641,8 +641,10 @@ def read_npy(path: str, crc: int | None = None, mmap: bool = False) -> np.ndarra
     """
     try:
         a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
+    except (OSError, ValueError, EOFError, SyntaxError) as exc:
         raise ValueError(f"{path}: unreadable ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged header: numpy parses it with tokenize (TokenError)
+        raise ValueError(f"{path}: unreadable (a damaged header: {type(exc).__name__})") from None
     if crc is not None and array_checksum(a) != crc:
         raise ValueError(f"{path}: failed its checksum (the file is damaged)")
     if a.dtype.kind in "fc":
