@@ -313,9 +313,10 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
         # what a previous batch left here counts only if it was trained on the store as it is now
         current = _same_store(run_dir, options["store"]) if os.path.exists(os.path.join(run_dir, "run.json")) else None
         if current and os.path.exists(metrics_path):
-            from .fsutil import read_sealed_json
+            from .model import read_certificate
 
-            res = read_sealed_json(metrics_path)  # verified: a damaged one is reported, never believed
+            # verified with its model and its run: a damaged one, or another run's, is reported, never believed
+            res = read_certificate(run_dir)
             state = "skipped"
         else:
             opts = {k: v for k, v in options.items() if k != "store"}

@@ -201,31 +201,120 @@ _LOCK_SUFFIX = ".lock"
 _SCRATCH_SUFFIX = ".scratch"
 
 
-#: The name of every temporary ooc makes: ``.NAME.TAG-PID-TOKEN`` and optional suffixes (``.lock``,
-#: ``.scratch``, ``.old``, an extension): hidden, the process that owns it, and a random token.
-TEMPORARY = re.compile(r"^\..+\.[a-z][a-z-]*-(?P<pid>[0-9]+)-(?P<token>[0-9a-f]{12})(\.[A-Za-z0-9.]+)?$")
+#: The name of every temporary ooc makes: ``.NAME.TAG-PID-NONCE+MAC`` and optional suffixes (``.lock``,
+#: ``.scratch``, ``.old``, an extension): hidden, the process that owns it, a random nonce (12 hex digits)
+#: and a proof (12 hex digits, :func:`_temporary_mac`). A name of this shape proves nothing by itself.
+TEMPORARY = re.compile(r"^(?P<stem>\..+\.[a-z][a-z-]*-(?P<pid>[0-9]+)-(?P<nonce>[0-9a-f]{12}))"
+                       r"(?P<mac>[0-9a-f]{12})(\.[A-Za-z0-9.]+)?$")
+
+
+def temporary_key_dir() -> str:
+    """Where this user's key for temporaries' names lives (``OOC_STATE_DIR``, else ``$XDG_CACHE_HOME/ooc``,
+    else ``~/.cache/ooc``)."""
+    return os.environ.get("OOC_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ooc")
+
+
+#: This process's key: (the directory it was read from, the key); read once.
+_KEY: list = []
+
+
+def _read_or_make_key(directory: str) -> bytes | None:
+    """The key in ``directory/temporaries.key`` (made once, mode 0600, published with a link that never
+    replaces another process's), or None where it cannot be read nor made, or anyone else could change it."""
+    import stat
+
+    path = os.path.join(directory, "temporaries.key")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        st = os.stat(directory)
+        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None  # a directory another user could put a key in
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}-{os.urandom(6).hex()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                write_all(os.fdopen(fd, "wb", closefd=False), os.urandom(32).hex().encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)  # another process's key, made first, wins
+            os.unlink(tmp)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid() or st.st_mode & 0o077:
+                return None
+            key = os.read(fd, 128).strip()
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    return key if len(key) == 64 else None
+
+
+def temporary_key() -> bytes | None:
+    """This user's secret key for temporaries' names (:func:`temporary_key_dir`, else a directory of this
+    user's in the system's temporary directory); None where none can be kept: nothing is then proven ooc's."""
+    import tempfile
+
+    where = temporary_key_dir()
+    if _KEY and _KEY[0] == where:
+        return _KEY[1]
+    key = _read_or_make_key(where)
+    if key is None:
+        key = _read_or_make_key(os.path.join(tempfile.gettempdir(), f"ooc-{os.getuid()}"))
+    _KEY[:] = [where, key]
+    return key
+
+
+def _temporary_mac(stem: str, key: bytes) -> str:
+    """The proof of a temporary's name ``stem`` (``.NAME.TAG-PID-NONCE``): an HMAC under this user's key."""
+    import hashlib
+    import hmac
+
+    return hmac.new(key, stem.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()[:12]
+
+
+def temporary_match(name: str):
+    """The match of :data:`TEMPORARY` for ``name`` when it is a temporary ooc made (its proof verifies
+    under this user's key), else None: a name of that shape without the proof is not ooc's."""
+    import hmac
+
+    m = TEMPORARY.match(name)
+    if m is None:
+        return None
+    key = temporary_key()
+    if key is None or not hmac.compare_digest(m.group("mac"), _temporary_mac(m.group("stem"), key)):
+        return None
+    return m
 
 
 def is_temporary_name(name: str) -> bool:
-    """Whether the file name ``name`` is one of ooc's temporaries (:data:`TEMPORARY`)."""
-    return TEMPORARY.match(name) is not None
+    """Whether the file name ``name`` is one of ooc's temporaries, proven (:func:`temporary_match`)."""
+    return temporary_match(name) is not None
 
 
 def temporary_sibling(path: str, tag: str = "partial") -> str:
     """A hidden, unique sibling of ``path`` (same directory, so a rename to ``path`` is atomic).
 
-    Its name (:data:`TEMPORARY`) carries this process's id and a random token, and its directory is
-    registered (:func:`register_temporary_dir`), so that whatever kills this process, the next ooc
-    command removes what it left (:func:`sweep_temporaries`).
+    Its name (:data:`TEMPORARY`) carries this process's id, a random nonce and their proof, and its
+    directory is registered (:func:`register_temporary_dir`), so that whatever kills this process, the next
+    ooc command removes what it left (:func:`sweep_temporaries`). Where no key can be kept
+    (:func:`temporary_key`), the proof is random: nothing then sweeps the temporary (never a user's file).
     """
     import uuid
 
     head, tail = os.path.split(os.path.abspath(path))
     register_temporary_dir(head)
-    # the token starts with this process's registration's: a sweep removes only what that process made,
-    # even where another process (another pid namespace on a shared disk) has the same id
-    token = (_REGISTRATION[4] if _REGISTRATION and _REGISTRATION[0] == os.getpid() else "") + uuid.uuid4().hex
-    return os.path.join(head, f".{tail}.{tag}-{os.getpid()}-{token[:12]}")
+    # the nonce starts with this process's registration's token: a sweep removes only what that process
+    # made, even where another process (another pid namespace on a shared disk) has the same id
+    nonce = ((_REGISTRATION[4] if _REGISTRATION and _REGISTRATION[0] == os.getpid() else "")
+             + uuid.uuid4().hex)[:12]
+    stem = f".{tail}.{tag}-{os.getpid()}-{nonce}"
+    key = temporary_key()
+    return os.path.join(head, stem + (_temporary_mac(stem, key) if key is not None else uuid.uuid4().hex[:12]))
 
 
 # -- the registry of directories holding temporaries ---------------------------------------------
@@ -322,8 +411,8 @@ def sweep_temporaries() -> list[str]:
                 except OSError:
                     continue
                 for entry in entries:
-                    m = TEMPORARY.match(entry)
-                    if m is not None and m.group("pid") == pid and m.group("token").startswith(token[:_PREFIX]):
+                    m = temporary_match(entry)  # proven ooc's: a user's file of that shape is never removed
+                    if m is not None and m.group("pid") == pid and m.group("nonce").startswith(token[:_PREFIX]):
                         remove_tree(os.path.join(d, entry))
                         removed.append(os.path.join(d, entry))
             for p in (stem + ".list", stem + ".lock"):
@@ -387,7 +476,8 @@ def remove_stale_temporaries(final: str) -> list[str]:
     A temporary is stale when its lock file can be locked (the process holding it is
     gone), or, for a temporary without a lock file (the lock is made first, so only an
     older ooc leaves these), when the process id in its name no longer exists on this
-    machine. A temporary of a live process is never touched. A temporary that holds the
+    machine. A temporary of a live process is never touched, nor a name of that shape whose proof does
+    not verify (:func:`temporary_match`: not ooc's). A temporary that holds the
     *old* content of ``final`` (a crash between :func:`swap_into_place` and the removal of
     the old content) is stale in the same way.
 
@@ -406,7 +496,7 @@ def remove_stale_temporaries(final: str) -> list[str]:
         return []
     stems = set()
     for name in names:
-        if name.startswith(prefix):
+        if name.startswith(prefix) and is_temporary_name(name):  # proven ooc's, never a user's look-alike
             for sfx in (_LOCK_SUFFIX, _SCRATCH_SUFFIX):
                 if name.endswith(sfx):
                     name = name[:-len(sfx)]
@@ -551,8 +641,10 @@ def read_npy(path: str, crc: int | None = None, mmap: bool = False) -> np.ndarra
     """
     try:
         a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
+    except (OSError, ValueError, EOFError, SyntaxError) as exc:
         raise ValueError(f"{path}: unreadable ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged header: numpy parses it with tokenize (TokenError)
+        raise ValueError(f"{path}: unreadable (a damaged header: {type(exc).__name__})") from None
     if crc is not None and array_checksum(a) != crc:
         raise ValueError(f"{path}: failed its checksum (the file is damaged)")
     if a.dtype.kind in "fc":

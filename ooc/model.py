@@ -200,6 +200,11 @@ def _check_certified(run: str, path: str, coef_crc: int | None) -> None:
     """Refuse (one line naming the run) the model of ``run`` at ``path`` unless its ``metrics.json``, the
     certificate of a finished run, is there, verifies and certifies this model (its ``coef_crc``; runs
     made before it was recorded: the certificate's presence)."""
+    from .runs.rundir import certificate_run_error, model_link_error
+
+    why = model_link_error(run)
+    if why is not None:
+        raise ValueError(why)
     mp = os.path.join(path, "metrics.json")
     if not os.path.isfile(mp):
         raise FileNotFoundError(f"{run}: the run has not finished: its model has no certificate (no {mp}); "
@@ -208,9 +213,19 @@ def _check_certified(run: str, path: str, coef_crc: int | None) -> None:
         metrics = read_sealed_json(mp, required=False)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{exc}; the run's model has no valid certificate ('ooc resume {run}')") from None
+    why = certificate_run_error(run, mp, metrics)
+    if why is not None:
+        raise ValueError(f"{why}; the run's model is refused")
     if "coef_crc" in metrics and metrics["coef_crc"] != coef_crc:
         raise ValueError(f"{mp}: certifies other coefficients than {os.path.join(path, 'coef.npy')} (a run stopped "
                          f"while it wrote its model); 'ooc resume {run}' finishes it")
+
+
+def read_certificate(run: str) -> dict:
+    """The certificate (``model/metrics.json``) of the finished run ``run``, verified as a run's model is
+    (:meth:`LinearModel.load`: sealed, certifying these coefficients, the run's own, no link)."""
+    LinearModel.load(run)
+    return read_sealed_json(os.path.join(run, "model", "metrics.json"))
 
 
 def sigmoid(m: np.ndarray) -> np.ndarray:

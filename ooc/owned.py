@@ -23,7 +23,8 @@ The rule (:func:`check_replaceable`), used by ``--overwrite`` and every in-place
 * a directory is ooc's when its manifest is intact and every entry under it is the manifest,
   a listed file whose size and CRC-32 still match, a listed directory, an entry of a generated
   name that its kind's verifier proves ooc wrote (a file changed since it was listed too, when
-  it proves its new content), or a temporary of ooc's (:data:`ooc.fsutil.TEMPORARY`); a generated
+  it proves its new content), or a temporary of ooc's (proven by its name's HMAC,
+  :func:`ooc.fsutil.temporary_match`; a name of that shape alone proves nothing); a generated
   name with no verifier for the manifest's kind proves nothing;
 * a file is ooc's when its directory's manifest lists it with the same size and CRC-32.
 

@@ -38,7 +38,14 @@ from .fsutil import (
 from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_block_reader, final_duals_reader, read_final_duals
-from .runs.rundir import RunDir, RunError, disk_full_is_run_error, save_sealed_npy
+from .runs.rundir import (
+    RunDir,
+    RunError,
+    certificate_run_error,
+    disk_full_is_run_error,
+    model_link_error,
+    save_sealed_npy,
+)
 from .schedule.planner import MemoryLimitError, refuse_or_warn
 from .schedule.planner import plan as plan_memory
 from .schedule.scheduler import row_order
@@ -342,6 +349,9 @@ def _warm_source(path: str, st, o: dict):
         m = read_sealed_json(metrics, required=False)
     except ValueError as exc:
         raise RunError(f"warm start from {path}: {exc}") from None
+    why = certificate_run_error(prev.path, metrics, m)
+    if why is not None:
+        raise RunError(f"warm start from {path}: {why}")
     if cfg.get("distributed"):
         raise RunError(f"warm start from {path}: warm starts from distributed runs are not supported")
     old_ptr = st.with_blocks(TrainConfig.from_run_config(cfg).train_block_bytes).block_ptr(L.ROWS)
@@ -533,6 +543,9 @@ def finished_metrics(rd: RunDir) -> dict | None:
         m = read_sealed_json(path, required=False)
     except ValueError as exc:
         raise RunError(str(exc)) from None
+    why = certificate_run_error(rd.path, path, m) or model_link_error(rd.path)
+    if why is not None:
+        raise RunError(why)
     if not isinstance(m.get("epochs"), int):
         raise RunError(f"{path}: not the metrics of a finished run (damaged, or not a file ooc wrote)")
     return m
@@ -587,6 +600,9 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
         m = read_sealed_json(metrics, required=False)
     except ValueError as exc:
         raise RunError(f"{metrics}: {exc}") from None
+    why = certificate_run_error(rd.path, metrics, m)
+    if why is not None:
+        raise RunError(why)
     if cfg.get("distributed"):
         raise RunError(f"{rd.path}: a distributed run cannot continue on appended rows (its duals live on the workers)")
     if cfg.get("class_weight") == "balanced":
@@ -762,6 +778,8 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
             "peak_rss": peak_rss, "memory_ceiling": ceiling,
             # binds the certificate to the model it certifies (LinearModel.load checks it)
             "coef_crc": array_checksum(np.asarray(model.coef_)),
+            # binds the certificate to its run (a model copied from another run is refused: rundir.certificate_run_error)
+            "run_id": rd.identity,
         }
         # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
         result.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})
@@ -798,7 +816,7 @@ def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
     Its metrics are rewritten only to point at the final duals the resume left (warm starts and
     appended rows read them; feasible duals either way).
     """
-    kept = dict(found)
+    kept = dict(found, run_id=rd.identity)
     kept.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})
     kept["kept_model"] = (f"this resume ended at epoch {res['epochs']} ({_certificate_words(res)}), worse than "
                           f"the model found (epoch {found['epochs']}, {_certificate_words(found)}), which stays")

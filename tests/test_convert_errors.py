@@ -270,22 +270,30 @@ def test_next_convert_removes_stale_temporaries(tmp_path, few_mb_input):
         if not n.endswith(".lock"):
             with pytest.raises(StoreError):
                 open_store(str(tmp_path / n))
-    # an older ooc's leftover (no lock file) of a process that is gone
+    from ooc import fsutil
+
+    def proven(stem):  # a temporary's name as ooc makes it (its HMAC under this user's key)
+        return stem + fsutil._temporary_mac(stem, fsutil.temporary_key())
+
+    # a leftover without its lock file of a process that is gone
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    legacy = tmp_path / f".s.zarr.partial-{dead.pid}-abcdef"
+    legacy = tmp_path / proven(f".s.zarr.partial-{dead.pid}-abcdef012345")
     legacy.mkdir()
-    # and temporaries that are not provably stale: another destination's, and a live process's
-    other = tmp_path / f".t.zarr.partial-{dead.pid}-abcdef"
+    # and temporaries that are not provably stale: another destination's, a live process's, and a user's
+    # folder named like one (no proof: not ooc's, whatever its process id)
+    other = tmp_path / proven(f".t.zarr.partial-{dead.pid}-abcdef012345")
     other.mkdir()
-    alive = tmp_path / f".s.zarr.partial-{os.getpid()}-fedcba"
+    alive = tmp_path / proven(f".s.zarr.partial-{os.getpid()}-fedcba012345")
     alive.mkdir()
+    users = tmp_path / f".s.zarr.partial-{dead.pid}-abcdef012345abcdef012345"
+    users.mkdir()
     src = tmp_path / "small.svm"
     src.write_bytes(SMALL_SVM)
     r = CliRunner().invoke(cli, ["convert", str(src), store])
     assert r.exit_code == 0, r.stderr
     assert open_store(store).n_rows == 3
-    assert sorted(n for n in os.listdir(tmp_path) if ".partial-" in n) == sorted([other.name, alive.name])
+    assert sorted(n for n in os.listdir(tmp_path) if ".partial-" in n) == sorted([other.name, alive.name, users.name])
 
 
 def test_a_live_conversion_keeps_its_temporaries(tmp_path):

@@ -20,7 +20,7 @@ import shutil
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import ooc
@@ -266,4 +266,259 @@ def test_a_model_whose_certificate_is_another_models_is_refused(made, tmp_path):
     shutil.copytree(made / "part", case)
     shutil.copy(made / "full" / "model" / "metrics.json", case / "model" / "metrics.json")
     err = one_line(run("predict", case, made / "d.svm"))
-    assert "metrics.json" in err and "ooc resume" in err, err
+    assert str(case / "model" / "metrics.json") in err and "another run" in err, err
+
+
+# -- a user's file whose name looks like one of ooc's temporaries -------------------------------------------
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+@st.composite
+def temporary_lookalikes(draw):
+    """A name of a temporary's shape (``.NAME.TAG-PID-HEX``) that ooc did not make: a dead or low pid, the
+    hex of an older ooc's length (12) or of this one's (24), a suffix now and then."""
+    name = draw(st.sampled_from(["thesis", "photos", "run.json", "model", "s.zarr"]))
+    tag = draw(st.sampled_from(["backup", "tmp", "partial", "album-x"]))
+    pid = draw(st.sampled_from([1, 2, _dead_pid()]))
+    hexd = draw(st.text("0123456789abcdef", min_size=12, max_size=12)) * draw(st.sampled_from([1, 2]))
+    return f".{name}.{tag}-{pid}-{hexd}" + draw(st.sampled_from(["", "", ".lock", ".npy", ".scratch"]))
+
+
+@SETTINGS
+@given(name=temporary_lookalikes(), where=st.sampled_from(["", "state", "state/duals/0", "model"]),
+       is_dir=st.booleans(), command=st.sampled_from(["resume", "overwrite", "copied-manifest"]))
+def test_a_user_file_named_like_a_temporary_is_never_deleted(made, tmp_path_factory, name, where, is_dir, command):
+    """Only a temporary whose name carries ooc's proof (an HMAC under this user's key) is ooc's: a user's
+    file or folder of the same shape is refused by name, never swept nor deleted."""
+    case = tmp_path_factory.mktemp("lookalike") / "run"
+    if command == "copied-manifest":  # a user's folder holding only a copy of a run's manifest
+        case.mkdir()
+        shutil.copy(made / "part" / ".ooc-owned.json", case / ".ooc-owned.json")
+        where, command = "", "overwrite"
+    else:
+        shutil.copytree(made / "part", case)
+    path = case / where / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if is_dir:
+        path.mkdir()
+        path = path / "ch1.tex"
+    path.write_bytes(b"precious\n")
+    before = _files(case)
+    ok("info", made / "s.zarr")  # any command sweeps what dead processes left
+    err = one_line(run(*_commands(made, case)[command]))
+    assert name in err, err
+    assert _files(case) == before
+
+
+def test_a_temporary_ooc_made_proves_itself():
+    from ooc import fsutil
+
+    made_here = os.path.basename(fsutil.temporary_sibling("/nonexistent-dir/x.npy", "tmp"))
+    assert fsutil.is_temporary_name(made_here) and fsutil.is_temporary_name(made_here + ".lock")
+    forged = made_here[:-1] + ("0" if made_here[-1] != "0" else "1")
+    assert not fsutil.is_temporary_name(forged)
+
+
+# -- a run's memory-mapped scratch vectors (state/primal) prove they are the run's -----------------------------
+@SETTINGS
+@given(name=st.sampled_from("zyc"), rows=st.sampled_from([(80,), (1, 80), (3, 80)]),
+       trailer=st.sampled_from(["none", "ours", "another run's", "ours and a byte"]),
+       command=st.sampled_from(["resume", "overwrite"]))
+def test_a_scratch_vector_is_the_runs_only_when_it_carries_the_runs_identity(made, tmp_path_factory, name, rows,
+                                                                              trailer, command):
+    """A float array of the run's rows at ``state/primal/[zyc].npy`` is ooc's only when it ends with the run's
+    identity (:func:`ooc.runs.rundir.open_scratch_vector`); else it is refused by name, kept as it is."""
+    from ooc.runs.rundir import SCRATCH_TRAILER, RunDir, open_scratch_vector
+
+    case = tmp_path_factory.mktemp("scratch") / "run"
+    shutil.copytree(made / "part", case)
+    (case / "state" / "primal").mkdir()
+    path = case / "state" / "primal" / f"{name}.npy"
+    ident = RunDir(str(case)).identity
+    if trailer == "ours":  # as ooc makes it: proven, replaced by --overwrite, recreated by a resume
+        open_scratch_vector(str(path), rows, ident)[:] = 1.0
+        r = run(*_commands(made, case)[command])
+        assert r.exit_code == 0, r.stderr
+        return
+    np.save(path, np.arange(float(np.prod(rows))).reshape(rows))
+    with open(path, "ab") as f:
+        f.write({"none": b"", "another run's": SCRATCH_TRAILER + os.urandom(12).hex().encode(),
+                 "ours and a byte": SCRATCH_TRAILER + ident.encode() + b"x"}[trailer])
+    before = _files(case)
+    err = one_line(run(*_commands(made, case)[command]))
+    assert str(path) in err, err
+    assert _files(case) == before
+
+
+@SETTINGS
+@given(pick=st.integers(0, 10**6), bit=st.integers(0, 7))
+def test_a_flipped_byte_in_run_json_is_named_by_info(made, tmp_path_factory, pick, bit):
+    """``ooc info RUN`` on a run whose ``run.json`` is damaged names that file (not "not an ooc store")."""
+    case = tmp_path_factory.mktemp("runjson") / "run"
+    shutil.copytree(made / "part", case)
+    path = case / "run.json"
+    raw = bytearray(path.read_bytes())
+    raw[pick % len(raw)] ^= 1 << bit
+    path.write_bytes(bytes(raw))
+    err = one_line(run("info", case))
+    assert str(path) in err and "damaged" in err, err
+
+
+# -- a run's model is its own -------------------------------------------------------------------------------
+@SETTINGS
+@given(how=st.sampled_from(["copy all", "copy model+coef+metrics", "link model/", "link metrics.json"]),
+       command=st.sampled_from(["predict", "export", "info", "evaluate", "load_model", "resume"]))
+def test_a_model_of_another_run_is_refused_by_name(made, tmp_path_factory, how, command):
+    """A run's model is used, and replaced, only when its certificate records the run's own identity and
+    nothing in ``model/`` is a link: another run's model copied or linked in is refused naming the file."""
+    case = tmp_path_factory.mktemp("foreign_model") / "run"
+    shutil.copytree(made / "part", case)
+    other = made / "full" / "model"
+    if how == "link model/":
+        shutil.rmtree(case / "model")
+        os.symlink(other, case / "model")
+        named = case / "model"
+    elif how == "link metrics.json":
+        (case / "model" / "metrics.json").unlink()
+        os.symlink(other / "metrics.json", case / "model" / "metrics.json")
+        named = case / "model" / "metrics.json"
+    else:
+        names = os.listdir(other) if how == "copy all" else ["model.json", "coef.npy", "metrics.json"]
+        for n in names:
+            shutil.copy(other / n, case / "model" / n)
+        named = case / "model" / "metrics.json"
+    before = _files(case)
+    if command == "load_model":
+        with pytest.raises(ValueError) as exc:
+            ooc.load_model(str(case))
+        err = str(exc.value)
+    else:
+        err = one_line(run(*{"predict": ["predict", case, made / "d.svm"],
+                             "export": ["export", case, "--format", "text", "--out", case.parent / "w.txt"],
+                             "info": ["info", case], "evaluate": ["evaluate", case, made / "d.svm"],
+                             "resume": _commands(made, case)["resume"]}[command]))
+    assert str(named) in err, err
+    assert _files(case) == before
+
+
+def test_a_whole_copy_of_a_run_is_the_same_run(made, tmp_path):
+    """``cp -r RUN COPY``: the copy's model, certificate and history are its own (same identity)."""
+    case = tmp_path / "copy"
+    shutil.copytree(made / "part", case)
+    assert np.array_equal(ooc.load_model(str(case)).coef_, ooc.load_model(str(made / "part")).coef_)
+    ok("info", case)
+    ok("resume", case, "--max-epochs", "5")
+    assert np.array_equal(ooc.load_model(str(case)).coef_, ooc.load_model(str(made / "full")).coef_)
+
+
+# -- a run's history is its own ---------------------------------------------------------------------------
+@SETTINGS
+@given(data=st.data(), command=st.sampled_from(["info", "resume", "overwrite"]))
+def test_a_history_line_of_another_run_is_refused_by_number(made, tmp_path_factory, data, command):
+    """Every history line records its run's identity: a line of another run (the whole file copied, or lines
+    spliced in) is refused by its number, the file kept as it is."""
+    case = tmp_path_factory.mktemp("other_hist") / "run"
+    shutil.copytree(made / "part", case)
+    mine = (case / "history.jsonl").read_bytes().splitlines(keepends=True)
+    theirs = (made / "full" / "history.jsonl").read_bytes().splitlines(keepends=True)
+    if data.draw(st.booleans(), label="whole file"):
+        lines, first = theirs, 1
+    else:
+        at = data.draw(st.integers(0, len(mine)), label="at")
+        k = data.draw(st.integers(1, len(theirs)), label="lines")
+        lines, first = mine[:at] + theirs[:k] + mine[at:], at + 1
+    (case / "history.jsonl").write_bytes(b"".join(lines))
+    if command == "info":  # of a run that has not finished (a finished run's certificate is its metrics)
+        shutil.rmtree(case / "model")
+    before = _files(case)
+    cmd = ["info", case] if command == "info" else _commands(made, case)[command]
+    err = one_line(run(*cmd))
+    assert f"history.jsonl: line {first}" in err, err
+    assert _files(case) == before
+
+
+# -- a store's metadata is its conversion's -----------------------------------------------------------------
+@SETTINGS
+@example(which="zarr.json", command="info")
+@given(which=st.sampled_from(["zarr.json", "rows/data/zarr.json", "rows/indptr/zarr.json", "labels/zarr.json"]),
+       command=st.sampled_from(["info", "train", "predict"]))
+def test_a_metadata_file_of_another_conversion_is_refused_by_name(made, tmp_path_factory, which, command):
+    """A ``zarr.json`` copied from another conversion (valid on its own) is refused naming it, when the store
+    is opened by any command."""
+    root = tmp_path_factory.mktemp("meta")
+    store = root / "s.zarr"
+    shutil.copytree(made / "s.zarr", store)
+    other = made / "other.zarr"
+    if not other.exists():  # the same shape, other values
+        svm(made / "o.svm", 80, 7)
+        ok("convert", made / "o.svm", other, "--block-bytes", "1KiB")
+    if not (other / which).is_file() or (other / which).read_bytes() == (store / which).read_bytes():
+        return  # not in this layout, or the same bytes (nothing foreign)
+    shutil.copy(other / which, store / which)
+    cmd = {"info": ["info", store], "train": ["train", store, "--out", root / "r", *TRAIN],
+           "predict": ["predict", made / "part", store]}[command]
+    err = one_line(run(*cmd))
+    assert str(store / which) in err, err
+
+
+def test_a_batch_does_not_skip_a_run_holding_another_runs_model(made, tmp_path):
+    """``ooc batch`` re-reads a finished run's certificate through the same check as a model load: a run
+    holding another run's model is reported failed, naming the file, never counted as finished."""
+    from ooc.batch import run_one
+
+    case = tmp_path / "run"
+    shutil.copytree(made / "part", case)
+    options = {"store": str(made / "s.zarr"), "l2": 1e-2, "tol": 1e-9, "seed": 1, "max_epochs": 2}
+    assert run_one(str(case), options)["state"] == "skipped"  # its own model: finished, skipped
+    for n in os.listdir(made / "full" / "model"):
+        shutil.copy(made / "full" / "model" / n, case / "model" / n)
+    row = run_one(str(case), options)
+    assert row["status"] == "failed" and "metrics.json" in row["error"] and "another run" in row["error"], row
+
+
+def test_the_key_of_temporaries_is_private(tmp_path, monkeypatch):
+    """The key is made once, mode 0600, in a directory only its user can write; a directory others can
+    write is passed over for the user's own directory in the system's temporary directory."""
+    from ooc import fsutil
+
+    private = tmp_path / "private"
+    monkeypatch.setenv("OOC_STATE_DIR", str(private))
+    key = fsutil.temporary_key()
+    assert key is not None and (private / "temporaries.key").stat().st_mode & 0o777 == 0o600
+    assert fsutil.temporary_key() == key == (private / "temporaries.key").read_bytes().strip()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("OOC_STATE_DIR", str(shared))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    other = fsutil.temporary_key()
+    assert not (shared / "temporaries.key").exists()
+    assert other is not None and other != key and (tmp_path / "tmp" / f"ooc-{os.getuid()}" / "temporaries.key").is_file()
+
+
+@SETTINGS
+@given(how=st.sampled_from(["copy", "link"]), command=st.sampled_from(["info", "resume", "overwrite"]))
+def test_a_run_json_of_another_run_is_refused_by_name(made, tmp_path_factory, how, command):
+    """``run.json`` records the run's identity: another run's, copied or linked in, is refused naming it."""
+    case = tmp_path_factory.mktemp("other_cfg") / "run"
+    shutil.copytree(made / "part", case)
+    (case / "run.json").unlink()
+    if how == "link":
+        os.symlink(made / "full" / "run.json", case / "run.json")
+    else:
+        shutil.copy(made / "full" / "run.json", case / "run.json")
+    before = _files(case)
+    cmd = ["info", case] if command == "info" else _commands(made, case)[command]
+    err = one_line(run(*cmd))
+    assert str(case / "run.json") in err, err
+    assert _files(case) == before

@@ -50,6 +50,10 @@ from ..fsutil import (
 #: format 1 with checksums: ``run.json``, every checkpoint's ``meta.json`` (which holds the CRC-32 of
 #: every array of its ``state.npz``, of its side files and of the paged dual files it refers to).
 STATE_FORMAT = 2
+#: Version of the proofs a run's generated files carry, recorded in its manifest (``run_proofs``): 2, its
+#: scratch vectors end with the run's identity (:func:`open_scratch_vector`); absent (1), a run of the
+#: previous format, whose scratch vectors are proven by their form only.
+RUN_PROOFS = 2
 #: Formats this ooc resumes (1: written before checksums; resumed unverified).
 READABLE_STATE_FORMATS = (1, 2)
 
@@ -130,6 +134,7 @@ class RunDir:
                 what = ("run directory exists and is not empty (use 'ooc resume' to continue it, or --overwrite)"
                         if os.path.isdir(path) else "exists and is not a directory")
                 raise RunError(f"{path}: {what}")
+            cls(path).check_not_in_use()  # a run being trained changes while it is checked: say that first
             try:
                 owned.refuse_to_replace(path, "a new run", inputs)
             except FileExistsError as exc:
@@ -149,8 +154,10 @@ class RunDir:
         try:
             os.makedirs(os.path.join(tmp.path, "state", "duals", "0"))
             os.makedirs(os.path.join(tmp.path, "state", "duals", "1"))
-            atomic_write_bytes(os.path.join(tmp.path, "run.json"), seal_json(dict(config, state_format=STATE_FORMAT)))
-            owned.seal_dir(tmp.path, "run", RUN_GENERATED)
+            ident = owned.new_token()  # the run's identity: its manifest's token, recorded in run.json too
+            atomic_write_bytes(os.path.join(tmp.path, "run.json"),
+                               seal_json(dict(config, state_format=STATE_FORMAT, run_id=ident)))
+            owned.seal_dir(tmp.path, "run", RUN_GENERATED, token=ident, extra={"run_proofs": RUN_PROOFS})
             if replace:
                 with cls(path).lock():  # never replace a run another process is training
                     owned.check_replaceable(path, "a new run")  # again, now that nobody writes there
@@ -198,10 +205,15 @@ class RunDir:
             if fmt >= 2:
                 read_sealed_json(p)  # format 2 is always sealed: a missing checksum is damage too
         except (ValueError, AttributeError) as exc:
-            raise RunError(f"{p}: damaged ({exc}); the run cannot be resumed ('ooc train ... --overwrite' "
-                           "trains it again)") from None
+            raise RunError(f"{p}: damaged ({exc}); the run cannot be resumed, nor replaced (ooc cannot prove it "
+                           "wrote it): remove the run yourself and train again") from None
         except OSError as exc:
             raise RunError(f"{p}: unreadable ({exc.strerror or exc})") from None
+        if not getattr(self, "_config_is_ours", False):  # once: a run's identity never changes
+            why = run_json_error(p, cfg, self._manifest())
+            if why is not None:
+                raise RunError(why)
+            self._config_is_ours = True
         return cfg
 
     def write_config(self, config: dict) -> None:
@@ -219,6 +231,14 @@ class RunDir:
         """Unlist the run's model files before they are written again (a crash meanwhile leaves files
         that prove themselves, :class:`_RunProof`; the plot stays listed: :func:`ooc.owned.install`)."""
         owned.forget(self.path, [n for n in OUTPUT_FILES if n != "convergence.png"])
+
+    @property
+    def identity(self) -> str | None:
+        """The run's identity: its manifest's random token (a whole copy, ``cp -r RUN COPY``, is the same run);
+        None for a run without a manifest (made before manifests)."""
+        if getattr(self, "_identity", False) is False:  # read once: a run's identity never changes
+            self._identity = None if (m := self._manifest()) is None else m.get("token")
+        return self._identity
 
     def check_owned(self) -> None:
         """Refuse (:class:`RunError`, naming the entry) a run directory holding what ooc did not write
@@ -592,6 +612,27 @@ class RunDir:
                         except OSError:
                             pass
 
+    def check_not_in_use(self) -> None:
+        """Raise :class:`RunError` when another live process holds the run's lock (writes nothing: a
+        missing ``.lock``, or one that is not a plain file, is no one's)."""
+        import fcntl
+
+        p = os.path.join(self.path, ".lock")
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            if not os.path.isfile(p):
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                raise RunError(f"{self.path}: the run is in use by another process (training or resuming "
+                               "it); wait for it to finish or stop it first") from None
+        finally:
+            os.close(fd)
+
     @contextlib.contextmanager
     def lock(self):
         """Hold the run's lock (``RUN/.lock``; the kernel releases it if the process dies).
@@ -633,10 +674,22 @@ class RunDir:
             return []
         except OSError as exc:
             raise RunError(f"{self.history_path}: unreadable ({exc.strerror or exc})") from None
-        why, out = history_lines(self.history_path, raw, legacy=self.config.get("state_format") == 1)
+        why, out = history_lines(self.history_path, raw, legacy=self.config.get("state_format") == 1,
+                                 run=self._manifest())
         if why is not None:
             raise RunError(why)
         return out if limit is None else out[:limit]
+
+    def _manifest(self) -> dict | None:
+        try:
+            return owned.read_manifest(self.path)
+        except owned.NotOurs as exc:
+            raise RunError(str(exc)) from None
+
+    def _history_line(self, entry: dict) -> bytes:
+        """``entry`` as the sealed line ooc writes, tied to this run by its identity (:func:`history_lines`)."""
+        rid = self.identity
+        return seal_json({**entry, HISTORY_RUN_KEY: rid} if rid else entry, indent=None) + b"\n"
 
     def append_history(self, entry: dict) -> None:
         """Add ``entry`` as a sealed line; the file is replaced whole (a crash never leaves a cut line,
@@ -647,13 +700,13 @@ class RunDir:
                     raw = f.read()
             except FileNotFoundError:
                 raw = b""
-            atomic_write_bytes(self.history_path, raw + seal_json(entry, indent=None) + b"\n", fsync=False)
+            atomic_write_bytes(self.history_path, raw + self._history_line(entry), fsync=False)
 
     def truncate_history(self, n_lines: int) -> None:
         """Keep the first ``n_lines`` entries (those the checkpoint being resumed knew); every line, those
         dropped included, must verify first (:meth:`history`)."""
         kept = self.history()[:n_lines]
-        atomic_write_bytes(self.history_path, b"".join(seal_json(e, indent=None) + b"\n" for e in kept), fsync=False)
+        atomic_write_bytes(self.history_path, b"".join(self._history_line(e) for e in kept), fsync=False)
 
     @property
     def model_dir(self) -> str:
@@ -758,10 +811,103 @@ def sealed_npy_error(path: str) -> str | None:
     return None
 
 
-def history_lines(path: str, raw: bytes, legacy: bool = False) -> tuple[str | None, list[dict]]:
+#: What follows the data of a run's memory-mapped scratch vector (``state/primal/*.npy``): this tag and the
+#: run's identity (its manifest's token). ``np.load`` and ``open_memmap`` read the array and ignore it.
+SCRATCH_TRAILER = b"ooc-scratch-of-run:"
+
+
+def open_scratch_vector(path: str, shape, run_id: str) -> np.ndarray:
+    """A new float vector memory-mapped at ``path`` (read-write), the file ending with :data:`SCRATCH_TRAILER`
+    and ``run_id``: it proves it is this run's scratch (:func:`scratch_vector_error`)."""
+    a = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=shape)
+    end = a.offset + a.nbytes
+    del a
+    with open(path, "r+b") as f:
+        f.seek(end)
+        f.write(SCRATCH_TRAILER + run_id.encode())
+        f.truncate()
+    return np.lib.format.open_memmap(path, mode="r+")
+
+
+def scratch_vector_error(path: str, end: int, run_id: str | None) -> str | None:
+    """Why ``path``, a float array whose data end at byte ``end``, is not a scratch vector of the run of
+    identity ``run_id`` (one line), or None."""
+    want = SCRATCH_TRAILER + (run_id or "").encode()
+    try:
+        with open(path, "rb") as f:
+            tail = os.pread(f.fileno(), len(want) + 1, end)
+    except OSError as exc:
+        return f"{path}: unreadable ({exc.strerror or exc})"
+    if run_id is None or tail != want:
+        return f"{path}: does not carry this run's identity (not a scratch vector ooc wrote for this run)"
+    return None
+
+
+def run_json_error(path: str, cfg: dict, manifest: dict | None) -> str | None:
+    """Why ``cfg``, the ``run.json`` read at ``path``, is not its run's own (one line naming it), or None: a
+    link; or, in a run of :data:`RUN_PROOFS` 2, a ``run_id`` that is not the run's identity (its manifest's
+    token: a ``run.json`` copied from another run). Runs of the previous format record none."""
+    if os.path.islink(path):
+        return f"{path}: is a symbolic link (a run's run.json is its own file, never a link to another's)"
+    rid = cfg.get("run_id")
+    if manifest is None or (rid is None and int(manifest.get("run_proofs") or 1) < 2):
+        return None
+    if rid != manifest.get("token"):
+        return f"{path}: is the run.json of another run (its run identity is not this run's: copied from another run?)"
+    return None
+
+
+def model_link_error(run: str) -> str | None:
+    """Why the model of the run directory ``run`` is not its own files: ``model/`` or one of its files is a
+    symbolic link (ooc makes none; one line naming it), or None."""
+    d = os.path.join(run, "model")
+    for p in (d, *(os.path.join(d, n) for n in MODEL_FILES)):
+        if os.path.islink(p):
+            return f"{p}: is a symbolic link (a run's model is its own files, never a link to another's)"
+    return None
+
+
+def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | None | bool = False) -> str | None:
+    """Why ``metrics``, the certificate read at ``path`` (``run/model/metrics.json``), is not the run ``run``'s own
+    (one line naming ``path``), or None.
+
+    A certificate records its run's identity (``run_id``: the run's manifest's token, :attr:`RunDir.identity`),
+    which must be ``run``'s; one without it is accepted only in a run of the previous format (a manifest
+    without ``run_proofs``, or none). ``manifest``: ``run``'s, when the caller has it read already.
+    """
+    if manifest is False:
+        try:
+            manifest = owned.read_manifest(run)
+        except owned.NotOurs as exc:
+            return str(exc)
+    rid = metrics.get("run_id")
+    if rid is None:
+        if manifest is not None and int(manifest.get("run_proofs") or 1) >= 2:
+            return (f"{path}: records no run identity, so it is not this run's certificate (copied from another "
+                    "run?)")
+        return None
+    if manifest is None:
+        return (f"{path}: records a run identity, but its run has no {owned.MANIFEST} to match it with (a model "
+                "copied from another run, or the run's manifest removed)")
+    if rid != manifest.get("token"):
+        return (f"{path}: is the certificate of another run (its run identity is not {run}'s: a model copied "
+                "from another run?)")
+    return None
+
+
+#: The key of a history line that holds its run's identity (removed when the line is read back).
+HISTORY_RUN_KEY = "run_id"
+
+
+def history_lines(path: str, raw: bytes, legacy: bool = False,
+                  run: dict | None = None) -> tuple[str | None, list[dict]]:
     """``(why, entries)``: the verified entries of the history file ``path`` holding ``raw``, or why one of its
     lines is not ooc's (one line naming it). ``legacy``: a run of state format 1, whose lines may all lack
-    their checksum."""
+    their checksum. ``run``: the run's manifest: a line recording a run identity (:data:`HISTORY_RUN_KEY`)
+    must record this run's (its token); a line without one is accepted only in a run of the previous format
+    (a manifest without ``run_proofs``, or none)."""
+    rid = None if run is None else run.get("token")
+    tied = run is not None and int(run.get("run_proofs") or 1) >= 2
     lines = raw.split(b"\n")
     tail = lines.pop()  # empty unless the last line has no newline: ooc writes whole lines only
     sealed = not legacy or any(fsutil.CHECKSUM_KEY.encode() in line for line in lines)
@@ -774,6 +920,9 @@ def history_lines(path: str, raw: bytes, legacy: bool = False) -> tuple[str | No
                 raise ValueError("changed since ooc wrote it")
         except ValueError as exc:
             return f"{path}: line {i}: {exc or 'empty'} {then}", []
+        mine = entry.pop(HISTORY_RUN_KEY, None)
+        if (mine is None and tied) or (mine is not None and mine != rid):
+            return f"{path}: line {i}: is not a line of this run (another run's history?) {then}", []
         out.append(entry)
     if tail:
         return f"{path}: line {len(lines) + 1}: has no newline {then}", []
@@ -789,13 +938,16 @@ class _RunProof:
     unless ``contents`` is false (resume verifies the checkpoint it reads), their arrays' checksums; a dual or
     parent file its trailer (:func:`save_sealed_npy`) or, written by an older ooc, the CRC-32 a checkpoint, the
     model's metrics or ``run.json`` record for it; ``model/coef.npy`` and ``model/duals.npy`` the CRC-32 their
-    model and metrics record; ``state/primal/*.npy`` (scratch vectors, rewritten in place, recreated by every
-    start) being float arrays of the run's rows. ``convergence.png`` is ooc's only when listed
+    model and metrics record, and ``model/model.json`` being certified by ``model/metrics.json``, which records
+    the run's identity (:func:`certificate_run_error`); ``state/primal/*.npy`` (scratch vectors, rewritten in
+    place, recreated by every start) being float arrays of the run's rows ending with the run's identity
+    (:func:`open_scratch_vector`; form only in a run of the previous format); every history line records
+    the run's identity too (:func:`history_lines`). ``convergence.png`` is ooc's only when listed
     (:func:`ooc.owned.install`).
     """
 
     def __init__(self, path: str, manifest: dict, contents: bool):
-        self.path, self.contents = path, contents
+        self.path, self.contents, self.manifest = path, contents, manifest
         self._ckpt: dict[str, tuple[str | None, set]] = {}
         self._refs: dict[str, int] | None = None
 
@@ -812,15 +964,19 @@ class _RunProof:
             why, names = self._checkpoint(os.path.dirname(full))
             return why if why is not None or parts[2] in names else f"{full}: not a file of its checkpoint"
         name = parts[-1]
-        if rel in ("run.json", os.path.join("model", "model.json"), os.path.join("model", "metrics.json")):
-            return self._sealed(full)
+        if rel == os.path.join("model", "metrics.json"):
+            return self._sealed(full) or certificate_run_error(self.path, full, read_sealed_json(full), self.manifest)
+        if rel == "run.json":
+            return self._sealed(full) or run_json_error(full, read_sealed_json(full), self.manifest)
+        if rel == os.path.join("model", "model.json"):
+            return self._sealed(full) or self._certified(full)
         if rel == "history.jsonl":
             try:
                 with open(full, "rb") as f:
                     raw = f.read()
             except OSError as exc:
                 return f"{full}: unreadable ({exc.strerror or exc})"
-            return history_lines(full, raw, legacy=self._legacy())[0]
+            return history_lines(full, raw, legacy=self._legacy(), run=self.manifest)[0]
         if rel == "LATEST":
             with open(full, "rb") as f:
                 text = f.read(64)
@@ -909,6 +1065,18 @@ class _RunProof:
         self._refs = refs
         return refs
 
+    def _certified(self, full: str) -> str | None:
+        """In a run of :data:`RUN_PROOFS` 2, ``model/model.json`` is ooc's when the run's certificate (its
+        ``metrics.json``) certifies its coefficients."""
+        if int(self.manifest.get("run_proofs") or 1) < 2:
+            return None
+        try:
+            want = read_sealed_json(os.path.join(os.path.dirname(full), "metrics.json")).get("coef_crc")
+            got = read_sealed_json(full).get("coef_crc")
+        except (OSError, ValueError) as exc:
+            return f"{full}: nothing proves it is this run's model ({fsutil.os_error_line(exc) or exc})"
+        return None if want is not None and want == got else f"{full}: not the model its run's metrics.json certifies"
+
     def _model_file(self, name: str, full: str) -> str | None:
         d = os.path.dirname(full)
         what = {"coef.npy": ("model.json", "coef_crc"), "duals.npy": ("metrics.json", "duals_crc")}.get(name)
@@ -932,7 +1100,11 @@ class _RunProof:
             return f"{full}: nothing proves ooc wrote it ({type(exc).__name__})"
         if a.dtype != np.float64 or a.shape[-1:] != (n,):
             return f"{full}: not a vector of the run's {n} rows (not a file ooc wrote)"
-        return None
+        if int(self.manifest.get("run_proofs") or 1) < 2:
+            return None  # a run of the previous format: its scratch vectors carry no trailer (form only)
+        end = a.offset + a.nbytes
+        del a
+        return scratch_vector_error(full, end, self.manifest.get("token"))
 
 
 owned.register_verifier("run", _RunProof)
@@ -942,8 +1114,9 @@ def is_run_dir(path: str) -> bool:
     """Whether ``path`` is a run directory ooc made, even a damaged one.
 
     Its ``run.json`` has ooc's ``state_format``; or, when ``run.json`` is missing or unreadable (a
-    damaged run that ``--overwrite`` must be able to replace), it holds ooc's ``state/duals`` and
-    nothing but what ooc puts in a run directory.
+    damaged run that ``--overwrite`` must be able to replace, or that ``ooc info`` names), its intact
+    manifest says it is a run, or it holds ooc's ``state/duals`` and nothing but what ooc puts in a run
+    directory.
     """
     try:
         with open(os.path.join(path, "run.json")) as f:
@@ -952,11 +1125,15 @@ def is_run_dir(path: str) -> bool:
             return True
     except (OSError, ValueError, UnicodeDecodeError):
         pass
+    with contextlib.suppress(owned.NotOurs, OSError):
+        m = owned.read_manifest(path)
+        if m is not None and m.get("kind") == "run":  # its run.json damaged: still a run (to name the damage)
+            return True
     try:
         names = os.listdir(path)
     except OSError:
         return False
-    ours = all(n in RUN_ENTRIES or ".tmp-" in n for n in names)
+    ours = all(n in RUN_ENTRIES or n == owned.MANIFEST or fsutil.is_temporary_name(n) for n in names)
     return ours and os.path.isdir(os.path.join(path, "state", "duals"))
 
 

@@ -181,7 +181,7 @@ from ..kernels.rcd_threads import (
 from ..kernels.sdca import sdca_pass
 from ..objectives.losses import Logistic, has_curv
 from ..objectives.penalties import primal_value, require_l2
-from ..runs.rundir import OnDisk, RunDir
+from ..runs.rundir import OnDisk, RunDir, open_scratch_vector
 from ..schedule.cache import BlockCache
 from ..schedule.planner import RCD_PRIMAL, budget_option, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
@@ -524,7 +524,8 @@ class RCDPrimalSolver(StoreSolver):
             return np.zeros(shape)
         d = os.path.join(self.rd.state, "primal")
         os.makedirs(d, exist_ok=True)
-        return np.lib.format.open_memmap(os.path.join(d, f"{name}.npy"), mode="w+", dtype=np.float64, shape=shape)
+        # the file ends with the run's identity: it proves it is this run's (ooc.runs.rundir._RunProof)
+        return open_scratch_vector(os.path.join(d, f"{name}.npy"), shape, self.rd.identity or "")
 
     def _alloc_vectors(self) -> None:
         self.Z = self._vec("z", (self.k, self.n))

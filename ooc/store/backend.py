@@ -63,6 +63,10 @@ class Backend(ABC):
     def detect(cls, path: str) -> bool:
         """Whether ``path`` looks like a container of this backend."""
 
+    def check_metadata(self) -> None:
+        """Refuse (:class:`StoreCorruptError`, naming the file) metadata that is not the store's own; nothing
+        to check by default (a backend whose metadata is in its checked attributes)."""
+
     def close(self) -> None:
         """Release file handles; further calls are invalid."""
 

@@ -127,6 +127,9 @@ class Store:
                 f"not supported by this ooc (expects {FORMAT_VERSION}); convert the input again"
             )
         check_attrs(self.path, attrs)
+        # then its metadata files against its manifest: an edited attribute is named by its key above, a
+        # metadata file of another conversion (valid on its own) here
+        backend.check_metadata()
         self.attrs = attrs
         self.n_rows, self.n_cols = (int(x) for x in attrs["shape"])
         self.shape = (self.n_rows, self.n_cols)

@@ -98,6 +98,41 @@ class ZarrBackend(Backend):
             raise StoreError(f"{path}: not a readable Zarr v3 store ({exc})") from exc
         return cls(path, g, mode != "r")
 
+    def _manifest(self) -> dict | None:
+        """The store's manifest (:mod:`ooc.owned`), read once; a damaged one is :class:`StoreCorruptError`."""
+        if getattr(self, "_manifest_read", False) is False:
+            from .. import owned
+
+            try:
+                self._manifest_read = owned.read_manifest(self.path)
+            except owned.NotOurs as exc:
+                raise StoreCorruptError(f"{self.path}: {exc}") from None
+        return self._manifest_read
+
+    def check_metadata(self) -> None:
+        """Refuse (naming the file) a metadata file (``zarr.json``) that is not the one the store's conversion
+        wrote: a store whose manifest holds its chunk records lists every ``zarr.json`` with its size and CRC-32,
+        and each must still be that file (another conversion's ``zarr.json``, valid on its own, is not).
+        Stores made before chunk records are opened as before (as are stores opened for writing, in a URL)."""
+        from .. import owned
+
+        if self._writable or _is_url(self.path):
+            return
+        m = self._manifest()
+        if m is None or m.get("shards") is None:
+            return
+        for rel, want in m["entries"].items():
+            if os.path.basename(rel) != "zarr.json":
+                continue
+            full = os.path.join(self.path, rel)
+            try:
+                got = owned.file_entry(full)
+            except OSError as exc:
+                raise StoreCorruptError(f"{full}: unreadable ({exc.strerror or exc}); the store is damaged") from None
+            if got != {"size": want.get("size"), "crc": want.get("crc")}:
+                raise StoreCorruptError(f"{full}: not the metadata this store's conversion wrote (a zarr.json of "
+                                        "another conversion, or changed since)")
+
     @classmethod
     def detect(cls, path: str) -> bool:
         if _is_url(path):
@@ -193,10 +228,7 @@ class ZarrBackend(Backend):
         if not _is_url(self.path) and not self._writable:
             from .. import owned
 
-            try:
-                m = owned.read_manifest(self.path)
-            except owned.NotOurs as exc:
-                raise StoreCorruptError(f"{self.path}: {exc}") from None
+            m = self._manifest()
             shards = (m or {}).get("shards")
             if shards is None and self.attrs.get(CHUNK_RECORDS):
                 raise StoreCorruptError(f"{self.path}: {owned.MANIFEST}, which records the checksums of its chunk "
