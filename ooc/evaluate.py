@@ -78,7 +78,12 @@ def _model_recipe(model: LinearModel):
     return Recipe.from_attrs(model.meta, owner), owner
 
 
-def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str):
+def _pass_base(b: int) -> str:
+    """How a user states the index base of a file read for ``predict``/``evaluate``/``append``."""
+    return f"pass --index-base {b}"
+
+
+def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str, say_base=_pass_base):
     """An svmlight chunk's ids as the model's columns (``id - base``), refusing, with the line, an id
     below ``base`` or one at or beyond ``base + d`` (a feature the model does not have).
 
@@ -98,11 +103,11 @@ def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str):
             again = (" (if the training input was 0-based too, its store's guess was wrong: convert it again with "
                      "--index-base 0)" if "guessed" in how else "")
             raise InputError(source, f"feature id {int(ch.indices[k])} in a file read {base}-based ({how}): the "
-                                     f"file looks 0-based; if it is, pass --index-base 0{again}", line=line)
+                                     f"file looks 0-based; if it is, {say_base(0)}{again}", line=line)
         if base == 0 and int(ch.indices[k]) == d and not seen.get("zero"):
             raise InputError(source, f"feature id {d} is beyond the model's {d} features (ids 0 to {d - 1}) and no "
                                      f"id 0 came before it: the file looks 1-based, read 0-based ({how}); if it is "
-                                     "1-based, pass --index-base 1", line=line)
+                                     f"1-based, {say_base(1)}", line=line)
         raise InputError(source, f"feature id {int(ch.indices[k])} is beyond the model's {d} features (ids {base} "
                                  f"to {base + d - 1}): another feature space", line=line)
     return ind
@@ -130,7 +135,7 @@ def _governed(budget: Budget):
 
 
 def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, options=None,
-               progress=None) -> Iterator[_Piece]:
+               progress=None, say_base=_pass_base) -> Iterator[_Piece]:
     """The pieces of ``source`` (a store or a file), ids 0-based as in training.
 
     A file is read with the input recipe of the model's training store (:mod:`ooc.store.recipe`;
@@ -199,7 +204,8 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1,
                          done=ch.first_line - 1 + len(ch.labels), total=src.n_rows)
             continue
-        ind = _svmlight_columns(ch, base, model.n_features, source, seen, how) if fmt == "svmlight" else ch.indices
+        ind = (_svmlight_columns(ch, base, model.n_features, source, seen, how, say_base) if fmt == "svmlight"
+               else ch.indices)
         yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
                      total=total, unit="B")
 
@@ -211,14 +217,15 @@ def _announce(progress, total, unit: str) -> None:
         progress({"rows": 0, "done": 0, "total": total or 0, "unit": unit})
 
 
-def check_input(store, source: str, memory="auto") -> None:
+def check_input(store, source: str, memory="auto", say_base=_pass_base) -> None:
     """Refuse ``source`` (a file or a store) for a model trained on ``store`` before any training:
     not read as the store's input was (its recipe), or of another width. Reads its first piece only.
+    ``say_base(b)``: how the refusal tells the user to state the file's index base ``b``.
     """
     model = LinearModel(np.zeros(store.n_cols), 0.0, None, "squared", L.REGRESSION,
                         {L.RECIPE: store.attrs.get(L.RECIPE), "index_base": store.attrs.get("index_base", 0),
                          "store": store.path})
-    rows = _iter_rows(model, source, memory, labels=False)
+    rows = _iter_rows(model, source, memory, labels=False, say_base=say_base)
     try:
         next(rows, None)
     finally:

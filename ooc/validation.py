@@ -60,7 +60,10 @@ def check(o: dict, task: str, store=None) -> str:
     if "://" not in source and not os.path.exists(source):
         raise ValueError(f"--validation {source}: no such file or store")
     if store is not None:
-        check_input(store, source, memory=_within_training(4 * int(o.get("train_block_bytes") or L.DEFAULT_BLOCK_BYTES)))
+        # ooc train has no --index-base of its own: a file numbered otherwise is converted with it
+        check_input(store, source, memory=_within_training(4 * int(o.get("train_block_bytes") or L.DEFAULT_BLOCK_BYTES)),
+                    say_base=lambda b: f"convert it with 'ooc convert {source} STORE --index-base {b}' and pass "
+                                       "--validation STORE")
     return metric_for(o, task)
 
 

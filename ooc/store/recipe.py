@@ -265,7 +265,8 @@ def fmt_name(fmt: str | None) -> str:
 
 def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner: str) -> None:
     """Refuse a store read another way than ``ours`` (its columns are other features under the same
-    numbers): the format family, the index base, the hash bits, the text columns, the CSV columns.
+    numbers): the format family, the index base (where either was guessed), the hash bits, the text
+    columns, the CSV columns.
     Recipes of unknown format (stores from before recipes) and array columns are not compared.
 
     Raises
@@ -275,14 +276,24 @@ def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner
     """
     if ours.format not in STRICT or theirs.format not in STRICT:
         return
+    # a column is an id less its file's base, so stores of files numbered otherwise, each base stated or
+    # seen (an id 0), have the same columns; a base that was only guessed (no id 0) may be one off
+    guessed = BASE_GUESSED in (ours.index_base_source, theirs.index_base_source)
     diffs = (("format", ours.format, theirs.format),
-             ("index base", ours.index_base, theirs.index_base),
+             ("index base", ours.index_base if guessed else None, theirs.index_base if guessed else None),
              ("hash bits", ours.hash_bits, theirs.hash_bits),
              ("text columns", ours.text_columns and tuple(map(str, ours.text_columns)),
               theirs.text_columns and tuple(map(str, theirs.text_columns))),
              ("CSV label column", ours.csv_label_column, theirs.csv_label_column),
              ("CSV weight column", ours.csv_weight_column, theirs.csv_weight_column))
     for what, a, b in diffs:
+        if a != b and what == "index base":
+            who = our_owner if ours.index_base_source == BASE_GUESSED else their_owner
+            base = a if who == our_owner else b
+            raise ValueError(f"{their_owner}: its input was read with index base {b}, {our_owner}'s with {a}, and "
+                             f"{who}'s base {base} was only guessed (no id 0 in its input): convert that input again "
+                             "with --index-base 0 or 1, whichever numbers it, so that the two stores' columns are "
+                             "known to be the same features")
         if a != b:
             shown = {"format": fmt_name}.get(what, repr)
             raise ValueError(f"{their_owner}: its input was read with {what} {shown(b)}, but {our_owner}'s with "
