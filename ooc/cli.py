@@ -919,7 +919,7 @@ def batch(spec, scheduler, workers, threads, as_json, verbose):
               help="Store backend.")
 @click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True,
               help="Matrix layouts to store (as in convert).")
-@click.option("--memory", type=T.MEMORY, default="1GiB", show_default=True, help="Memory for writing the store (as in convert).")
+@click.option("--memory", type=T.MEMORY, default="auto", show_default=True, help="Memory for writing the store (as in convert: auto, what this process may use).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
               help="Type of the stored values.")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists (only an ooc store).")

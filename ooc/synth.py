@@ -195,7 +195,7 @@ def synth(store: str, rows: int, cols: int, nnz_per_row: int, **kwargs):
     src_keys = {"task", "n_classes", "zipf", "informative", "noise", "values", "seed", "rows_per_chunk"}
     conv = {k: v for k, v in kwargs.items() if k not in src_keys}
     check_size(store, rows, cols, nnz_per_row, n_classes=kwargs.get("n_classes", 3), task=kwargs.get("task", "binary"),
-               memory=conv.get("memory", "1GiB"), dtype=conv.get("dtype", "float32"),
+               memory=conv.get("memory", "auto"), dtype=conv.get("dtype", "float32"),
                layouts=2 if conv.get("layout", "both") == "both" else 1)
     src = SynthSource(rows, cols, nnz_per_row, **{k: v for k, v in kwargs.items() if k in src_keys})
     conv.setdefault("n_features", cols)
@@ -221,7 +221,7 @@ def needed_bytes(rows: int, cols: int, nnz_per_row: int, n_outputs: int, dtype="
     return memory, disk
 
 
-def check_size(store, rows, cols, nnz_per_row, *, n_classes=3, task="binary", memory="1GiB", dtype="float32",
+def check_size(store, rows, cols, nnz_per_row, *, n_classes=3, task="binary", memory="auto", dtype="float32",
                layouts: int = 2) -> None:
     """Refuse, before anything is written, a shape whose generator does not fit ``memory`` or whose store
     does not fit the free space where ``store`` goes; one line naming the option and the size it needs.

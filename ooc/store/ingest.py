@@ -817,7 +817,7 @@ def convert(
     weight_column: int | None = None,
     format: str = "zarr",
     layout: str = "both",
-    memory: str | int = "1GiB",
+    memory: str | int = "auto",
     dtype: str = "float32",
     input_format: str | None = None,
     zero_based: bool | str = "auto",
@@ -861,9 +861,9 @@ def convert(
     layout : {'both', 'rows', 'cols'}
         Which layouts to store. The row layout is always built (the column one is
         derived from it) but dropped again for ``'cols'``.
-    memory : bytes or str
+    memory : bytes or str, default 'auto'
         Bound on the memory used by the conversion (text buffers, blocks,
-        transpose buckets).
+        transpose buckets); 'auto': what this process may use, as on the command line.
     dtype : {'float32', 'float64'}
         Stored value type.
     input_format : {None, 'svmlight', 'csv', 'npz', 'vw', 'text'}
