@@ -60,8 +60,9 @@ def store_for(work: str, c: dict) -> str:
     if not os.path.exists(path):
         task = ["--task", "regression"] if c["task"] == "regression" else \
             ["--task", "multiclass", "--classes", c["task"][len("multiclass"):]] if c["task"] != "binary" else []
+        # the generator's tables (20 classes x 2^22 columns) want more than a small default leaves
         subprocess.run([*OOC, "synth", path, "--rows", str(c["rows"]), "--cols", str(c["cols"]),
-                        "--nnz-per-row", str(c["nnz"]), *task], check=True, capture_output=True)
+                        "--nnz-per-row", str(c["nnz"]), "--memory", "8GiB", *task], check=True, capture_output=True)
     return path
 
 

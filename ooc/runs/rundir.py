@@ -514,7 +514,11 @@ class RunDir:
                 warnings.warn(f"{why}; left in place (ooc deletes only what it can prove it wrote: remove it "
                               "yourself)", CheckpointWarning, stacklevel=3)
                 return
-        shutil.rmtree(ck, ignore_errors=True)
+        # renamed aside in one step, then deleted: a kill while deleting leaves a temporary of this process
+        # (swept by the next command), never a checkpoint cut short that no longer proves itself ooc's
+        aside = fsutil.temporary_sibling(ck, "old")
+        os.rename(ck, aside)
+        fsutil.remove_tree(aside)
         self._proven.discard(name)
 
     def _read_checkpoint(self, ck: str, check_duals: bool, keep: bool = True) -> tuple[dict, dict, dict]:
