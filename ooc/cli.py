@@ -432,41 +432,21 @@ def _store_info(st) -> dict:
     return info
 
 
-def _info_options() -> list:
-    """``ooc info``'s training options, with their defaults from :mod:`ooc.config`."""
-    import dataclasses
-
-    from .config import TrainConfig, defaults
-
-    d = defaults()
-    types = {f.name: f.metadata["type"] for f in dataclasses.fields(TrainConfig) if f.init}
-    return [click.Option(["--block-bytes"], type=types["block_bytes"], default=d["block_bytes"], show_default=True,
-                         help="The training option of that name."),
-            click.Option(["--mix-blocks"], type=types["mix_blocks"], default=d["mix_blocks"], show_default=True,
-                         help="The training option of that name."),
-            click.Option(["--threads"], type=T.THREADS, default=0, show_default=True,
-                         help="The training option of that name (0: every core this process may use, fewer "
-                              "where --memory cannot hold their replicas): one problem's threads each hold a "
-                              "replica of the model.")]
-
-
 @main.command(cls=_ConfigOptions)
 @click.argument("store", metavar="STORE|RUN", type=click.Path())
-@click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
-              help="Say whether and how a run fits this much memory (the whole process; 'auto': what this "
-                   "process may use).")
-@_later(_info_options)
+@_later(lambda: _train_options())  # ooc train's options (defined below, made when first read)
 @click.option("--top", type=T.NONNEG_INT, default=10, show_default=True,
               help="RUN: how many of the largest weights to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_user_errors
-def info(store, memory, block_bytes, mix_blocks, threads, top, as_json):
+def info(store, top, as_json, **options):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes, and
-    whether a run fits --memory. Or describe the run directory RUN: its objective, the certificate
-    (duality gap against --tol), and the features of largest weight."""
-    from .config import TrainConfig
+    whether a run with the training options given (those of 'ooc train': --memory, --solver, --l1,
+    --fit-intercept, --multiclass, --threads, ...) fits --memory, per solver, naming the smallest --memory
+    each needs. Or describe the run directory RUN: its objective, the certificate (duality gap against --tol),
+    and the features of largest weight."""
     from .runs.rundir import is_run_dir
-    from .solvers.registry import explain_auto, memory_fit
+    from .solvers.registry import explain_auto
     from .store import open_store
 
     if os.path.isdir(store) and is_run_dir(store):
@@ -479,11 +459,16 @@ def info(store, memory, block_bytes, mix_blocks, threads, top, as_json):
             click.echo(format_run_info(i))
         return
 
-    cfg = TrainConfig(memory=memory, block_bytes=block_bytes, mix_blocks=mix_blocks)  # checks them as train does
+    from click.core import ParameterSource
+
+    from .train import memory_fit
+
+    ctx = click.get_current_context()
+    given = {k for k in options if ctx.get_parameter_source(k) not in (ParameterSource.DEFAULT, None)}
     with open_store(store) as st:
         i = _store_info(st)
         i["auto"] = explain_auto(i, st.has_layout("cols"))
-        i["memory_fit"] = memory_fit(st, cfg.memory_bytes, cfg.train_block_bytes, cfg.mix_blocks, threads)
+        i["memory_fit"] = memory_fit(st, options, given)
         f = st.attrs.get("factor")
         # the factor (ooc.store.factorize) is reported here, not in Store.info, to keep it in one module
         i.update({"factorized": bool(f), "factor_k": f["k"] if f else None,
@@ -692,17 +677,21 @@ def _run_limits(run: str, max_epochs: int | None) -> tuple:
 @click.option("--threads", type=T.THREADS, default=None,
               help="Compute threads from here on (default: the run's own count, which keeps the resume bit-exact; "
                    "0: every core). Another count changes the iterates of a binary or regression run from here on.")
+@click.option("--memory", type=T.MEMORY, default=None,
+              help="This process's memory, as train's (default: the run's own, from run.json; 'auto': what this "
+                   "process may use). The iterates never depend on it; one too small is refused before the run "
+                   "changes, naming the smallest that works.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the result) on the last line of stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Show progress (and the memory chosen) even when not on a terminal.")
 @_user_errors
-def resume(run, max_epochs, store, threads, as_json, verbose):
+def resume(run, max_epochs, store, threads, memory, as_json, verbose):
     """Continue RUN from its last checkpoint (exactly as if it had never stopped), or on STORE's new rows."""
     from .train import resume as do_resume
 
     bar = EpochProgress(wanted(verbose), *_run_limits(run, max_epochs))
     try:
         with _training_warnings(), _log_lines(wanted(verbose)):
-            r = do_resume(run, max_epochs=max_epochs, progress=bar, store=store, threads=threads)
+            r = do_resume(run, max_epochs=max_epochs, progress=bar, store=store, threads=threads, memory=memory)
     finally:
         bar.close()
     _report(r.result, as_json)

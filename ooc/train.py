@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from . import owned
+from . import memfit, owned
 from ._cpu import resolve_threads
 from ._memguard import governed
 from ._memguard import peak as memguard_peak
@@ -47,7 +47,6 @@ from .runs.rundir import (
     save_sealed_npy,
 )
 from .schedule.planner import MemoryLimitError, refuse_or_warn
-from .schedule.planner import plan as plan_memory
 from .schedule.scheduler import row_order
 from .solvers.base import ProblemRefused
 from .solvers.dgpd import DenseDualFallback, DenseDualWarning
@@ -461,7 +460,7 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
 
 
 def resume(run: str, max_epochs: int | None = None, progress=None, store=None, threads: int | None = None,
-           keep_better: bool = True, **options) -> Run:
+           keep_better: bool = True, memory=None, **options) -> Run:
     """Continue a run from its last checkpoint; bit-for-bit the same as never stopping.
 
     A finished run's model is never replaced by a worse one: ``max_epochs`` at or below the
@@ -481,6 +480,10 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     run's final duals for the old rows and 0 for the new ones, to a certificate of the
     problem on all rows (:func:`continue_on`). ``max_epochs`` then counts its passes, and
     ``options`` may give another ``l2``, ``l1`` or ``tol`` (the duals stay feasible).
+
+    ``memory``: this process's memory option (as ``train``'s; default: the run's own, ``run.json``). The
+    iterates never depend on it, so a run resumes bit for bit on a machine with another; one too small for
+    the run is refused before anything of the run changes, naming the smallest that works.
     """
     rd = RunDir.open(run)
     cfg = rd.config
@@ -493,7 +496,7 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     if store is not None:
         st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
         if st.fingerprint != cfg["store_fingerprint"]:
-            return continue_on(rd, st, max_epochs, progress, threads=new_threads, **options)
+            return continue_on(rd, st, max_epochs, progress, threads=new_threads, memory=memory, **options)
     try:
         st = open_store(cfg["store"])
     except Exception as exc:
@@ -516,7 +519,10 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     opts = TrainConfig.from_run_config(cfg).options()
     if max_epochs is not None:
         opts["max_epochs"] = max_epochs
+    if memory is not None:  # this process's, not the run's (run.json keeps the one it was made with)
+        opts["memory"] = memory
     o = _validate(opts, st, resumed=True)
+    _refuse_before_run_dir(st, o)  # before run.json changes
     with rd.lock():
         rd.check_owned()  # nothing of the user's is written beside or through
         gens = cfg.get("generations") or []
@@ -569,7 +575,7 @@ CONTINUE_OPTIONS = ("l2", "l1", "tol")
 
 
 def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, threads: int | None = None,
-                **options) -> Run:
+                memory=None, **options) -> Run:
     """Continue the finished run ``rd`` on ``st``, its store with rows appended; see :func:`resume`.
 
     ``st`` must list the run's store in its lineage (it then starts with exactly the rows the
@@ -613,10 +619,13 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
     if max_epochs is not None:
         opts["max_epochs"] = max_epochs
     opts.update(options)
+    if memory is not None:  # this process's (resume's --memory), not recorded
+        opts["memory"] = memory
     o = _validate(opts, st)
     if not solver_spec(o["solver_used"]).warm_start:
         able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
         raise RunError(f"{rd.path}: its solver {o['solver_used']} keeps no duals to continue from ({able} do)")
+    _refuse_before_run_dir(st, o)  # before the run becomes the new trajectory (its model withdrawn)
     with rd.lock():
         rd.check_owned()
         remove_stale_temporaries(rd.path)
@@ -865,35 +874,11 @@ def _advice(stall, o: dict, path: str, epochs: int) -> str:
     return f"try {other}, or a larger --tol (the gap may be at the precision of the data)"
 
 
-def _leanest_plans(st, o: dict):
-    """``(plan_for, memory)`` of a single-process run: ``plan_for(threads)`` is its leanest plan on
-    ``threads`` compute threads (its ``O(d)`` vectors without a one-thread replica, what one pass holds at
-    once, the ``O(n)`` vectors paged) and ``memory`` the solver's memory options; None for a solver that
-    declares no footprint."""
-    cls = driver_class(o["solver_used"], o["distributed"], o["multiclass"])
-    fixed_for = getattr(cls, "fixed_for", None)
-    footprint = getattr(cls, "footprint", None)
-    if fixed_for is None or footprint is None:
-        return None
-    view = st.with_blocks(o["train_block_bytes"])
-    pb = make_problem(view, o)
-    dim = view.n_cols + (1 if pb.bias > 0 else 0)
-    mix = min(max(1, int(o["mix_blocks"] or 1)), max(view.n_blocks(L.ROWS), 1)) \
-        if footprint.policy == "row-groups" else 1
-    memory = _memory_budget(o, st.reader_bytes(), quiet=True)
-    memory.pop("ceiling")
-
-    def plan_for(threads: int):
-        return plan_memory(footprint, view, memory["memory"], k=pb.n_sub, mix=mix, vectors="paged", warn=False,
-                           fixed=fixed_for(view, pb.n_sub, dim, mix, float(o["l1"]), threads, replica=False))
-
-    return plan_for, memory
-
-
 def _fit_threads(st, o: dict) -> None:
     """``--threads 0`` (every core) on a memory that cannot hold every core's replicas of one problem's model
-    (:mod:`ooc.solvers.row_threads`: ``O(d)`` bytes a thread): the most threads, down to 1, whose leanest plan
-    fits, set in ``o`` before ``run.json`` records the count (a resume keeps it, so the run stays bit-exact).
+    (:mod:`ooc.solvers.row_threads`: ``O(d)`` bytes a thread): the most threads, down to 1, whose plan fits
+    (:func:`ooc.memfit.fit_threads`), set in ``o`` before ``run.json`` records the count (a resume keeps it,
+    so the run stays bit-exact).
 
     An explicit ``--threads N`` is kept as asked (a memory too small for it is refused, naming the smallest
     that works); so is the count where the memory is a Python caller's (what training may add to its process:
@@ -902,26 +887,22 @@ def _fit_threads(st, o: dict) -> None:
     t = int(o["threads"])
     if not o.get("threads_auto") or t <= 1 or o["distributed"]:
         return
-    found = _leanest_plans(st, o)
-    if found is None:
+    memory = _memory_budget(o, st.reader_bytes(), quiet=True)
+    if not memory.get("memory_held"):
         return
-    plan_for, memory = found
-    if not memory.get("memory_held") or not plan_for(t).warning:
-        return
-    fits = next((n for n in range(t - 1, 0, -1) if not plan_for(n).warning), None)
-    if fits is None:
-        return
-    log.info("memory: %s holds one problem's model on %d of the %d cores (--threads 0; each thread more holds "
-             "a replica of it)", format_bytes(memory["memory"]), fits, t)
-    o["threads"] = fits
+    fits = memfit.fit_threads(st, o, memory["memory"])
+    if fits != t:
+        log.info("memory: %s holds one problem's model on %d of the %d cores (--threads 0; each thread more holds "
+                 "a replica of it)", format_bytes(memory["memory"]), fits, t)
+        o["threads"] = fits
 
 
 def _refuse_before_run_dir(st, o: dict) -> None:
-    """Refuse (:class:`MemoryLimitError`) a single-process run whose memory cannot hold even its leanest
-    plan: its ``O(d)`` vectors on one thread without a replica, what one pass holds at once, the ``O(n)``
-    vectors paged. A lower bound of what the solver checks itself once the run directory exists (it
-    refuses what this lets through only when its threads' replicas do not fit), so nothing that would
-    train is refused here."""
+    """Refuse (:class:`MemoryLimitError`) a run whose memory cannot hold its leanest plan
+    (:func:`ooc.memfit.leanest_plan`: its ``O(d)`` vectors on the fewest threads it may use, what one pass
+    holds at once, the ``O(n)`` vectors paged), naming :func:`ooc.memfit.smallest_memory` for this process:
+    the figure ``ooc info`` names for the same options. For dgpd with its fallback, sdca's plan too (it goes
+    on as sdca in this process); for ``--distributed local:N``, the workers' processes."""
     if o["distributed"]:
         from .solvers.cocoa import check_local_workers
 
@@ -929,21 +910,15 @@ def _refuse_before_run_dir(st, o: dict) -> None:
         check_local_workers(st, o["distributed"], st.n_cols + 1, memory["memory"], int(memory["memory_held"] or 0),
                             memory.get("memory_limit"))
         return
-    # dgpd whose duals turn dense goes on as sdca in this process (--dgpd-fallback): its limit holds both
-    fallback = o["solver_used"] == DGPD_SOLVER and o.get("dgpd_fallback")
-    for name in (o["solver_used"], SDCA_SOLVER) if fallback else (o["solver_used"],):
-        _refuse_leanest(st, {**o, "solver_used": name})
-
-
-def _refuse_leanest(st, o: dict) -> None:
-    """:func:`_refuse_before_run_dir` for one single-process solver (``o["solver_used"]``)."""
-    found = _leanest_plans(st, o)
-    if found is None:
-        return
-    plan_for, memory = found
-    p = plan_for(1)
-    if p.warning and memory.get("memory_held"):  # (a Python caller's memory warns later instead)
-        refuse_or_warn(p, memory.get("memory_limit"), int(memory["memory_held"]))
+    budgets = {name: _memory_budget({**o, "solver_used": name}, st.reader_bytes(), quiet=True)
+               for name in memfit.solver_chain(o)}
+    for name, memory in budgets.items():
+        p = memfit.leanest_plan(st, o, memory["memory"], name)
+        if p is None or not p.warning or not memory.get("memory_held"):
+            continue  # (a Python caller's memory warns later instead)
+        # the figure named holds every solver of the chain, as ooc info's does
+        least = memfit.smallest_memory(st, o, held=lambda n: int(budgets[n]["memory_held"]))
+        refuse_or_warn(p, memory.get("memory_limit"), int(memory["memory_held"]), least=least)
 
 
 def _vector_places(duals: str) -> dict:
@@ -979,6 +954,43 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
         log.info("memory: --memory %s, %s for training (the process holds %s)", format_bytes(o["memory_bytes"]),
                  format_bytes(b.work), format_bytes(held))
     return {"memory": b.work, "memory_held": held, "ceiling": b.ceiling}
+
+
+def memory_fit(st, options: dict, given=None) -> dict:
+    """``ooc info``'s memory figures: for the training options ``options`` (``ooc train``'s, validated as it
+    validates them), whether a run of each solver fits ``--memory`` on ``st`` and the smallest that works
+    (:func:`ooc.memfit.memory_fit`, the figure :func:`_refuse_before_run_dir` names).
+
+    Every solver when ``--solver auto`` (and on a multiclass store, Crammer-Singer beside one-vs-rest, whose
+    ``O(d)`` vectors differ), else the one named; a solver the options exclude is listed under ``refused``
+    with the reason. ``auto_solver``: what ``--solver auto`` runs with these options. ``given``: the options
+    set on the command line; without ``--loss``, a regression store is described for the squared loss (the
+    one its labels take).
+    """
+    base = {k: v for k, v in options.items() if v is not None or k in ("memory",)}
+    if "loss" not in (given if given is not None else options) and st.label_kind == L.REGRESSION:
+        base["loss"] = "squared"
+    first = _validate(base, st)  # the options themselves: refused as train refuses them
+    names = list(SOLVER_REGISTRY) if base.get("solver", AUTO) == AUTO else [first["solver_used"]]
+    tries = [{**base, "solver": name} for name in names]
+    if st.label_kind == L.MULTICLASS and first["multiclass"] != CRAMMER_SINGER and base.get("solver", AUTO) in (
+            AUTO, SDCA_SOLVER) and not first["distributed"]:
+        # Crammer-Singer's max-of-hinge loss: the hinge where the loss given is not one
+        hinge = base.get("loss") if loss_spec(first["loss"]).multiclass_hinge else "hinge"
+        tries.append({**base, "solver": SDCA_SOLVER, "multiclass": CRAMMER_SINGER, "loss": hinge,
+                      "fit_intercept": False})
+    runs, refused = {}, {}
+    for opts in tries:
+        try:
+            o = _validate(opts, st)
+        except ValueError as e:
+            refused[opts["solver"] if opts.get("multiclass") != CRAMMER_SINGER
+                    else f"{opts['solver']}-{CRAMMER_SINGER}"] = str(e)
+            continue
+        runs[memfit.family_name(o)] = o
+    fit = memfit.memory_fit(st, first["memory_bytes"], runs, refused)
+    fit["auto_solver"] = first["solver_used"] if base.get("solver", AUTO) == AUTO else None
+    return fit
 
 
 def plot_convergence(rd: RunDir) -> str:

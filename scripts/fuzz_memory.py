@@ -6,8 +6,9 @@ and checks the promise as a self-consistent property, whatever the shape (docs/t
 * ``ooc train STORE --memory X`` (the whole process) either trains with a peak resident size
   (``/usr/bin/time -v``) of at most ``X``, or is refused before its first epoch in one line naming
   ``F``, the smallest ``--memory`` that works, with ``F > X``;
-* at ``X >= F`` (the figure ``ooc info`` names for the solver, or the one a refusal named) it trains,
-  and its peak is at most ``X``.
+* at ``X >= F`` (the figure ``ooc info`` names for the solver and the same training options, or the one a
+  refusal named) it trains, and its peak is at most ``X``; a refusal at ``X < F`` names ``F`` (to the
+  measured difference between what the two processes hold beside the work).
 
 Each cell draws rows, columns, nonzeros a row, the task (binary, regression, 5 or 20 classes, one-vs-rest
 or Crammer-Singer), the solver, ``--threads``, ``--fit-intercept``, ``--l1`` and a multiple of the
@@ -84,12 +85,14 @@ def options(c: dict) -> list[str]:
 
 
 def smallest(store: str, c: dict) -> int:
-    info = json.loads(subprocess.run([*OOC, "info", store, "--json", "--threads", str(c["threads"])], check=True,
+    """The smallest --memory ``ooc info`` names for the cell's training options (those of its train command)."""
+    info = json.loads(subprocess.run([*OOC, "info", store, "--json", *options(c)], check=True,
                                      capture_output=True, text=True).stdout)
-    fams = info["memory_fit"]["families"]
-    if c["solver"] == "auto":
-        return max(int(f["smallest_memory"]) for f in fams.values())
-    return int(fams[c["solver"]]["smallest_memory"])
+    fit = info["memory_fit"]
+    name = fit["auto_solver"] if c["solver"] == "auto" else c["solver"]
+    if c.get("multiclass") == "crammer-singer":
+        name += "-crammer-singer"
+    return int(fit["families"][name]["smallest_memory"])
 
 
 def to_bytes(text: str) -> int:

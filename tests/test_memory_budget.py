@@ -215,16 +215,18 @@ def test_cgroup_limit_is_the_smallest_on_the_path(tmp_path, version):
 
 
 def test_info_says_whether_a_run_fits(big_blocks):
-    from ooc.solvers.registry import memory_fit
+    from ooc.train import memory_fit
 
-    small = memory_fit(big_blocks, 200 << 20, 4096, 4)
-    big = memory_fit(big_blocks, 2 << 30, 4096, 4)
+    def fit(memory):
+        return memory_fit(big_blocks, {"memory": str(memory), "block_bytes": 4096, "mix_blocks": 4})
+
+    small, big = fit(200 << 20), fit(2 << 30)
     for name, fam in big["families"].items():
         assert fam["fits"], name
         assert not small["families"][name]["fits"] or small["families"][name]["smallest_memory"] <= 200 << 20
         least = fam["smallest_memory"]
-        assert memory_fit(big_blocks, least, 4096, 4)["families"][name]["fits"]
-        assert not memory_fit(big_blocks, least - 1, 4096, 4)["families"][name]["fits"]
+        assert fit(least)["families"][name]["fits"]
+        assert not fit(least - 1)["families"][name]["fits"]
     sd = big["families"]["sdca"]
     assert sd["blocks"] == big_blocks.with_blocks(4096).n_blocks(L.ROWS) and sd["block_bytes"] == 4096
 

@@ -127,6 +127,40 @@ def test_dgpd_names_what_its_fallback_needs(big):
     assert fams["dgpd"]["smallest_memory"] >= fams["sdca"]["smallest_memory"]
 
 
+@pytest.mark.parametrize("options", [["--fit-intercept", "--l1", "1e-4"], ["--threads", "2", "--mix-blocks", "2"]])
+def test_info_names_the_figure_of_the_options_given(big, tmp_path, options):
+    """``ooc info`` takes train's options: the figure it names for them is the one train's refusal names (to
+    what the two processes hold beside the work), and a run at it trains under it."""
+    store, _, _ = big
+    fit = json.loads(subprocess.run(_ooc("info", store, "--json", "--solver", "sdca", *options), check=True,
+                                    capture_output=True, text=True, env=_env()).stdout)["memory_fit"]
+    least = int(fit["families"]["sdca"]["smallest_memory"])
+    cmd = _ooc("train", store, "--out", tmp_path / "r", "--solver", "sdca", "--max-epochs", 1, *options)
+    r = subprocess.run([*cmd, "--memory", str(least - (24 << 20))], capture_output=True, text=True, env=_env())
+    named = re.search(r"smallest --memory that works here is ([0-9.]+) MiB", r.stderr)
+    assert r.returncode != 0 and named, r.stderr[-2000:]
+    assert abs(float(named.group(1)) * (1 << 20) - least) < 4 << 20, (named.group(0), least >> 20)
+    r, peak = _peak([*cmd, "--memory", str(least)])
+    assert r.returncode == 0 and peak <= least, (r.stderr[-2000:], peak >> 20, least >> 20)
+
+
+def test_resume_takes_memory_and_refuses_before_the_run_changes(big, tmp_path):
+    """``ooc resume --memory``: this process's (the run's own by default); one too small is refused before
+    run.json changes, naming the smallest that works; at that figure the resume trains under it."""
+    store, _, _ = big
+    run = tmp_path / "r"
+    subprocess.run(_ooc("train", store, "--out", run, "--max-epochs", 1, "--threads", 1), check=True,
+                   capture_output=True, env=_env())
+    before = (run / "run.json").read_bytes()
+    r = subprocess.run(_ooc("resume", run, "--max-epochs", 2, "--memory", "150MiB"), capture_output=True, text=True,
+                       env=_env())
+    named = re.search(r"smallest --memory that works here is ([0-9.]+ MiB)", r.stderr)
+    assert r.returncode != 0 and named and len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
+    assert (run / "run.json").read_bytes() == before
+    r, peak = _peak(_ooc("resume", run, "--max-epochs", 2, "--memory", named.group(1).replace(" ", "")))
+    assert r.returncode == 0 and peak <= float(named.group(1).split()[0]) * (1 << 20), (r.stderr[-2000:], peak)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("factor", [0.6, 1.0, 1.3, 2.0])
 @pytest.mark.parametrize("cell", list(CELLS))

@@ -215,8 +215,11 @@ class MemoryLimitError(ValueError):
     """``--memory auto`` under a limit smaller than what the run holds at once (one line: the smallest that works)."""
 
 
-def refuse_or_warn(p: Plan, limit=None, held: int = 0) -> None:
+def refuse_or_warn(p: Plan, limit=None, held: int = 0, least: int | None = None) -> None:
     """Report a plan that cannot keep its promise, before the first epoch.
+
+    ``least``: the limit to name as the smallest that works, where the caller knows one larger than this
+    plan's own (:func:`ooc.memfit.smallest_memory`: a process that may go on with another solver).
 
     An explicit ``--memory`` that counts the whole process (the command line: ``held``, what the
     process held when it planned, > 0) is a ceiling: :class:`MemoryLimitError` names the smallest that
@@ -234,7 +237,7 @@ def refuse_or_warn(p: Plan, limit=None, held: int = 0) -> None:
         # would go above it is refused, naming the smallest that works with the margin and headroom auto's has
         raise MemoryLimitError(
             f"--memory is less than this run holds at once ({parts}): the smallest --memory that works here is "
-            f"{format_bytes(limit_that_works(held + p.minimum), up=True)} (the process holds {format_bytes(held)} "
+            f"{format_bytes(least or limit_that_works(held + p.minimum), up=True)} (the process holds {format_bytes(held)} "
             "of it); or lower --mix-blocks / --block-bytes (the iterates depend on them, never on --memory)")
     if limit is None:
         # a Python caller's memory is what training may add to its process: the run goes on at the minimum
@@ -243,7 +246,7 @@ def refuse_or_warn(p: Plan, limit=None, held: int = 0) -> None:
                       "--block-bytes (the iterates depend on them, never on --memory)", MemoryBudgetWarning,
                       stacklevel=3)
         return
-    need = limit_that_works(held + p.minimum)
+    need = least or limit_that_works(held + p.minimum)
     raise MemoryLimitError(
         f"this process may use {format_bytes(limit.bytes)} ({limit.source}) and holds {format_bytes(held)}; "
         f"training needs at least {format_bytes(need, up=True)} in all ({parts}): raise the limit, or lower "

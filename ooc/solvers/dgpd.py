@@ -285,7 +285,7 @@ class DGPDSolver(StoreSolver):
         #: the split of --memory (ooc.schedule.planner): the per-example vectors in memory (taken from the
         #: cache's half) or re-read per row block at every search, the cache, the resident active lines
         self.plan = plan_memory(self.footprint, st, budget_option(options), k=self.k, vectors=forced or None,
-                                warn=False, fixed=fixed_bytes(self.footprint, st, self.k, self.dim))
+                                warn=False, fixed=self.fixed_for(st, self.k, self.dim))
         refuse_or_warn(self.plan, options.get("memory_limit"), int(options.get("memory_held") or 0))
         self.vectors = "memory" if self.plan.vectors_in_memory else "streamed"
         self.cache = BlockCache(self.plan.cache_bytes)
@@ -303,6 +303,14 @@ class DGPDSolver(StoreSolver):
         entry = np.dtype(st.dtype).itemsize + np.dtype(st.index_dtype).itemsize
         self.layout_bytes = st.nnz * entry + (self.n + 1) * 8  # one pass over the row layout
         self.pool = None
+
+    @classmethod
+    def fixed_for(cls, store, k: int, dim: int, mix: int = 1, l1: float = 0.0, threads: int = 1,
+                  replica: bool = True) -> int:
+        """What dgpd holds whatever the plan: its footprint's ``O(d)`` and one row block's terms (the
+        figure it plans with and ``ooc info`` names; ``mix``, ``l1``, ``threads``, ``replica``: the block
+        solvers' arguments, which do not change it)."""
+        return fixed_bytes(cls.footprint, store, k, dim)
 
     # ------------------------------------------------------------------------------ vectors
     def _chunk(self, b: int):

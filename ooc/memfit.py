@@ -1,0 +1,174 @@
+"""The smallest memory a training run needs, and whether it fits: one computation for ``ooc train``
+(its refusal before the run directory, ``--threads 0``'s count) and ``ooc info`` (its figure per solver).
+
+The invariant (docs/training.rst, "Memory"): for the same store and training options, the smallest
+``--memory`` that ``ooc info`` names for a solver is the one ``ooc train`` refuses below, up to what the
+two processes hold beside the work (``info`` predicts :data:`ooc._memlimit.TRAIN_PROCESS_BYTES`, the
+kernels and the store reader; ``train`` measures itself); and a run at that figure trains under it.
+
+A run's figure is that of its *leanest plan* (:func:`leanest_plan`): the ``O(d)`` vectors of the solver's
+class (:meth:`fixed_for`) on the fewest threads the run may use (one under ``--threads 0``, which fits the
+count to the memory; the count asked for otherwise, which is never lowered), without a one-thread
+replica (the solvers drop it when the memory cannot hold it), what one pass holds at once, the ``O(n)``
+vectors paged; for dgpd, with its fallback to sdca in the same process (:func:`solver_chain`), the larger of
+the two; for ``--distributed local:N``, the workers' processes too.
+"""
+
+from __future__ import annotations
+
+from ._memlimit import (
+    TRAIN_PROCESS_BYTES,
+    Limit,
+    auto_budget,
+    kernels_bytes,
+    limit_that_works,
+    process_limit,
+)
+from .schedule.planner import ROW_GROUPS, Plan, group_and_ahead
+from .schedule.planner import plan as plan_memory
+from .solvers.problem import make_problem
+from .solvers.registry import DGPD_SOLVER, SDCA_SOLVER, class_modules, driver_class
+from .store.layout import ROWS
+
+
+def solver_chain(o: dict) -> tuple:
+    """The solvers a run of validated options ``o`` may run in its process: its own, and sdca after it for
+    dgpd whose duals turn dense (``--dgpd-fallback``): the process's figure holds both."""
+    if o["solver_used"] == DGPD_SOLVER and o.get("dgpd_fallback") and not o.get("distributed"):
+        return (DGPD_SOLVER, SDCA_SOLVER)
+    return (o["solver_used"],)
+
+
+def _mix(fp, o: dict, view) -> int:
+    return min(max(1, int(o["mix_blocks"] or 1)), max(view.n_blocks(ROWS), 1)) if fp.policy == ROW_GROUPS.policy else 1
+
+
+def planner(st, o: dict, name: str | None = None):
+    """``plan_for(budget, threads, replica=False) -> Plan`` of solver ``name`` (default ``o["solver_used"]``)
+    on a single process with validated options ``o``: the plan its class makes of ``budget`` bytes with
+    ``threads`` compute threads (each thread of one problem holds a replica of the model; ``replica``: a
+    one-thread replica too, where the class keeps one). None for a class that declares no footprint (the
+    distributed driver)."""
+    cls = driver_class(name or o["solver_used"], None, o["multiclass"])
+    fp = getattr(cls, "footprint", None)
+    fixed_for = getattr(cls, "fixed_for", None)
+    if fp is None or fixed_for is None:
+        return None
+    view = st.with_blocks(o["train_block_bytes"])
+    pb = make_problem(view, o)
+    dim = view.n_cols + (1 if pb.bias > 0 else 0)
+    mix = _mix(fp, o, view)
+
+    def plan_for(budget: int, threads: int, replica: bool = False) -> Plan:
+        return plan_memory(fp, view, int(budget), k=pb.n_sub, mix=mix, vectors="paged", warn=False,
+                           fixed=fixed_for(view, pb.n_sub, dim, mix, float(o["l1"]), threads, replica=replica))
+
+    return plan_for
+
+
+def leanest_threads(o: dict) -> int:
+    """The fewest compute threads a run may plan with: one under ``--threads 0`` (fitted to the memory,
+    :func:`fit_threads`), the count asked for otherwise."""
+    return 1 if o.get("threads_auto") else max(1, int(o["threads"]))
+
+
+def leanest_plan(st, o: dict, budget: int, name: str | None = None) -> Plan | None:
+    """The leanest plan (module docstring) of solver ``name`` with options ``o`` for ``budget`` bytes;
+    its ``minimum`` is what the work needs at least, its ``warning`` set when ``budget`` is below it."""
+    plan_for = planner(st, o, name)
+    return None if plan_for is None else plan_for(budget, leanest_threads(o))
+
+
+def fit_threads(st, o: dict, budget: int) -> int:
+    """The most threads, from ``o["threads"]`` down to 1, whose plan fits ``budget`` (``--threads 0`` on a
+    memory that cannot hold every core's replicas); ``o["threads"]`` when none does or none is planned."""
+    t = int(o["threads"])
+    plan_for = planner(st, o)
+    if plan_for is None or t <= 1 or not plan_for(budget, t).warning:
+        return t
+    return next((n for n in range(t - 1, 0, -1) if not plan_for(budget, n).warning), t)
+
+
+def predicted_held(st, name: str, o: dict) -> int:
+    """What a fresh ``ooc train`` process holds beside its work when it plans solver ``name``: the process
+    (:data:`~ooc._memlimit.TRAIN_PROCESS_BYTES`), the store reader's buffers, the kernels (with what compiling
+    them costs where Numba's cache lacks them)."""
+    cls = driver_class(name, o.get("distributed"), o["multiclass"])
+    return TRAIN_PROCESS_BYTES + st.reader_bytes() + kernels_bytes(class_modules(cls), fresh=True)
+
+
+def _distributed_need(st, o: dict) -> int:
+    """``--distributed local:N``: what its N worker processes hold at least (0 for a scheduler address)."""
+    from .dask_client import parse_distributed
+    from .solvers.cocoa import local_workers_need
+
+    scheduler, workers = parse_distributed(o["distributed"])
+    if scheduler or not workers:
+        return 0
+    return local_workers_need(st.with_blocks(o["train_block_bytes"]), workers, st.n_cols + 1)
+
+
+def smallest_memory(st, o: dict, held=None) -> int:
+    """The smallest ``--memory`` (the whole process; under ``auto`` the smallest limit) a run of validated
+    options ``o`` on ``st`` trains under: :func:`ooc._memlimit.limit_that_works` of what the process holds
+    and the leanest plan's minimum, the largest over :func:`solver_chain`. ``held(name)``: what the process
+    holds beside the work of solver ``name`` (default :func:`predicted_held`)."""
+    held = held or (lambda name: predicted_held(st, name, o))
+    if o.get("distributed"):
+        return limit_that_works(held(o["solver_used"]) + _distributed_need(st, o))
+    need = 0
+    for name in solver_chain(o):
+        p = leanest_plan(st, o, 0, name)
+        need = max(need, held(name) + (p.minimum if p is not None else 0))
+    return limit_that_works(need)
+
+
+def family_name(o: dict) -> str:
+    """``ooc info``'s name for the solver of validated options ``o``: the solver's, with
+    ``-crammer-singer`` for that multiclass mode (its ``O(d)`` vectors differ from one-vs-rest's)."""
+    name = o["solver_used"]
+    return f"{name}-{o['multiclass']}" if o["multiclass"] == "crammer-singer" else name
+
+
+def memory_fit(st, memory: int | None, runs: dict, refused: dict | None = None) -> dict:
+    """Whether and how each run of ``runs`` (family name -> validated options) fits ``memory`` on ``st``
+    (``ooc info``; None: ``auto``, what this process may use).
+
+    Per family: ``fits`` (``memory`` is at least ``smallest_memory``), ``smallest_memory``
+    (:func:`smallest_memory`), ``threads`` (the count it would run on: ``--threads 0`` fitted to the
+    memory), ``fixed`` (its ``O(d)`` vectors on them), ``vectors`` ('memory' or 'paged'), ``cache``,
+    ``compile_bytes`` (what compiling its kernels adds where Numba's cache lacks them), ``work_bytes`` (what
+    the memory leaves its work) and, for the
+    row-groups family, ``group``/``read_ahead``/``blocks``/``block_bytes``. ``refused``: family name ->
+    why its options are refused (reported as they are).
+    """
+    limit = process_limit() if memory is None else Limit(int(memory), "--memory")
+    base = TRAIN_PROCESS_BYTES + st.reader_bytes() + kernels_bytes(fresh=True)
+    out = {"memory": limit.bytes, "memory_source": limit.source, "process_bytes": base,
+           "work_bytes": auto_budget(limit, base), "k": None, "families": {}, "refused": dict(refused or {})}
+    for family, o in runs.items():
+        held = predicted_held(st, o["solver_used"], o)
+        budget = auto_budget(limit, held)
+        least = smallest_memory(st, o)
+        view = st.with_blocks(o["train_block_bytes"])
+        fam = {"fits": limit.bytes >= least, "smallest_memory": least, "compile_bytes": held - base,
+               "solver": o["solver_used"], "work_bytes": budget}
+        plan_for = None if o.get("distributed") else planner(st, o)
+        if plan_for is not None:
+            t = fit_threads(st, o, budget) if o.get("threads_auto") else int(o["threads"])
+            p = plan_for(budget, t, replica=True)
+            if p.warning and not plan_for(budget, t).warning:  # the class drops a one-thread replica then
+                p = plan_for(budget, t)
+            fam.update(threads=t, fixed=p.fixed, vectors="memory" if p.vectors_in_memory else "paged",
+                       vector_bytes=p.vector_bytes, cache=p.cache_bytes)
+            cls = driver_class(o["solver_used"], None, o["multiclass"])
+            if cls.footprint.policy == ROW_GROUPS.policy:
+                group, ahead = group_and_ahead(view, _mix(cls.footprint, o, view))
+                fam.update(group=group, read_ahead=p.readahead if ahead else 0, blocks=view.n_blocks(ROWS),
+                           block_bytes=int(view.attrs["block_bytes"]))
+        else:
+            fam.update(threads=int(o["threads"]), fixed=0, vectors="paged", cache=0)
+        out["k"] = out["k"] or make_problem(view, o).n_sub
+        out["families"][family] = fam
+    out["k"] = out["k"] or 1
+    return out
