@@ -907,8 +907,9 @@ def _refuse_before_run_dir(st, o: dict) -> None:
         from .solvers.cocoa import check_local_workers
 
         memory = _memory_budget(o, st.reader_bytes(), quiet=True)
-        check_local_workers(st, o["distributed"], st.n_cols + 1, memory["memory"], int(memory["memory_held"] or 0),
-                            memory.get("memory_limit"))
+        # the workers read training blocks, as ooc.memfit counts them for ooc info
+        check_local_workers(st.with_blocks(o["train_block_bytes"]), o["distributed"], st.n_cols + 1, memory["memory"],
+                            int(memory["memory_held"] or 0), memory.get("memory_limit"))
         return
     budgets = {name: _memory_budget({**o, "solver_used": name}, st.reader_bytes(), quiet=True)
                for name in memfit.solver_chain(o)}
