@@ -23,6 +23,7 @@ from ._memlimit import (
     kernels_bytes,
     limit_that_works,
     process_limit,
+    rss_bytes,
 )
 from .schedule.planner import ROW_GROUPS, Plan, group_and_ahead
 from .schedule.planner import plan as plan_memory
@@ -89,12 +90,12 @@ def fit_threads(st, o: dict, budget: int) -> int:
     return next((n for n in range(t - 1, 0, -1) if not plan_for(budget, n).warning), t)
 
 
-def predicted_held(st, name: str, o: dict) -> int:
+def predicted_held(st, name: str, o: dict, process: int = TRAIN_PROCESS_BYTES) -> int:
     """What a fresh ``ooc train`` process holds beside its work when it plans solver ``name``: the process
-    (:data:`~ooc._memlimit.TRAIN_PROCESS_BYTES`), the store reader's buffers, the kernels (with what compiling
-    them costs where Numba's cache lacks them)."""
+    (``process``: at least :data:`~ooc._memlimit.TRAIN_PROCESS_BYTES`), the store reader's buffers, the
+    kernels (with what compiling them costs where Numba's cache lacks them)."""
     cls = driver_class(name, o.get("distributed"), o["multiclass"])
-    return TRAIN_PROCESS_BYTES + st.reader_bytes() + kernels_bytes(class_modules(cls), fresh=True)
+    return max(TRAIN_PROCESS_BYTES, int(process)) + st.reader_bytes() + kernels_bytes(class_modules(cls), fresh=True)
 
 
 def _distributed_need(st, o: dict) -> int:
@@ -108,12 +109,12 @@ def _distributed_need(st, o: dict) -> int:
     return local_workers_need(st.with_blocks(o["train_block_bytes"]), workers, st.n_cols + 1)
 
 
-def smallest_memory(st, o: dict, held=None) -> int:
+def smallest_memory(st, o: dict, held=None, process: int = TRAIN_PROCESS_BYTES) -> int:
     """The smallest ``--memory`` (the whole process; under ``auto`` the smallest limit) a run of validated
     options ``o`` on ``st`` trains under: :func:`ooc._memlimit.limit_that_works` of what the process holds
     and the leanest plan's minimum, the largest over :func:`solver_chain`. ``held(name)``: what the process
-    holds beside the work of solver ``name`` (default :func:`predicted_held`)."""
-    held = held or (lambda name: predicted_held(st, name, o))
+    holds beside the work of solver ``name`` (default :func:`predicted_held` with ``process``)."""
+    held = held or (lambda name: predicted_held(st, name, o, process))
     if o.get("distributed"):
         return limit_that_works(held(o["solver_used"]) + _distributed_need(st, o))
     need = 0
@@ -134,7 +135,8 @@ def memory_fit(st, memory: int | None, runs: dict, refused: dict | None = None) 
     """Whether and how each run of ``runs`` (family name -> validated options) fits ``memory`` on ``st``
     (``ooc info``; None: ``auto``, what this process may use).
 
-    Per family: ``fits`` (``memory`` is at least ``smallest_memory``), ``smallest_memory``
+    ``process_rss``: the size of a training process before its kernels and reader assumed (this process's
+    where larger than :data:`~ooc._memlimit.TRAIN_PROCESS_BYTES`). Per family: ``fits`` (``memory`` is at least ``smallest_memory``), ``smallest_memory``
     (:func:`smallest_memory`), ``threads`` (the count it would run on: ``--threads 0`` fitted to the
     memory), ``fixed`` (its ``O(d)`` vectors on them), ``vectors`` ('memory' or 'paged'), ``cache``,
     ``compile_bytes`` (what compiling its kernels adds where Numba's cache lacks them), ``work_bytes`` (what
@@ -143,13 +145,19 @@ def memory_fit(st, memory: int | None, runs: dict, refused: dict | None = None) 
     why its options are refused (reported as they are).
     """
     limit = process_limit() if memory is None else Limit(int(memory), "--memory")
-    base = TRAIN_PROCESS_BYTES + st.reader_bytes() + kernels_bytes(fresh=True)
-    out = {"memory": limit.bytes, "memory_source": limit.source, "process_bytes": base,
+    for o in runs.values():  # what a train process has done when it plans (its problem, the cut blocks) ...
+        for name in solver_chain(o):
+            leanest_plan(st, o, 0, name)
+    # ... and holds then: this process's size where it is larger than a training process's measured one (a
+    # store with many blocks, many classes; 8 MiB more than assumed was refused at the figure named)
+    process = max(TRAIN_PROCESS_BYTES, rss_bytes())
+    base = process + st.reader_bytes() + kernels_bytes(fresh=True)
+    out = {"memory": limit.bytes, "memory_source": limit.source, "process_bytes": base, "process_rss": process,
            "work_bytes": auto_budget(limit, base), "k": None, "families": {}, "refused": dict(refused or {})}
     for family, o in runs.items():
-        held = predicted_held(st, o["solver_used"], o)
+        held = predicted_held(st, o["solver_used"], o, process)
         budget = auto_budget(limit, held)
-        least = smallest_memory(st, o)
+        least = smallest_memory(st, o, process=process)
         view = st.with_blocks(o["train_block_bytes"])
         fam = {"fits": limit.bytes >= least, "smallest_memory": least, "compile_bytes": held - base,
                "solver": o["solver_used"], "work_bytes": budget}
