@@ -334,6 +334,30 @@ def registry_dir() -> str:
     return os.path.join(base, "temporaries")
 
 
+def registry_dirs() -> list[str]:
+    """:func:`registry_dir`, then this user's directory in the system's temporary directory (where the key
+    falls back to too, :func:`temporary_key`): a process registers in the first it can write (a read-only or
+    missing home still registers), and every sweep looks in both."""
+    import tempfile
+
+    return [registry_dir(), os.path.join(tempfile.gettempdir(), f"ooc-{os.getuid()}", "temporaries")]
+
+
+def _private_dir(path: str, make: bool = True) -> bool:
+    """Make ``path`` (mode 0700) where missing (``make``); whether it is this user's and no one else can
+    write in it (a registry another user could add to is not read)."""
+    import stat
+
+    try:
+        if make:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 def register_temporary_dir(directory: str) -> None:
     """Note that this process makes temporaries in ``directory`` (before it makes them).
 
@@ -346,17 +370,24 @@ def register_temporary_dir(directory: str) -> None:
 
     pid = os.getpid()
     if not _REGISTRATION or _REGISTRATION[0] != pid:  # first time, or a forked child
-        reg = registry_dir()
-        try:
-            os.makedirs(reg, exist_ok=True)
-            sweep_temporaries()
-            token = uuid.uuid4().hex[:12]
-            stem = os.path.join(reg, f"{pid}-{token}")
-            fd = os.open(stem + ".lock", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        sweep_temporaries()
+        token = uuid.uuid4().hex[:12]
+        for reg in registry_dirs():
+            if reg != registry_dir() and not _private_dir(reg):
+                continue
+            try:
+                os.makedirs(reg, exist_ok=True)
+                stem = os.path.join(reg, f"{pid}-{token}")
+                fd = os.open(stem + ".lock", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                with open(stem + ".list", "a"):  # writable: the directories go here
+                    pass
+            except OSError:
+                continue
+            _REGISTRATION[:] = [pid, fd, stem + ".list", set(), token[:_PREFIX]]
+            break
+        else:
             return
-        _REGISTRATION[:] = [pid, fd, stem + ".list", set(), token[:_PREFIX]]
     listed = _REGISTRATION[3]
     if directory not in listed:
         try:
@@ -374,9 +405,17 @@ def sweep_temporaries() -> list[str]:
     searched for temporaries (:data:`TEMPORARY`) carrying its process id and its token's prefix, which
     are removed, then the registration. A process id in use again (by another process) leaves the registration for later.
     """
+    removed = []
+    for reg in registry_dirs():
+        if reg == registry_dir() or _private_dir(reg, make=False):
+            removed += _sweep_registry(reg)
+    return removed
+
+
+def _sweep_registry(reg: str) -> list[str]:
+    """:func:`sweep_temporaries` for the registrations in ``reg``."""
     import fcntl
 
-    reg = registry_dir()
     try:
         names = os.listdir(reg)
     except OSError:
