@@ -920,6 +920,10 @@ def synth(store, rows, cols, nnz_per_row, task, n_classes, zipf, informative, no
     """Generate synthetic sparse data straight into STORE (streaming, any size)."""
     from .synth import synth as do_synth
 
+    if task != "regression" and noise > 1:  # (the type bounds regression's; a probability is at most 1)
+        raise click.BadParameter(f"a label flip probability for --task {task}: from 0 to 1 (got {noise:g})",
+                                 param_hint="'--noise'")
+
     bar = ConvertProgress(wanted(verbose))
     try:
         st = do_synth(store, rows, cols, nnz_per_row, task=task, n_classes=n_classes, zipf=zipf,

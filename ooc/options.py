@@ -50,6 +50,13 @@ class _Typed(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+def _plain(text: str) -> bool:
+    """Whether an option's text is written plainly: ASCII, no space around it. Python's ``int`` and ``float``
+    read ``' 3'``, ``'٣'`` (Arabic-Indic) and ``'３'`` (full width) as 3; the docs say digits, and the input
+    readers refuse those in data, so an option does too rather than read a number the user may not have meant."""
+    return text.isascii() and text == text.strip() and text != ""
+
+
 class Number(_Typed):
     """An integer or a real number in a range.
 
@@ -100,11 +107,12 @@ class Number(_Typed):
             return None
         if isinstance(value, (str, bytes)):
             text = value.decode() if isinstance(value, bytes) else value
-            text = text.strip()
+            if not _plain(text):
+                return None
             if self.integer:
                 # an integer's text is its digits: "1e3" or "1.0" is a real number's spelling, refused rather
                 # than rounded into a count or a seed the user did not write
-                return int(text) if re.fullmatch(r"[+-]?\d+", text) else None
+                return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else None
             try:
                 value = float(text)
             except (ValueError, OverflowError):
@@ -153,10 +161,10 @@ class Bytes(_Typed):
         """``value`` if it is a size in range (or one of the words); else :class:`ValueError` naming ``name``."""
         from .store.ingest import parse_bytes
 
-        if isinstance(value, str) and value.strip().lower() in self.words:
+        if isinstance(value, str) and value.lower() in self.words:
             return value
         try:
-            n = parse_bytes(value)
+            n = parse_bytes(value) if not isinstance(value, str) or _plain(value) else None
         except (ValueError, TypeError, OverflowError):
             n = None
         if n is None or isinstance(value, bool) or not self.low <= n <= INT64_MAX:
@@ -227,6 +235,9 @@ class ColumnPair(_Typed):
             if c.strip().lstrip("+-").isdigit() and int(c) < 0:
                 head = f"{name} " if name else ""
                 raise ValueError(f"{head}{_shown(value)}: columns are counted from 0")
+        if label.strip() == text.strip():
+            head = f"{name} " if name else ""
+            raise ValueError(f"{head}{_shown(value)}: the label and the text are two different columns")
         return (label, text)
 
 
@@ -313,6 +324,9 @@ SYNTH = {
     "n_classes": Number(True, 2, 1000),
     "zipf": NONNEG_FLOAT,
     "informative": POSITIVE_INT,
-    "noise": NONNEG_FLOAT,
+    # a flip probability for classification (at most 1: checked against --task by the command), a std
+    # relative to the signal for regression: beyond a million times the signal the labels are only noise,
+    # and 1e308 overflowed into labels that are not finite
+    "noise": Number(False, 0, 1e6),
     "seed": SEED,
 }

@@ -1014,15 +1014,16 @@ def _draw_convergence(rd: RunDir) -> str:
     fig = Figure(figsize=(15 if scored else 10, 4))
     axes = fig.subplots(1, 3 if scored else 2)
     a1, a2 = axes[0], axes[1]
-    gaps = [e["gap"] if e["gap"] > 0 else np.nan for e in h]
+    # a value that was not finite is null in the history (strict JSON): not drawn
+    gaps = [e["gap"] if e.get("gap") is not None and e["gap"] > 0 else np.nan for e in h]
     a1.semilogy(t, gaps, "o-", label="duality gap")
     a1.set_xlabel("training time (s)")
     a1.set_ylabel("P(w) - D(a)")
     a1.set_title("duality gap")
     a1.grid(True, which="both", alpha=0.3)
-    p = np.array([e["primal"] for e in h])
-    dd = np.array([e["dual"] for e in h])
-    best = dd.max() if len(dd) else 0.0
+    p = np.array([e.get("primal") for e in h], dtype=np.float64)  # (None: NaN)
+    dd = np.array([e.get("dual") for e in h], dtype=np.float64)
+    best = np.nanmax(dd) if np.isfinite(dd).any() else 0.0
     # the best dual is a lower bound on the optimum; zero distances (the best point itself) are not drawn
     with np.errstate(invalid="ignore"):
         a2.semilogy(t, np.where(p - best > 0, p - best, np.nan), "o-", label="P(w) - max D")

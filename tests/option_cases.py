@@ -25,7 +25,7 @@ from ooc.cli import main
 #: values of the required arguments and options that let a command reach its options' parsing
 REQUIRED = {"--out": "out", "--rows": "2", "--cols": "2", "--nnz-per-row": "1", "--format": "text"}
 #: options whose value is free text by design (a path or a store), with no range to break
-FREE_TEXT = {("train", "validation")}
+FREE_TEXT = {("train", "validation"), ("info", "validation")}
 LETTERS = st.text(alphabet="abcdfghjklmopqrsuvwxyzABCDFGHJKLMOPQRSUVWXYZ_?!", min_size=1, max_size=8)
 
 
@@ -50,9 +50,25 @@ def typed_cases() -> list:
     return out
 
 
+#: digits other than ASCII's (Arabic-Indic, full width, Devanagari), which int() and float() read as numbers
+_DIGITS = ("٠١٢٣٤٥٦٧٨٩", "０１２３４５６７８９", "०१२३४५६७८९")
+
+
+def _unplain(values) -> st.SearchStrategy:
+    """Texts of ``values`` (a strategy of valid ones) that are not written plainly: spaces around them, or
+    their digits in another script (ooc.options._plain refuses both)."""
+    padded = st.builds(lambda v, form: form.format(v), values, st.sampled_from([" {}", "{} ", "\t{}", "{}\n"]))
+    scripts = st.builds(lambda v, d: "".join(d[int(c)] if c.isdigit() else c for c in v), values,
+                        st.sampled_from(_DIGITS)).filter(lambda v: not v.isascii())
+    return st.one_of(padded, scripts)
+
+
 def _numbers_outside(t: T.Number):
     """Numbers that ``t`` refuses, by its bounds (as text, as the command line gets them)."""
     outs = [st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e999", ""]), LETTERS]
+    lo_ok = t.low if t.low is not None else 0
+    ok = st.integers(int(lo_ok) + 1, int(lo_ok) + 50).filter(lambda v: t.high is None or v <= t.high)
+    outs.append(_unplain(ok.map(str)))
     if t.integer:
         outs.append(st.sampled_from(["1.5", "2.25", "1e-3", str(2**63), str(10**30)]))
         # an in-range integer spelled as a real number ("1e3", "4.0"): refused, never rounded into a count
@@ -84,7 +100,8 @@ def bad_values(t):
     if isinstance(t, T.Bytes):
         small = [str(v) for v in (t.low - 1, -1, -(2**40)) if v < t.low]
         return st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e400", "12XB", "1..2GiB", "GiB", "", *small]),
-                         LETTERS.filter(lambda s: s.lower() not in t.words and s.upper() not in ("B", "K", "M")))
+                         LETTERS.filter(lambda s: s.lower() not in t.words and s.upper() not in ("B", "K", "M")),
+                         _unplain(st.integers(1, 64).map(lambda k: f"{k}GiB")))
     if isinstance(t, T.Distributed):
         return st.one_of(st.sampled_from(["bogus", "local:0", "local:-2", "local:x", "local:", "local:1.5",
                                           "host:99999", "host:0", "tcp://", ":80", "host", "tcp://host",
@@ -136,7 +153,10 @@ def config_types() -> dict:
 
 
 def python_value(text: str):
-    """A command-line value as a Python caller would pass it (a number when it reads as one)."""
+    """A command-line value as a Python caller would pass it (a number when it reads as one; a text not
+    written plainly stays the text the caller wrote)."""
+    if not text.isascii() or text != text.strip():
+        return text
     try:
         v = float(text)
     except ValueError:
