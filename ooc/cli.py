@@ -695,7 +695,8 @@ def _run_limits(run: str, max_epochs: int | None) -> tuple:
               help="New epoch limit (default: the run's); with --store, the new trajectory's passes.")
 @click.option("--store", type=click.Path(), default=None,
               help="The run's store with rows appended ('ooc append'): continue the finished run on all rows, "
-                   "from its final duals (new rows at 0), to a new certificate.")
+                   "from its final duals (new rows at 0), to a new certificate. RUN's converged model stays in "
+                   "RUN/model until the new trajectory converges too (a warning says so when it stops short).")
 @click.option("--threads", type=T.THREADS, default=None,
               help="Compute threads from here on (default: the run's own count, which keeps the resume bit-exact; "
                    "0: every core). Another count changes the iterates of a binary or regression run from here on.")
