@@ -821,9 +821,12 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
                                             "early_stopped", "generation") if k in res})
         if not res["converged"] and not res.get("early_stopped"):  # why it stopped short, and what to change
             # this trajectory's states only: a continuation's first gap over the previous store's last is no rate
-            stall = diagnose(trajectory_history(rd.history(), generation), o["tol"])
+            stall = diagnose(trajectory_history(rd.history(), generation), o["tol"], _unsteady(o))
             result["stop_reason"] = stall.text
             result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]))
+            if stall.more_epochs is not None:  # the figures of the advice: an estimate, and a floor where unsettled
+                result["estimated_more_epochs"] = stall.more_epochs
+                result["at_least_more_epochs"] = stall.at_least
         certificate = result
         if keep_previous:
             # the certificate of the model kept (with where this trajectory's final duals are, as _keep_model)
@@ -884,11 +887,27 @@ def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
     return Run(rd.path, kept)
 
 
+#: The resume command names this many times the epochs estimated: a settled rate's estimate fell short
+#: by up to 1.23 times this margin (ooc.engine.SETTLED_AGREEMENT); 1.2 had fallen short by 1.6 times.
+ADVICE_MARGIN = 2.0
+
+
+def _unsteady(o: dict) -> str | None:
+    """Why no linear rate of the gap is to be expected for the run of options ``o`` (None: one is)."""
+    if not loss_spec(o["loss"]).smooth:
+        return f"the {o['loss']} loss is not smooth: its gap falls ever more slowly"
+    if o.get("distributed"):
+        return "CoCoA+'s rounds: their rate changes as the workers' updates agree"
+    return None
+
+
 def _advice(stall, o: dict, path: str, epochs: int) -> str:
     """What to change after a run stopped at ``--max-epochs`` for the reason ``stall``
     (:func:`ooc.engine.diagnose`): a resume command, another solver or option."""
     more = stall.more_epochs if stall.more_epochs is not None else max(epochs, 10)
-    resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(1.2 * more))}'"
+    resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(ADVICE_MARGIN * more))}'"
+    if stall.at_least is not None:
+        resume += " (which may not be enough: the rate is not settled; the next stop estimates again)"
     if stall.kind == "exact":
         return "set --tol > 0 (e.g. 1e-6) to have the run stop when certified"
     if stall.kind in ("rate", "few"):
