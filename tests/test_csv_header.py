@@ -87,6 +87,8 @@ def test_no_row_is_gained_or_lost_silently(tmp_path_factory, case):
         assert n == len(rows) or (n == len(rows) - 1 and warned), (n, res.stderr)
     if kind in ("pandas", "label-1", "label-0", "pandas-index") and option == "auto":
         assert warned and "a header (guessed" in res.output
+    # an index column first (its name empty) is read as the labels: said, with the way out
+    assert ("index=False" in res.stderr) == (kind == "pandas-index"), res.stderr
 
 
 @pytest.mark.parametrize("cells, why", [

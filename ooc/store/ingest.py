@@ -783,6 +783,12 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
             head = lay.head.decode("utf-8", "replace").strip()
             warnings.warn(f"{path}:{lay.header_line}: {head[:60]!r} is read as a header (guessed: its numbers count "
                           "the columns); if it is a row of data, pass --no-header", HeaderGuessWarning, stacklevel=2)
+        if lay.header_line and lay.label_col == 0 and lay.delimiter != " " \
+                and not lay.head.split(lay.delimiter.encode(), 1)[0].strip():
+            # pandas' df.to_csv() writes its index first, under an empty name: read as the labels, silently
+            warnings.warn(f"{path}:{lay.header_line}: the label column (0) has no name in the header: if it is an "
+                          "index (pandas' df.to_csv() writes one), the row numbers are read as the labels; write the "
+                          "file with df.to_csv(index=False)", HeaderGuessWarning, stacklevel=2)
 
         def make():
             return iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
