@@ -14,7 +14,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ooc
@@ -69,6 +69,8 @@ def csv_files(draw):
 
 @settings(max_examples=12, deadline=None)
 @given(case=csv_files())
+@example(case=(",", "pandas", "0,1,2", ["1,0.5,2", "0,1,2"], "auto"))  # pandas' header: it was read as a row
+@example(case=(",", "pandas-index", ",0,1,2", ["0,1,0.5,2", "1,0,1.5,3"], "auto"))  # the index read as labels
 def test_no_row_is_gained_or_lost_silently(tmp_path_factory, case):
     d, kind, head, rows, option = case
     tmp = tmp_path_factory.mktemp("csv")
