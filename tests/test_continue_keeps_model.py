@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_cli import cli, last_json, write_svmlight
 
@@ -33,6 +33,7 @@ def _data(n, d, seed):
 @settings(max_examples=6, deadline=None)
 @given(loss=st.sampled_from(["logistic", "smooth-hinge", "squared", "hinge"]), epochs=st.integers(1, 4),
        n_old=st.integers(60, 160), n_new=st.integers(20, 160), seed=st.integers(0, 3))
+@example(loss="logistic", epochs=1, n_old=120, n_new=120, seed=0)  # the converged model was replaced
 def test_a_continuation_keeps_a_converged_model_until_it_converges(tmp_path_factory, loss, epochs, n_old, n_new,
                                                                     seed):
     tmp = tmp_path_factory.mktemp("cont")
