@@ -326,6 +326,9 @@ def _recipe_options(fn):
                      help="Raw text: the label and text columns (default: the recipe's)."),
         click.option("--weight-column", type=T.WEIGHT_COLUMN, default=None, metavar="J",
                      help="CSV: the column of the sample weights (default: the recipe's)."),
+        click.option("--header/--no-header", "header", default=None,
+                     help="CSV: whether the file's first line is a header (default: as said at convert, else "
+                          "found: a line of names, or of numbers counting the columns, which is announced)."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -339,7 +342,7 @@ def _recipe_given(kwargs: dict):
     fmt = kwargs.pop("input_format")
     base = kwargs.pop("index_base")
     return Options(fmt, None if base is None else int(base), kwargs.pop("hash_bits"),
-                   _text_columns(kwargs.pop("text_columns"), fmt), kwargs.pop("weight_column"))
+                   _text_columns(kwargs.pop("text_columns"), fmt), kwargs.pop("weight_column"), kwargs.pop("header"))
 
 
 # -- convert ---------------------------------------------------------------------------------
@@ -374,6 +377,10 @@ def _recipe_given(kwargs: dict):
 @click.option("--weight-column", type=T.WEIGHT_COLUMN, default=None, metavar="J",
               help="CSV input: column J (0-based, the label is column 0; negative from the end) holds each row's "
                    "sample weight (finite, >= 0), not a feature. An .npz's weights are its key 'sample_weight'.")
+@click.option("--header/--no-header", "header", default=None,
+              help="CSV input: whether its first line is a header (default: found, and printed: a line of names is "
+                   "one; so is a line whose numbers count the columns, as pandas' to_csv writes (0,1,2 or "
+                   "label,1,2), a guess; any other line is data). Said, it holds for the store's later files too.")
 @click.option("--block-bytes", type=T.BLOCK_BYTES, default=None,
               help="Decoded bytes per block (default 64MiB, at most memory/8).")
 @click.option("--overwrite", is_flag=True, help="Replace STORE if it exists.")
@@ -386,7 +393,7 @@ def _recipe_given(kwargs: dict):
 @click.option("-v", "--verbose", is_flag=True, help="Show progress even when not on a terminal.")
 @_user_errors
 def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns, hash_bits, index_base, zero_based,
-            label_kind, n_features, weight_column, block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
+            label_kind, n_features, weight_column, header, block_bytes, overwrite, threads, factorize, factorize_seed, as_json, verbose):
     """Convert INPUT (svmlight/LIBSVM, CSV/TSV, Vowpal Wabbit, raw text, .npz; .gz/.bz2/.xz; '-' for stdin, or an
     fsspec URL) into the ooc store STORE (a local path or file:// URL)."""
     from .store.ingest import convert as do_convert
@@ -406,7 +413,7 @@ def convert(input, store, fmt, layout, memory, dtype, input_format, text_columns
                         zero_based={"auto": "auto", "yes": True, "no": False}[zero_based],
                         label_kind=label_kind, n_features=n_features, block_bytes=block_bytes,
                         weight_column=weight_column, overwrite=overwrite, progress=bar, hash_bits=hash_bits,
-                        text_columns=text_columns, threads=threads,
+                        text_columns=text_columns, threads=threads, header="auto" if header is None else header,
                         index_base=None if index_base == "auto" else int(index_base))
     finally:
         bar.close()
@@ -673,7 +680,8 @@ def _run_limits(run: str, max_epochs: int | None) -> tuple:
               help="New epoch limit (default: the run's); with --store, the new trajectory's passes.")
 @click.option("--store", type=click.Path(), default=None,
               help="The run's store with rows appended ('ooc append'): continue the finished run on all rows, "
-                   "from its final duals (new rows at 0), to a new certificate.")
+                   "from its final duals (new rows at 0), to a new certificate. RUN's converged model stays in "
+                   "RUN/model until the new trajectory converges too (a warning says so when it stops short).")
 @click.option("--threads", type=T.THREADS, default=None,
               help="Compute threads from here on (default: the run's own count, which keeps the resume bit-exact; "
                    "0: every core). Another count changes the iterates of a binary or regression run from here on.")

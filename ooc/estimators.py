@@ -416,7 +416,7 @@ class _OOCLinear(BaseEstimator):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", _OocConvergenceWarning)
-                run = resume(pf["run_dir"], max_epochs=1, store=store, **options)
+                run = resume(pf["run_dir"], max_epochs=1, store=store, keep_better=False, **options)
         except BaseException:
             if owned:
                 _cleanup(store.path, None)

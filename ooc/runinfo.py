@@ -79,6 +79,10 @@ def run_info(path: str, top: int = 10) -> dict:
         res = read_sealed_json(metrics)
         model = LinearModel.load(rd.model_dir)
         out.update({k: res.get(k) for k in ("primal", "dual", "gap", "rel_gap", "epochs", "seconds", "converged")})
+        gens = cfg.get("generations") or []
+        if int(res.get("generation") or 0) != len(gens):
+            # continued on a grown store, not converged there yet: the model is the previous store's, kept
+            out["model_store"] = gens[-1].get("parent_store")
         W = np.atleast_2d(model.coef_)
         out.update({"task": model.task, "classes": None if model.classes_ is None else model.classes_.tolist(),
                     "intercept": np.asarray(model.intercept_).tolist(), "n_features": model.n_features,
@@ -115,7 +119,10 @@ def format_run_info(i: dict) -> str:
     if not i["finished"]:
         lines.append(f"             not finished: ooc resume {i['run']} continues it")
         return "\n".join(lines)
-    if not i["converged"]:
+    if i.get("model_store"):
+        lines.append(f"             of the model of the previous store {i['model_store']}, kept until the run's "
+                     f"continuation on {i['store']} converges: ooc resume {i['run']} continues it")
+    elif not i["converged"]:
         lines.append(f"             ooc resume {i['run']} --max-epochs {2 * max(int(i['epochs']), 1)} continues it")
     lines.append(f"weights      {i['nnz_w']} of {i['n_features']} features nonzero"
                  + (f"; the {len(i['top_features'])} largest |w| (feature id: weight"

@@ -479,7 +479,9 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     (:func:`ooc.store.append.append`): a new trajectory in the same run directory, from the
     run's final duals for the old rows and 0 for the new ones, to a certificate of the
     problem on all rows (:func:`continue_on`). ``max_epochs`` then counts its passes, and
-    ``options`` may give another ``l2``, ``l1`` or ``tol`` (the duals stay feasible).
+    ``options`` may give another ``l2``, ``l1`` or ``tol`` (the duals stay feasible). The run's
+    converged model stays in ``RUN/model`` until the new trajectory converges (:func:`_keeps_previous`):
+    a continuation that stops short returns its own certificate with ``kept_model`` saying so.
 
     ``memory``: this process's memory option (as ``train``'s; default: the run's own, ``run.json``). The
     iterates never depend on it, so a run resumes bit for bit on a machine with another; one too small for
@@ -496,7 +498,8 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
     if store is not None:
         st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
         if st.fingerprint != cfg["store_fingerprint"]:
-            return continue_on(rd, st, max_epochs, progress, threads=new_threads, memory=memory, **options)
+            return continue_on(rd, st, max_epochs, progress, threads=new_threads, keep_better=keep_better,
+                               memory=memory, **options)
     try:
         st = open_store(cfg["store"])
     except Exception as exc:
@@ -511,6 +514,8 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
                        "order: it cannot be resumed exactly; train it again (a finished run's model stays in "
                        f"{os.path.join(run, 'model')})")
     finished = finished_metrics(rd)
+    if finished is not None and model_generation(finished) != current_generation(cfg):
+        finished = None  # the previous store's model, kept until this trajectory certifies one: its epochs are not ours
     if finished is not None and max_epochs is not None and int(max_epochs) <= int(finished["epochs"]):
         raise RunError(f"{run}: the run finished at epoch {finished['epochs']} ({_certificate_words(finished)}); "
                        f"--max-epochs {max_epochs} would not go past it and its model stays: give more than "
@@ -557,6 +562,24 @@ def finished_metrics(rd: RunDir) -> dict | None:
     return m
 
 
+def current_generation(cfg: dict) -> int:
+    """The run's trajectory: 0 on its first store, G once continued G times on grown stores (:func:`continue_on`)."""
+    return len(cfg.get("generations") or [])
+
+
+def model_generation(metrics: dict) -> int:
+    """The trajectory whose final state a model's ``metrics`` certify (0: the run's first store)."""
+    return int(metrics.get("generation") or 0)
+
+
+def _keeps_previous(found: dict | None, res: dict, generation: int) -> bool:
+    """Whether a trajectory continued on a grown store leaves the model ``found`` (a previous store's) in
+    place: a converged model stays until the continuation certifies one (their gaps are of other problems,
+    so only convergence is compared); any other is replaced by the continuation's."""
+    return (found is not None and model_generation(found) != generation and bool(found.get("converged"))
+            and not bool(res.get("converged")))
+
+
 def _certificate_words(m: dict) -> str:
     """A model's certificate in a few words: converged or not, and its relative gap."""
     state = "converged" if m.get("converged") else "NOT converged"
@@ -575,7 +598,7 @@ CONTINUE_OPTIONS = ("l2", "l1", "tol")
 
 
 def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, threads: int | None = None,
-                memory=None, **options) -> Run:
+                keep_better: bool = True, memory=None, **options) -> Run:
     """Continue the finished run ``rd`` on ``st``, its store with rows appended; see :func:`resume`.
 
     ``st`` must list the run's store in its lineage (it then starts with exactly the rows the
@@ -609,6 +632,9 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
     why = certificate_run_error(rd.path, metrics, m)
     if why is not None:
         raise RunError(why)
+    if model_generation(m) != current_generation(cfg):
+        raise RunError(f"{rd.path}: its continuation on {cfg['store']} has not certified a model yet (the model it holds "
+                       f"is the previous store's); 'ooc resume {rd.path}' continues it first")
     if cfg.get("distributed"):
         raise RunError(f"{rd.path}: a distributed run cannot continue on appended rows (its duals live on the workers)")
     if cfg.get("class_weight") == "balanced":
@@ -625,7 +651,7 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
     if not solver_spec(o["solver_used"]).warm_start:
         able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
         raise RunError(f"{rd.path}: its solver {o['solver_used']} keeps no duals to continue from ({able} do)")
-    _refuse_before_run_dir(st, o)  # before the run becomes the new trajectory (its model withdrawn)
+    _refuse_before_run_dir(st, o)  # before the run becomes the new trajectory
     with rd.lock():
         rd.check_owned()
         remove_stale_temporaries(rd.path)
@@ -640,9 +666,10 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
                    store_fingerprint=st.fingerprint, n_rows=st.n_rows, n_cols=st.n_cols,
                    solver=opts["solver"], generations=gens + [record], **{k: o[k] for k in ("max_epochs", *options)})
         rd.write_config(cfg)  # the commit: from here on the run is the new trajectory
-        rd.withdraw_model()  # the run is no longer finished (a batch must not skip it, predict must not use it)
+        # model/ keeps the previous store's model, certified, until the new trajectory certifies one (never
+        # replaced by an unconverged one: _keeps_previous); the model's generation says whose it is
         warm, start = _trajectory(rd, cfg, st, o)
-        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start)
+        return _execute(rd, st, o, resume=True, progress=progress, warm=warm, start=start, keep_better=keep_better)
 
 
 def _stage_final_duals(rd: RunDir, metrics: dict, n_rows: int, gen: int) -> dict:
@@ -769,11 +796,18 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         if not np.isfinite(w).all():  # never a NaN model with exit status 0
             raise RunError(f"{rd.path}: the coefficients are not finite (the iterates diverged: check the data for huge "
                            "values and the options); no model written")
-        if resume and found is not None and worse_certificate(res, found):
+        generation = current_generation(rd.config)
+        keep_previous = resume and _keeps_previous(found, res, generation)
+        if resume and found is not None and not keep_previous and model_generation(found) == generation \
+                and worse_certificate(res, found):
             return _keep_model(rd, found, res)  # commits the kept model with the new final duals
         model = _model(w, o, st, pb)
         with disk_full_is_run_error(rd.path, "the model"):
-            model.save(rd.model_out)
+            if keep_previous:  # the previous store's converged model, into the staged model/
+                for name in ("coef.npy", "model.json"):
+                    shutil.copyfile(os.path.join(rd.model_dir, name), os.path.join(rd.model_out, name))
+            else:
+                model.save(rd.model_out)
         result = {
             "run": rd.path, "solver": o["solver_used"], "loss": o["loss"],
             "primal": res["primal"], "dual": res["dual"], "gap": res["gap"], "rel_gap": res["rel_gap"],
@@ -796,11 +830,26 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         result.update({k: res[k] for k in ("validation", "validation_metric", "best_validation", "best_epoch",
                                             "early_stopped", "generation") if k in res})
         if not res["converged"] and not res.get("early_stopped"):  # why it stopped short, and what to change
-            stall = diagnose(rd.history(), o["tol"])
+            # this trajectory's states only: a continuation's first gap over the previous store's last is no rate
+            stall = diagnose(trajectory_history(rd.history(), generation), o["tol"], _unsteady(o))
             result["stop_reason"] = stall.text
             result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]))
+            if stall.more_epochs is not None:  # the figures of the advice: an estimate, and a floor where unsettled
+                result["estimated_more_epochs"] = stall.more_epochs
+                result["at_least_more_epochs"] = stall.at_least
+        certificate = result
+        if keep_previous:
+            # the certificate of the model kept (with where this trajectory's final duals are, as _keep_model)
+            certificate = dict(found, run_id=rd.identity)
+            certificate.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})
+            prev = (rd.config.get("generations") or [{}])[-1].get("parent_store")
+            result["kept_model"] = (f"the continuation on {st.path} stopped at epoch {res['epochs']} "
+                                    f"({_certificate_words(res)}); the model of the previous store {prev} "
+                                    f"({_certificate_words(found)}, epoch {found['epochs']}) stays in "
+                                    f"{rd.model_dir} until a continuation converges: 'ooc resume {rd.path} "
+                                    "--max-epochs N' continues it")
         with disk_full_is_run_error(rd.path, "the model's metrics"):
-            atomic_write_bytes(os.path.join(rd.model_out, "metrics.json"), seal_json(result))
+            atomic_write_bytes(os.path.join(rd.model_out, "metrics.json"), seal_json(certificate))
             rd.commit_model()
     finally:
         rd.drop_stage()
@@ -815,7 +864,15 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     elif not res["converged"]:
         warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
                       f"{o['tol']:g}: {result['stop_reason']}; {result['advice']}", ConvergenceWarning)
+    if keep_previous:
+        warnings.warn(f"{rd.path}: {result['kept_model']}")
     return Run(rd.path, result)
+
+
+def trajectory_history(history: list[dict], generation: int) -> list[dict]:
+    """The history lines of the trajectory ``generation`` (:func:`current_generation`): a run continued on a
+    grown store starts a new one, whose lines record it."""
+    return [h for h in history if int(h.get("generation") or 0) == generation]
 
 
 def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
@@ -840,11 +897,27 @@ def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
     return Run(rd.path, kept)
 
 
+#: The resume command names this many times the epochs estimated: a settled rate's estimate fell short
+#: by up to 1.23 times this margin (ooc.engine.SETTLED_AGREEMENT); 1.2 had fallen short by 1.6 times.
+ADVICE_MARGIN = 2.0
+
+
+def _unsteady(o: dict) -> str | None:
+    """Why no linear rate of the gap is to be expected for the run of options ``o`` (None: one is)."""
+    if not loss_spec(o["loss"]).smooth:
+        return f"the {o['loss']} loss is not smooth: its gap falls ever more slowly"
+    if o.get("distributed"):
+        return "CoCoA+'s rounds: their rate changes as the workers' updates agree"
+    return None
+
+
 def _advice(stall, o: dict, path: str, epochs: int) -> str:
     """What to change after a run stopped at ``--max-epochs`` for the reason ``stall``
     (:func:`ooc.engine.diagnose`): a resume command, another solver or option."""
     more = stall.more_epochs if stall.more_epochs is not None else max(epochs, 10)
-    resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(1.2 * more))}'"
+    resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(ADVICE_MARGIN * more))}'"
+    if stall.at_least is not None:
+        resume += " (which may not be enough: the rate is not settled; the next stop estimates again)"
     if stall.kind == "exact":
         return "set --tol > 0 (e.g. 1e-6) to have the run stop when certified"
     if stall.kind in ("rate", "few"):

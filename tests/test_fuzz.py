@@ -139,10 +139,25 @@ def _py_is_number(cell: bytes) -> bool:  # the header rule of ooc.store.readers
     return b"_" not in cell
 
 
+def _py_is_header(head: list) -> bool:
+    """The header rule of ooc.store.input_rules: names only, or plain integers counting the columns up by
+    one (from 0 on a line of numbers only; from 0 or 1 beside names, none empty but the first)."""
+    filled = [c for c in head if c]
+    nums = [c for c in filled if _py_is_number(c)]
+    if not filled or not nums:
+        return bool(filled)
+    if not all(c.isdigit() for c in nums) or b"" in head[1:] or len(head) < 2:
+        return False
+    vals = [int(c) for c in nums]
+    first = vals[0] if len(nums) < len(head) else 0
+    return vals == list(range(first, first + len(vals))) and first in (0, 1)
+
+
 def valid_csv(content: bytes):
     """``(labels, dense features)`` or ``(None, first_bad_line)`` for a dense CSV (label first).
 
-    The first line is a header only when none of its cells is a number; a BOM is skipped."""
+    The first line is a header when none of its cells is a number, or when its numbers count the
+    columns (``0,1,2``, ``y,1,2``); a BOM is skipped."""
     lines = strip_bom(content).split(b"\n")
     first = None
     for no, ln in enumerate(lines, start=1):
@@ -157,7 +172,7 @@ def valid_csv(content: bytes):
     split = (lambda s: s.split()) if delim == b" " else (
         lambda s: [c.strip(SPACE) for c in s.strip(pad).split(delim)])
     head = split(lines[first[0] - 1].split(b"#", 1)[0])
-    header = any(c for c in head) and not any(_py_is_number(c) for c in head if c)
+    header = _py_is_header(head)
     ncols = len(head)
     labels, X = [], []
     for no, ln in enumerate(lines, start=1):

@@ -30,6 +30,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 import zipfile
 from typing import Callable, Iterator, NamedTuple
 
@@ -45,6 +46,7 @@ from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 from . import input_rules
 from . import layout as L
 from .backend import MemoryBackend, StoreError
+from .input_rules import HEADER_NUMBERED, HeaderGuessWarning
 from .readers import (
     InputError,
     RowChunk,
@@ -661,7 +663,7 @@ def matrix_chunks(rows: MatrixRows, y: np.ndarray, chunk_bytes: int, rows_per_ch
 def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk: int, dtype,
                    hash_bits: int = DEFAULT_HASH_BITS, text_columns=None, sample_weight=None,
                    weight_column: int | None = None, threads: int = 1, recipe: Recipe | None = None,
-                   owner: str | None = None):
+                   owner: str | None = None, header: bool | None = None):
     """(chunk iterator, total input bytes or None, source description, ids are 0-based for sure, recipe).
 
     A file is opened by :func:`ooc.store.recipe.open_input`, with ``recipe`` (how another input
@@ -688,7 +690,7 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
                              "(a CSV's weights: weight_column; an .npz's: its key 'sample_weight')")
         check_path(path)
         if recipe is None:
-            recipe = from_options(Options(fmt, None, hash_bits, text_columns, weight_column), path, dtype)
+            recipe = from_options(Options(fmt, None, hash_bits, text_columns, weight_column, header), path, dtype)
         if recipe.format in HASHED and recipe.hash_bits is not None and (1 << recipe.hash_bits) > max_columns():
             bits = recipe.hash_bits
             raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
@@ -770,14 +772,28 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
         return Source(make, size, None, recipe)
     if fmt == "csv":
         label_col = 0 if recipe.csv_label_column is None else recipe.csv_label_column
-        lay = csv_layout(path, recipe.csv_delimiter, label_col, "auto", recipe.csv_weight_column)
+        said = recipe.csv_header_source == "option" and recipe.csv_header is not None
+        lay = csv_layout(path, recipe.csv_delimiter, label_col, recipe.csv_header if said else "auto",
+                         recipe.csv_weight_column)
         # the weight column as the user gave it (-1: the last, in every file), the rest as found
         recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
-                                 csv_header=bool(lay.header_line))
+                                 csv_header=bool(lay.header_line), csv_header_source=lay.header_why)
+        if lay.header_why == HEADER_NUMBERED:
+            # a row of numbers dropped as a header is a row lost if the guess is wrong: said, with the way out
+            head = lay.head.decode("utf-8", "replace").strip()
+            warnings.warn(f"{path}:{lay.header_line}: {head[:60]!r} is read as a header (guessed: its numbers count "
+                          "the columns); if it is a row of data, pass --no-header", HeaderGuessWarning, stacklevel=2)
+        if lay.header_line and lay.label_col == 0 and lay.delimiter != " " \
+                and not lay.head.split(lay.delimiter.encode(), 1)[0].strip():
+            # pandas' df.to_csv() writes its index first, under an empty name: read as the labels, silently
+            warnings.warn(f"{path}:{lay.header_line}: the label column (0) has no name in the header: if it is an "
+                          "index (pandas' df.to_csv() writes one), the row numbers are read as the labels; write the "
+                          "file with df.to_csv(index=False)", HeaderGuessWarning, stacklevel=2)
 
         def make():
             return iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
-                            value_dtype=dtype, weight_column=lay.weight_col, threads=threads)
+                            header=bool(lay.header_line), value_dtype=dtype, weight_column=lay.weight_col,
+                            threads=threads)
         return Source(make, size, lay.n_features, recipe)
     if fmt == "npz":
         if is_url(path):
@@ -833,6 +849,7 @@ def convert(
     index_base: int | str | None = None,
     recipe: Recipe | None = None,
     recipe_owner: str | None = None,
+    header: bool | str = "auto",
 ) -> Store:
     """Convert an input into an ooc store, streaming, in bounded memory.
 
@@ -905,6 +922,11 @@ def convert(
         Read the file ``source`` as this recipe says (:func:`ooc.store.recipe.open_input`; how
         ``recipe_owner``'s input was read) instead of by ``input_format``, ``hash_bits``,
         ``text_columns``, ``weight_column`` and ``zero_based``.
+    header : {'auto', True, False}
+        CSV input: whether its first line is a header. 'auto' finds it
+        (:func:`ooc.store.input_rules.header_guess`: a line of names, or of numbers that count the
+        columns, the latter a guess that is warned about); the decision and how it was made are
+        recorded in the recipe, and a stated one (True, False) holds for the store's later files too.
 
     Returns
     -------
@@ -932,7 +954,7 @@ def convert(
     try:
         plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
                      block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
-                     threads, recipe, recipe_owner)
+                     threads, recipe, recipe_owner, _header_option(header))
         t0 = time.perf_counter()
         _build_and_publish(plan, label_kind, progress)
     finally:
@@ -940,6 +962,15 @@ def convert(
     if progress:
         progress({"phase": "done", "seconds": time.perf_counter() - t0})
     return open_store(store)
+
+
+def _header_option(header) -> bool | None:
+    """``convert``'s ``header`` as :class:`~ooc.store.recipe.Options` says it (None: found per file)."""
+    if header == "auto":
+        return None
+    if header is True or header is False:
+        return header
+    raise ValueError(f"header must be 'auto', True or False, not {header!r}")
 
 
 class _Plan(NamedTuple):
@@ -964,7 +995,7 @@ class _Plan(NamedTuple):
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
           chunk_len, overwrite, hash_bits=DEFAULT_HASH_BITS, text_columns=None, sample_weight=None,
-          weight_column=None, threads=0, recipe=None, recipe_owner=None) -> _Plan:
+          weight_column=None, threads=0, recipe=None, recipe_owner=None, header=None) -> _Plan:
     """Check :func:`convert`'s options, size its buffers and open the source (nothing written yet)."""
     if format not in BACKENDS:
         raise ValueError(f"unknown store format {format!r}; expected zarr or hdf5")
@@ -982,7 +1013,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
         bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
         chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
         return bb, _source_chunks(source, y, input_format, chunk_bytes, max(1024, chunk_bytes // 64), dtype, hash_bits,
-                                  text_columns, sample_weight, weight_column, threads, recipe, recipe_owner)
+                                  text_columns, sample_weight, weight_column, threads, recipe, recipe_owner, header)
 
     # the buffers get what the per-column statistics leave (column_bytes): their width is known once the
     # source is open (a CSV's header, a hashed format's bits); until then (and for svmlight, which does not

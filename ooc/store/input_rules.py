@@ -6,9 +6,11 @@ locates; the rules shared by all of them are written here once:
 
 * a UTF-8 byte-order mark at the start of a text input is skipped (:func:`skip_bom`), never read
   as part of a first cell or a header;
-* a first line of a delimited file is a header only when none of its cells is a number
-  (:func:`is_header`): a line that mixes numbers and something else is data, whose bad cell is an
-  error naming the file, line and column;
+* a first line of a delimited file is a header when none of its cells is a number (its cells name
+  the columns), or when its numbers count the columns (:func:`header_guess`: pandas' ``to_csv``
+  names the columns 0..n-1; ``label,1,2,3`` numbers the features): the second is a guess, which
+  the conversion announces and ``--header``/``--no-header`` overrides. Any other line that mixes
+  numbers and something else is data, whose bad cell is an error naming the file, line and column;
 * labels, like values, must fit the store's value type: a label whose magnitude is beyond its
   largest finite value is refused naming the file and line (by the parsing kernels, in file order
   with the other errors; :func:`first_bad_label` for arrays: .npz and in-memory matrices);
@@ -61,10 +63,50 @@ def line_too_long(limit: int) -> str:
             "holds one example: is the file missing its newlines?)")
 
 
+class HeaderGuessWarning(UserWarning):
+    """A CSV's first line of numbers was read as a header (a guess: :func:`header_guess`)."""
+
+
+#: :func:`header_guess`'s answers: a first line of names, a first line whose numbers count the columns.
+HEADER_NAMES, HEADER_NUMBERED = "names", "numbered"
+
+
+def header_guess(cells, is_number) -> str | None:
+    """Whether the first line's ``cells`` (str) are a header, and why: :data:`HEADER_NAMES`,
+    :data:`HEADER_NUMBERED` or None (data).
+
+    * names: some cell is not empty and none is a number;
+    * numbered: the cells that are numbers are plain integers (digits only) counting up by one from
+      left to right, from 0 when every cell is one (pandas' ``df.to_csv(index=False)``: ``0,1,2``),
+      from 0 or 1 beside names (``label,1,2,3``, ``y,0,1``); a name cell is never empty, but for
+      the first (pandas' index column: ``,0,1,2``).
+
+    A numbered line could be a data row (label 0, features 1, 2, ...): the reader calls it a guess, and
+    the conversion names it and the option that says otherwise (``--no-header``).
+    """
+    cells = [c.strip() for c in cells]
+    filled = [c for c in cells if c]
+    if not filled:
+        return None
+    numbers = [c for c in filled if is_number(c)]
+    if not numbers:
+        return HEADER_NAMES
+    if not all(c.isascii() and c.isdigit() for c in numbers):
+        return None
+    if any(not c for c in cells[1:]):
+        return None  # an empty cell is a name only first (an index column's)
+    values = [int(c) for c in numbers]
+    starts = (0,) if len(numbers) == len(cells) else (0, 1)
+    if len(numbers) == len(cells) and len(cells) < 2:
+        return None
+    if values[0] in starts and values == list(range(values[0], values[0] + len(values))):
+        return HEADER_NUMBERED
+    return None
+
+
 def is_header(cells, is_number) -> bool:
-    """Whether the first line's ``cells`` are a header: some cell is not empty and none is a number."""
-    filled = [c for c in cells if c.strip()]
-    return bool(filled) and not any(is_number(c) for c in filled)
+    """Whether the first line's ``cells`` are a header (:func:`header_guess`)."""
+    return header_guess(cells, is_number) is not None
 
 
 def first_bad_label(labels: np.ndarray, limit: float) -> int | None:

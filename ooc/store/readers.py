@@ -34,7 +34,7 @@ from ooc.kernels import text as _k
 from ooc.kernels import vw as _kv
 from ooc.kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 
-from .input_rules import is_header, line_too_long, max_line_bytes, skip_bom
+from .input_rules import header_guess, line_too_long, max_line_bytes, skip_bom
 
 __all__ = [
     "InputError",
@@ -1127,6 +1127,10 @@ class CsvLayout(NamedTuple):
         The first non-blank line (for messages).
     weight_col : int or None
         0-based column of the sample weights, if the rows carry them.
+    header_why : str
+        How the header was decided: ``'option'`` (said by the caller), else
+        :func:`ooc.store.input_rules.header_guess`'s ``'names'`` or ``'numbered'`` (a header), or
+        ``'data'`` (the first line is a row).
     """
 
     delimiter: str
@@ -1135,6 +1139,7 @@ class CsvLayout(NamedTuple):
     label_col: int
     head: bytes
     weight_col: int | None = None
+    header_why: str = "option"
 
     @property
     def n_features(self) -> int:
@@ -1174,8 +1179,12 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_colum
             path, f"unsupported delimiter {delimiter!r} (use one of , \\t ; or space)"
         )
     cells = _split_cells(first_text, delimiter)
-    if header == "auto":  # only a line without numbers: one that mixes them with bad cells is data, and an error
-        header = is_header([c.decode("utf-8", "replace") for c in cells], lambda c: _is_number(c.encode()))
+    why = "option"
+    if header == "auto":  # names, or numbers counting the columns: any other mix with bad cells is data, an error
+        why = header_guess([c.decode("utf-8", "replace") for c in cells], lambda c: _is_number(c.encode())) or "data"
+        header = why != "data"
+    elif header not in (True, False):
+        raise ValueError(f"header must be 'auto', True or False, not {header!r}")
     ncols = len(cells)
     label_col = label_column + ncols if label_column < 0 else label_column
     if not 0 <= label_col < ncols:
@@ -1191,7 +1200,7 @@ def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_colum
                              line=first_no)
         if weight_col == label_col:
             raise InputError(path, f"weight column {weight_column} is the label column")
-    return CsvLayout(delimiter, first_no if header else 0, ncols, label_col, first_text, weight_col)
+    return CsvLayout(delimiter, first_no if header else 0, ncols, label_col, first_text, weight_col, why)
 
 
 def iter_csv(
@@ -1213,7 +1222,8 @@ def iter_csv(
         Column holding the label; negative counts from the end.
     header : {'auto', True, False}
         Whether the first non-empty line is a header; 'auto' says yes when none of its cells
-        is a number (:func:`ooc.store.input_rules.is_header`): a first line that mixes numbers
+        is a number, or when its numbers count the columns (``0,1,2``; ``label,1,2``:
+        :func:`ooc.store.input_rules.header_guess`): any other first line that mixes numbers
         with something else is data, and its bad cell an error with line and column.
     value_dtype : float32 or float64, default float64
         The type the feature cells will be stored as; a cell that overflows it is an error.

@@ -17,7 +17,9 @@ Rules for a file read with a recipe (docs/formats.rst, "Input recipe"):
   as that format (a file whose name or content says another format is refused, naming the
   recipe's format, unless ``--input-format`` says it), with the recorded index base (a file
   numbered the other way is read with ``--index-base``: same columns), hash bits, text columns and tokenizer, CSV delimiter and label/weight columns. The
-  header of a CSV is found per file (a first line with a cell that is not a number).
+  header of a CSV is as ``--header``/``--no-header`` said, for the store's input and every later file;
+  without them it is found per file (:func:`ooc.store.input_rules.header_guess`), a first line whose
+  numbers count the columns announced as a guess.
 - A recipe of format ``npz`` or ``matrix`` (arrays given from Python), and stores without a
   recipe (older ones), have columns that are array positions: new input in any non-hashed
   format is read by its own format (svmlight with the store's ``index_base``, 0 for arrays).
@@ -54,6 +56,7 @@ class Options(NamedTuple):
     """What the user said about how to read a file (None: not said).
 
     ``index_base``: 0, 1 or None (``auto`` on convert). ``text_columns``: ``(label, text)``.
+    ``header``: whether a CSV's first line is a header (None: found per file).
     """
 
     input_format: str | None = None
@@ -61,12 +64,15 @@ class Options(NamedTuple):
     hash_bits: int | None = None
     text_columns: tuple | None = None
     weight_column: int | None = None
+    header: bool | None = None
 
 
 class Recipe(NamedTuple):
     """How an input was (or is to be) read; :meth:`as_attr` is the store attribute.
 
-    ``format`` None: not known (a store from before recipes were recorded).
+    ``format`` None: not known (a store from before recipes were recorded). ``csv_header_source``:
+    how ``csv_header`` was decided, ``'option'`` (``--header``/``--no-header``: every later file is
+    read so too), else the guess of the file read (:attr:`ooc.store.readers.CsvLayout.header_why`).
     """
 
     format: str | None = None
@@ -82,6 +88,7 @@ class Recipe(NamedTuple):
     label_kind: str | None = None
     label_values: list | None = None
     classes: list | None = None
+    csv_header_source: str | None = None
 
     # -- the attribute ------------------------------------------------------------------------
     def as_attr(self) -> dict:
@@ -96,7 +103,8 @@ class Recipe(NamedTuple):
             "text": ({"label": str(self.text_columns[0]), "text": str(self.text_columns[1]), "tokenizer": TOKENIZER}
                      if self.format == "text" else None),
             "csv": ({"delimiter": self.csv_delimiter, "label_column": self.csv_label_column,
-                     "weight_column": self.csv_weight_column, "header": self.csv_header}
+                     "weight_column": self.csv_weight_column, "header": self.csv_header,
+                     "header_source": self.csv_header_source}
                     if self.format == "csv" else None),
             "dtype": self.dtype,
             "label_kind": self.label_kind,
@@ -129,7 +137,7 @@ class Recipe(NamedTuple):
         return cls(r.get("format"), r.get("index_base"), r.get("index_base_source"), r.get("hash_bits"),
                    (text["label"], text["text"]) if text else None, csv.get("delimiter"), csv.get("label_column"),
                    csv.get("weight_column"), csv.get("header"), r.get("dtype"), r.get("label_kind"),
-                   r.get("label_values"), r.get("classes"))
+                   r.get("label_values"), r.get("classes"), csv.get("header_source"))
 
     def finished(self, index_base: int | None, zero_based_option, attrs: dict) -> Recipe:
         """This recipe once a conversion is done: the index base it read svmlight ids with (and
@@ -160,13 +168,25 @@ class Recipe(NamedTuple):
                     f"into 2**{self.hash_bits} columns")
         if fmt == "csv":
             w = "" if self.csv_weight_column is None else f", weight column {self.csv_weight_column}"
-            return (f"CSV, delimiter {self.csv_delimiter!r}, {'a' if self.csv_header else 'no'} header, label column "
-                    f"{self.csv_label_column}{w}, index base 0 (columns)")
+            return (f"CSV, delimiter {self.csv_delimiter!r}, {header_said(self.csv_header, self.csv_header_source)}, "
+                    f"label column {self.csv_label_column}{w}, index base 0 (columns)")
         if fmt in ("npz", "matrix", "generated"):
             return f"{fmt_name(fmt)}, index base 0 (columns)"
         if self.index_base is not None:
             return f"index base {self.index_base} (a store without an input recipe)"
         return None
+
+
+def header_said(header: bool | None, source: str | None) -> str:
+    """How a CSV's header was decided, in words, with the option that says otherwise where it was a guess."""
+    if source == "option":
+        return "a header (--header)" if header else "no header (--no-header)"
+    if source == "numbered":
+        return ("a header (guessed: its first line's numbers count the columns; if that line is a row of data, "
+                "convert with --no-header)")
+    if source == "data":
+        return "no header (its first line is data; if it names the columns, convert with --header)"
+    return "a header" if header else "no header"
 
 
 def from_options(opts: Options, path: str | None, dtype) -> Recipe:
@@ -180,13 +200,17 @@ def from_options(opts: Options, path: str | None, dtype) -> Recipe:
         raise ValueError(f"{path}: raw text needs its label and text columns (--text LABEL:TEXT)")
     if opts.weight_column is not None and fmt != "csv":
         raise ValueError(f"{path}: --weight-column is for CSV input (this file is {fmt})")
+    if opts.header is not None and fmt != "csv":
+        raise ValueError(f"{path}: --{'' if opts.header else 'no-'}header is for CSV input (this file is {fmt})")
     if fmt not in FILE_FORMATS:
         raise ValueError(f"unknown input format {fmt!r}")
     bits = check_hash_bits(opts.hash_bits if opts.hash_bits is not None else DEFAULT_HASH_BITS) \
         if fmt in HASHED else None
     return Recipe(fmt, opts.index_base if fmt == "svmlight" else None, None, bits,
                   tuple(opts.text_columns) if fmt == "text" else None,
-                  csv_weight_column=opts.weight_column if fmt == "csv" else None, dtype=str(dtype))
+                  csv_weight_column=opts.weight_column if fmt == "csv" else None, dtype=str(dtype),
+                  csv_header=opts.header if fmt == "csv" else None,
+                  csv_header_source="option" if fmt == "csv" and opts.header is not None else None)
 
 
 def _shown(option: str, value) -> str:
@@ -215,12 +239,20 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
     """
     fmt = recipe.format
     given_fmt = "text" if opts.text_columns is not None else opts.input_format
+    if opts.header is not None:
+        # whether a file's first line is a header is the file's own: said for it, it holds for it only
+        recipe = recipe._replace(csv_header=opts.header, csv_header_source="option")
+    elif recipe.csv_header_source != "option":
+        recipe = recipe._replace(csv_header=None, csv_header_source=None)  # found per file, as the store's was
     if fmt not in STRICT:
         # array columns (or a store from before recipes): the file is read by its own format, as the user says
         return recipe._replace(format=given_fmt,
                                index_base=opts.index_base if opts.index_base is not None else (recipe.index_base or 0),
                                hash_bits=opts.hash_bits, text_columns=opts.text_columns,
                                csv_weight_column=opts.weight_column)
+    if opts.header is not None and fmt != "csv":
+        raise ValueError(f"--{'' if opts.header else 'no-'}header: {owner}'s input was {fmt_name(fmt)}, which it "
+                         "does not apply to")
     if given_fmt is not None and given_fmt != fmt:
         opt = _shown("--text", opts.text_columns) if opts.text_columns is not None else f"--input-format {given_fmt}"
         raise ValueError(f"{opt}: {owner}'s input was {fmt_name(fmt)}; new input is read the same way "
