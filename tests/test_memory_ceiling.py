@@ -161,6 +161,21 @@ def test_resume_takes_memory_and_refuses_before_the_run_changes(big, tmp_path):
     assert r.returncode == 0 and peak <= float(named.group(1).split()[0]) * (1 << 20), (r.stderr[-2000:], peak)
 
 
+def test_dgpds_fallback_trains_at_the_figure_named(tmp_path):
+    """dgpd that gives way to sdca (its active submatrix does not fit) goes on in the same process: at the
+    figure ooc info names for dgpd, sdca then trains under it (dgpd's solver is gone before sdca plans)."""
+    store = tmp_path / "m.zarr"
+    subprocess.run(_ooc("synth", store, "--rows", 20000, "--cols", 1 << 14, "--nnz-per-row", 50, "--task",
+                        "multiclass", "--classes", 20), check=True, capture_output=True, env=_env())
+    fit = json.loads(subprocess.run(_ooc("info", store, "--json", "--solver", "dgpd"), check=True,
+                                    capture_output=True, text=True, env=_env()).stdout)["memory_fit"]
+    least = int(fit["families"]["dgpd"]["smallest_memory"])
+    r, peak = _peak(_ooc("train", store, "--out", tmp_path / "r", "--solver", "dgpd", "--max-epochs", 2,
+                         "--memory", least))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "sdca goes on" in r.stderr and peak <= least, (r.stderr[-2000:], peak >> 20, least >> 20)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("factor", [0.6, 1.0, 1.3, 2.0])
 @pytest.mark.parametrize("cell", list(CELLS))
