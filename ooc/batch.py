@@ -39,7 +39,9 @@ run is recorded with its error and does not stop the others; running the same
 batch again skips finished runs and resumes interrupted ones, unless their store was
 converted again since (its fingerprint differs from the one in the run's ``run.json``):
 such a run is trained again from scratch (a run whose store cannot be opened any more fails:
-its results cannot be checked against it). ``OUT/results.csv``, ``summary.md`` and
+its results cannot be checked against it). A run directory is reused only when its ``run.json``
+records the grid point's store and options (:func:`_made_for_error`): its name proves nothing, and
+one made for another point (directories swapped) fails, naming it, and is left as it is. ``OUT/results.csv``, ``summary.md`` and
 ``comparison.png`` are replaced atomically (written under a temporary name, then renamed).
 """
 
