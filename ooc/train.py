@@ -350,7 +350,7 @@ def _warm_source(path: str, st, o: dict):
         m = read_sealed_json(metrics, required=False)
     except ValueError as exc:
         raise RunError(f"warm start from {path}: {exc}") from None
-    why = certificate_run_error(prev.path, metrics, m)
+    why = certificate_run_error(prev.path, metrics, m, current=True)  # its duals are of its run.json's trajectory
     if why is not None:
         raise RunError(f"warm start from {path}: {why}")
     if cfg.get("distributed"):
@@ -608,7 +608,7 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
         m = read_sealed_json(metrics, required=False)
     except ValueError as exc:
         raise RunError(f"{metrics}: {exc}") from None
-    why = certificate_run_error(rd.path, metrics, m)
+    why = certificate_run_error(rd.path, metrics, m, current=True)  # the final duals continued from are this trajectory's
     if why is not None:
         raise RunError(why)
     if cfg.get("distributed"):

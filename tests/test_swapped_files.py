@@ -134,11 +134,12 @@ def test_a_checkpoint_of_the_runs_own_copy_is_the_runs(made, tmp_path_factory):
 # -- the model and its certificate --------------------------------------------------------------------------
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("what", ["model", "certificate"])
-@pytest.mark.parametrize("command", ["predict", "load_model"])
+@pytest.mark.parametrize("command", ["predict", "load_model", "warm start"])
 def test_a_swapped_model_or_certificate_is_refused_by_name(made, tmp_path_factory, source, what, command):
     """``model/`` whole (``model``) or its ``metrics.json`` alone (``certificate``) from another run, from a copy of
     the run continued on another store, from a run of another option; or (``reordered``) the run's own files
-    swapped with each other: the model is refused naming the file, and nothing is changed."""
+    swapped with each other: the model (or its final duals, for a warm start from the run) is refused naming the
+    file, and nothing is changed."""
     case = _case(made, tmp_path_factory)
     mdir = case / "model"
     if source == "reordered":
@@ -155,6 +156,9 @@ def test_a_swapped_model_or_certificate_is_refused_by_name(made, tmp_path_factor
         with pytest.raises(ValueError) as exc:
             ooc.load_model(str(case))
         err = str(exc.value)
+    elif command == "warm start":
+        err = one_line(run("train", made / "s.zarr", "--out", case.parent / "w", "--l2", "1e-3", "--solver", "sdca",
+                           "--warm-start", case, *TRAIN))
     else:
         err = one_line(run("predict", case, made / "d.svm", "--out", case.parent / "p.txt"))
     assert str(mdir) in err, err
