@@ -39,7 +39,9 @@ run is recorded with its error and does not stop the others; running the same
 batch again skips finished runs and resumes interrupted ones, unless their store was
 converted again since (its fingerprint differs from the one in the run's ``run.json``):
 such a run is trained again from scratch (a run whose store cannot be opened any more fails:
-its results cannot be checked against it). ``OUT/results.csv``, ``summary.md`` and
+its results cannot be checked against it). A run directory is reused only when its ``run.json``
+records the grid point's store and options (:func:`_made_for_error`): its name proves nothing, and
+one made for another point (directories swapped) fails, naming it, and is left as it is. ``OUT/results.csv``, ``summary.md`` and
 ``comparison.png`` are replaced atomically (written under a temporary name, then renamed).
 """
 
@@ -292,6 +294,41 @@ def _same_store(run_dir: str, store: str) -> bool:
     return recorded == fingerprint
 
 
+#: Options of a grid point that a run directory made for it may record otherwise: what the process ran with
+#: (threads, memory), how often it saved, and the validation data it scored (the run's result is the same).
+_NOT_THE_POINT = frozenset({"threads", "memory", "checkpoint_every", "validation"})
+
+
+def _made_for_error(run_dir: str, options: dict) -> str | None:
+    """Why the run in ``run_dir`` was not made for the grid point ``options`` (one line naming it), or None.
+
+    Its ``run.json`` (verified) must record ``options['store']`` as its store and the point's value of every other
+    option it sets (each normalised as :class:`~ooc.config.TrainConfig` does); a run directory is reused by its
+    name only when it proves this: one swapped with another point's, or copied from another batch, is refused.
+    A ``run.json`` that does not verify is not checked here (the run is trained again: :func:`_same_store`).
+    """
+    from .runs.rundir import RunDir, RunError
+
+    try:
+        cfg = RunDir(run_dir).config
+    except RunError:
+        return None
+    store = options["store"]
+    if "://" not in store:
+        store = os.path.abspath(store)
+    if cfg.get("store") != store:
+        return (f"{run_dir}: was made for another grid point (its run.json's store is {cfg.get('store')}, this "
+                f"point's {store}): ooc leaves it as it is; move it back, or remove it, and run the batch again")
+    point = {k: v for k, v in options.items() if k in SPEC_KEYS and k != "store" and k not in _NOT_THE_POINT}
+    want = TrainConfig.from_options(point).options()
+    have = TrainConfig.from_run_config(cfg).options()
+    for k in sorted(point):
+        if have[k] != want[k]:
+            return (f"{run_dir}: was made for another grid point (its run.json's {k} is {have[k]!r}, this point's "
+                    f"{want[k]!r}): ooc leaves it as it is; move it back, or remove it, and run the batch again")
+    return None
+
+
 def run_one(run_dir: str, options: dict, validation: str | None = None, warm_start: str | None = None,
             threads: int | dict = 0) -> dict:
     """Train (or resume, or skip) one run; never raises: failures become a ``failed`` row.
@@ -310,8 +347,14 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
     _worker_share()
     try:
         metrics_path = os.path.join(run_dir, "model", "metrics.json")
+        made = os.path.exists(os.path.join(run_dir, "run.json"))
+        why = _made_for_error(run_dir, options) if made else None  # its name proves nothing
+        if why is not None:
+            from .runs.rundir import RunError
+
+            raise RunError(why)
         # what a previous batch left here counts only if it was trained on the store as it is now
-        current = _same_store(run_dir, options["store"]) if os.path.exists(os.path.join(run_dir, "run.json")) else None
+        current = _same_store(run_dir, options["store"]) if made else None
         if current and os.path.exists(metrics_path):
             from .model import read_certificate
 

@@ -213,7 +213,7 @@ def _check_certified(run: str, path: str, coef_crc: int | None) -> None:
         metrics = read_sealed_json(mp, required=False)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{exc}; the run's model has no valid certificate ('ooc resume {run}')") from None
-    why = certificate_run_error(run, mp, metrics)
+    why = certificate_run_error(run, mp, metrics, current=True)
     if why is not None:
         raise ValueError(f"{why}; the run's model is refused")
     if "coef_crc" in metrics and metrics["coef_crc"] != coef_crc:

@@ -41,12 +41,14 @@ from .model import LinearModel
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_block_reader, final_duals_reader, read_final_duals
 from .runs.rundir import (
+    CERTIFICATE_TRAJECTORY_KEY,
     RunDir,
     RunError,
     certificate_run_error,
     disk_full_is_run_error,
     model_link_error,
     save_sealed_npy,
+    trajectory_of,
 )
 from .schedule.planner import MemoryLimitError, refuse_or_warn
 from .schedule.scheduler import row_order
@@ -350,7 +352,7 @@ def _warm_source(path: str, st, o: dict):
         m = read_sealed_json(metrics, required=False)
     except ValueError as exc:
         raise RunError(f"warm start from {path}: {exc}") from None
-    why = certificate_run_error(prev.path, metrics, m)
+    why = certificate_run_error(prev.path, metrics, m, current=True)  # its duals are of its run.json's trajectory
     if why is not None:
         raise RunError(f"warm start from {path}: {why}")
     if cfg.get("distributed"):
@@ -638,7 +640,7 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
         m = read_sealed_json(metrics, required=False)
     except ValueError as exc:
         raise RunError(f"{metrics}: {exc}") from None
-    why = certificate_run_error(rd.path, metrics, m)
+    why = certificate_run_error(rd.path, metrics, m, current=True)  # the final duals continued from are this trajectory's
     if why is not None:
         raise RunError(why)
     if model_generation(m) != current_generation(cfg):
@@ -831,7 +833,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
             # binds the certificate to the model it certifies (LinearModel.load checks it)
             "coef_crc": array_checksum(np.asarray(model.coef_)),
             # binds the certificate to its run (a model copied from another run is refused: rundir.certificate_run_error)
-            "run_id": rd.identity,
+            "run_id": rd.identity, CERTIFICATE_TRAJECTORY_KEY: trajectory_of(rd.config),
         }
         # where the final duals are, for warm starts (paged: the buffer the certifying pass read)
         result.update({k: res[k] for k in ("dual_store", "dual_buffer", "duals_crc", "dual_crcs") if k in res})

@@ -29,6 +29,7 @@ import shutil
 import threading
 import time
 import warnings
+import zlib
 from typing import NamedTuple
 
 import numpy as np
@@ -50,10 +51,16 @@ from ..fsutil import (
 #: format 1 with checksums: ``run.json``, every checkpoint's ``meta.json`` (which holds the CRC-32 of
 #: every array of its ``state.npz``, of its side files and of the paged dual files it refers to).
 STATE_FORMAT = 2
-#: Version of the proofs a run's generated files carry, recorded in its manifest (``run_proofs``): 2, its
-#: scratch vectors end with the run's identity (:func:`open_scratch_vector`); absent (1), a run of the
-#: previous format, whose scratch vectors are proven by their form only.
-RUN_PROOFS = 2
+#: Version of the proofs a run's generated files carry, recorded in its manifest (``run_proofs``): 3, every
+#: checkpoint records the run's identity and trajectory (:func:`checkpoint_run_error`) and every history line
+#: its place in the file (:func:`history_lines`); 2, its scratch vectors end with the run's identity
+#: (:func:`open_scratch_vector`); absent (1), a run of the previous format, whose scratch vectors are proven by
+#: their form only. A run keeps the version it was made with: the proofs it added are required of it only.
+RUN_PROOFS = 3
+#: The ``run.json`` entries that define a run's trajectory (its iterates, beside the store's content): every
+#: checkpoint records them (:meth:`RunDir.trajectory`); one recording other values than the run's is refused.
+TRAJECTORY_OPTIONS = ("loss", "gamma", "multiclass", "l2", "l1", "bias", "fit_intercept", "class_weight", "seed",
+                      "solver_used", "sampling")
 #: Formats this ooc resumes (1: written before checksums; resumed unverified).
 READABLE_STATE_FORMATS = (1, 2)
 
@@ -71,6 +78,11 @@ class OnDisk(NamedTuple):
 
 class RunError(Exception):
     """A run directory cannot be created or resumed."""
+
+
+class ForeignCheckpoint(RunError):
+    """A checkpoint that is whole but not of this run's trajectory (another run's, or of another store or other
+    options): never used, never deleted, and never passed over for an older one (the run is refused)."""
 
 
 @contextlib.contextmanager
@@ -240,6 +252,11 @@ class RunDir:
             self._identity = None if (m := self._manifest()) is None else m.get("token")
         return self._identity
 
+    def trajectory(self) -> dict:
+        """What every checkpoint records of its run (:func:`checkpoint_run_error`): the run's identity, its store's
+        fingerprint and its :data:`TRAJECTORY_OPTIONS`, as ``run.json`` holds them now."""
+        return {"run_id": self.identity, **trajectory_of(self.config)}
+
     def check_owned(self) -> None:
         """Refuse (:class:`RunError`, naming the entry) a run directory holding what ooc did not write
         (a user's file, a link): an in-place update (resume) must not write beside or through it."""
@@ -339,6 +356,7 @@ class RunDir:
         name = f"ckpt-{seq:06d}"
         unsynced, self._unsynced = self._unsynced, set()
         duals = sorted(self._dual_crc.items())  # the dual files this state refers to, as of now
+        meta = {**meta, CHECKPOINT_RUN_KEY: self.trajectory()}  # read here: run.json as this state was reached
         if not background:
             self._write_checkpoint(name, arrays, meta, unsynced, duals)
             self.write_seconds = time.perf_counter() - t0
@@ -493,7 +511,12 @@ class RunDir:
         first = None
         for i, ck in enumerate(found):
             try:
-                return (i, *self._read_checkpoint(ck, check_duals=True, keep=keep))
+                return (i, *self._read_checkpoint(ck, check_duals=True, keep=keep, trajectory=True))
+            except ForeignCheckpoint as exc:
+                # not damage: someone put it here; continuing from an older state would hide that, and its number
+                # would stay in the way of the run's next checkpoints
+                raise RunError(f"{exc}; refusing to resume: ooc neither uses nor deletes it (remove it, or move "
+                               "it out of the run, yourself)") from None
             except RunError as exc:
                 first = first or str(exc)
                 if warn and i + 1 < len(found):
@@ -521,8 +544,13 @@ class RunDir:
         fsutil.remove_tree(aside)
         self._proven.discard(name)
 
-    def _read_checkpoint(self, ck: str, check_duals: bool, keep: bool = True) -> tuple[dict, dict, dict]:
+    def _read_checkpoint(self, ck: str, check_duals: bool, keep: bool = True,
+                         trajectory: bool = False) -> tuple[dict, dict, dict]:
         """``(arrays, meta, dual checksums)`` of checkpoint directory ``ck``, verified; else :class:`RunError`.
+
+        A checkpoint of another run is refused (:class:`ForeignCheckpoint`); with ``trajectory`` (a state to
+        continue from), one of another store or other options than ``run.json``'s now too
+        (:func:`checkpoint_run_error`).
 
         ``keep=False`` (a checkpoint just written, read back): the arrays are streamed through one
         buffer (:func:`ooc.fsutil.npz_checksums`), checksummed and checked finite without being
@@ -534,7 +562,8 @@ class RunDir:
             raise RunError(f"{ck}: checkpoint unreadable ({exc})") from None
         if "arrays" not in sealed:  # state format 1: the metadata alone, no checksums
             sealed = {"meta": sealed, "arrays": None, "files": {}, "duals": []}
-        meta, sums = sealed["meta"], sealed["arrays"]
+        meta, sums = dict(sealed["meta"]), sealed["arrays"]
+        recorded = meta.pop(CHECKPOINT_RUN_KEY, None)
         expected = dict(sums or {}, **sealed["files"])
         extra = sorted(set(os.listdir(ck)) - {"meta.json", "state.npz", *(f"{k}.npy" for k in sealed["files"])})
         if extra:  # ooc writes a checkpoint's directory whole: anything else in it is not ooc's
@@ -578,6 +607,14 @@ class RunDir:
             raise
         except Exception as exc:  # zipfile.BadZipFile, a bad CRC, a truncated array ...
             raise RunError(f"{ck}: checkpoint unreadable ({type(exc).__name__}: {exc})") from None
+        # whole, so not damaged (that is reported as such, and an older checkpoint used): but is it this run's, and
+        # this number's? (before the dual files, which another run's checkpoint does not match either)
+        why = checkpoint_run_error(ck, recorded, self._manifest(), self.trajectory() if trajectory else None)
+        if why is None and "seq" in meta and f"ckpt-{int(meta['seq']):06d}" != os.path.basename(ck):
+            why = (f"{ck}: is checkpoint {int(meta['seq'])} of its run under another number (renamed, or copied "
+                   "over: its state is not the one this number names)")
+        if why is not None:
+            raise ForeignCheckpoint(why)
         duals = {int(b): (int(buf), int(crc)) for b, buf, crc in sealed["duals"]}
         if check_duals:
             for b, (buf, crc) in duals.items():
@@ -690,10 +727,23 @@ class RunDir:
         except owned.NotOurs as exc:
             raise RunError(str(exc)) from None
 
-    def _history_line(self, entry: dict) -> bytes:
-        """``entry`` as the sealed line ooc writes, tied to this run by its identity (:func:`history_lines`)."""
+    def _history_line(self, entry: dict, number: int, before: bytes) -> bytes:
+        """``entry`` as the sealed line ooc writes as line ``number`` after the line ``before`` (its bytes, without
+        the newline; empty for the first), tied to this run by its identity and to its place by the number and
+        the CRC-32 of ``before`` (:func:`history_lines`)."""
         rid = self.identity
-        return seal_json({**entry, HISTORY_RUN_KEY: rid} if rid else entry, indent=None) + b"\n"
+        tied = {**entry, HISTORY_LINE_KEY: number, HISTORY_PREV_KEY: zlib.crc32(before)}
+        return seal_json({**tied, HISTORY_RUN_KEY: rid} if rid else tied, indent=None) + b"\n"
+
+    def _history_bytes(self, entries: list[dict], raw: bytes = b"") -> bytes:
+        """``entries`` as the lines that follow ``raw`` (whole lines ooc wrote), each tied to its place."""
+        lines = raw.split(b"\n")[:-1]
+        before, out = lines[-1] if lines else b"", []
+        for i, e in enumerate(entries, len(lines) + 1):
+            line = self._history_line(e, i, before)
+            out.append(line)
+            before = line[:-1]
+        return b"".join(out)
 
     def append_history(self, entry: dict) -> None:
         """Add ``entry`` as a sealed line; the file is replaced whole (a crash never leaves a cut line,
@@ -704,13 +754,13 @@ class RunDir:
                     raw = f.read()
             except FileNotFoundError:
                 raw = b""
-            atomic_write_bytes(self.history_path, raw + self._history_line(entry), fsync=False)
+            atomic_write_bytes(self.history_path, raw + self._history_bytes([entry], raw), fsync=False)
 
     def truncate_history(self, n_lines: int) -> None:
         """Keep the first ``n_lines`` entries (those the checkpoint being resumed knew); every line, those
         dropped included, must verify first (:meth:`history`)."""
         kept = self.history()[:n_lines]
-        atomic_write_bytes(self.history_path, b"".join(self._history_line(e) for e in kept), fsync=False)
+        atomic_write_bytes(self.history_path, self._history_bytes(kept), fsync=False)
 
     @property
     def model_dir(self) -> str:
@@ -871,13 +921,19 @@ def model_link_error(run: str) -> str | None:
     return None
 
 
-def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | None | bool = False) -> str | None:
+def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | None | bool = False,
+                          current: bool = False) -> str | None:
     """Why ``metrics``, the certificate read at ``path`` (``run/model/metrics.json``), is not the run ``run``'s own
     (one line naming ``path``), or None.
 
     A certificate records its run's identity (``run_id``: the run's manifest's token, :attr:`RunDir.identity`),
     which must be ``run``'s; one without it is accepted only in a run of the previous format (a manifest
     without ``run_proofs``, or none). ``manifest``: ``run``'s, when the caller has it read already.
+
+    With ``current`` (a model about to be used), the trajectory it records (``trajectory``,
+    :func:`trajectory_of`) must be the one ``run``'s ``run.json`` holds now: a model of the same run continued on
+    another store or with other options (a copy of it) is not this run's model. One recording none is accepted
+    only in a run made before certificates recorded it (:data:`RUN_PROOFS` below 3).
     """
     if manifest is False:
         try:
@@ -896,11 +952,74 @@ def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | N
     if rid != manifest.get("token"):
         return (f"{path}: is the certificate of another run (its run identity is not {run}'s: a model copied "
                 "from another run?)")
+    if not current:
+        return None
+    recorded = metrics.get(CERTIFICATE_TRAJECTORY_KEY)
+    if not isinstance(recorded, dict):
+        if int(manifest.get("run_proofs") or 1) >= 3:
+            return f"{path}: records no trajectory, so it is not this run's certificate (copied from another run?)"
+        return None
+    try:
+        cfg = read_sealed_json(os.path.join(run, "run.json"), required=False)
+    except (OSError, ValueError) as exc:
+        return f"{os.path.join(run, 'run.json')}: does not verify ({fsutil.os_error_line(exc) or exc})"
+    return trajectory_error(path, "the certificate", recorded, trajectory_of(cfg))
+
+
+#: The key of a certificate (``model/metrics.json``) that holds its run's trajectory (:func:`trajectory_of`).
+CERTIFICATE_TRAJECTORY_KEY = "trajectory"
+
+
+#: The key of a checkpoint's metadata that holds what it records of its run (:meth:`RunDir.trajectory`).
+CHECKPOINT_RUN_KEY = "run"
+
+
+def checkpoint_run_error(ck: str, recorded: dict | None, manifest: dict | None,
+                         current: dict | None = None) -> str | None:
+    """Why the checkpoint directory ``ck``, whose metadata records ``recorded`` of its run
+    (:meth:`RunDir.trajectory`), is not of its run (one line naming it), or None.
+
+    Its ``run_id`` must be the run's identity (``manifest``'s token); a checkpoint recording none is accepted
+    only in a run made before checkpoints recorded it (:data:`RUN_PROOFS` below 3). With ``current`` (the run's
+    trajectory now), its store fingerprint and trajectory options must be those too: a state of the same run
+    on another store (a copy continued elsewhere) or of other options is not one to continue from.
+    """
+    if manifest is None:
+        return None  # a run made before manifests: nothing to match
+    if not isinstance(recorded, dict) or recorded.get("run_id") is None:
+        if int(manifest.get("run_proofs") or 1) >= 3:
+            return f"{ck}: records no run identity, so it is not a checkpoint of this run (copied from another run?)"
+        return None
+    if recorded["run_id"] != manifest.get("token"):
+        return f"{ck}: is a checkpoint of another run (its run identity is not this run's: copied from another run?)"
+    return None if current is None else trajectory_error(ck, "a checkpoint", recorded, current)
+
+
+def trajectory_of(cfg: dict) -> dict:
+    """What defines the trajectory of the run whose ``run.json`` is ``cfg`` (beside its identity): its store's
+    fingerprint and its :data:`TRAJECTORY_OPTIONS`. Checkpoints and certificates record it."""
+    return {"store_fingerprint": cfg.get("store_fingerprint"),
+            "options": {k: cfg.get(k) for k in TRAJECTORY_OPTIONS}}
+
+
+def trajectory_error(path: str, what: str, recorded: dict, current: dict) -> str | None:
+    """Why ``path``, ``what`` recording the trajectory ``recorded`` (:func:`trajectory_of`), is not of the
+    trajectory ``current`` (one line naming it and the first difference), or None."""
+    if recorded.get("store_fingerprint") != current["store_fingerprint"]:
+        return (f"{path}: is {what} of another store (fingerprint {recorded.get('store_fingerprint')}; the run's store "
+                f"is {current['store_fingerprint']})")
+    theirs = recorded.get("options") or {}
+    for k, v in current["options"].items():
+        if theirs.get(k) != v:
+            return f"{path}: is {what} of other options ({k} {theirs.get(k)!r}; the run's is {v!r})"
     return None
 
 
 #: The key of a history line that holds its run's identity (removed when the line is read back).
 HISTORY_RUN_KEY = "run_id"
+#: The keys of a history line that hold its place (removed when read back): its number in the file (from 1) and
+#: the CRC-32 of the line before it (its bytes without the newline; 0 for the first line).
+HISTORY_LINE_KEY, HISTORY_PREV_KEY = "line", "prev_crc"
 
 
 def history_lines(path: str, raw: bytes, legacy: bool = False,
@@ -909,9 +1028,13 @@ def history_lines(path: str, raw: bytes, legacy: bool = False,
     lines is not ooc's (one line naming it). ``legacy``: a run of state format 1, whose lines may all lack
     their checksum. ``run``: the run's manifest: a line recording a run identity (:data:`HISTORY_RUN_KEY`)
     must record this run's (its token); a line without one is accepted only in a run of the previous format
-    (a manifest without ``run_proofs``, or none)."""
+    (a manifest without ``run_proofs``, or none). The order is verified too: a line recording its place
+    (:data:`HISTORY_LINE_KEY`, :data:`HISTORY_PREV_KEY`) must be at that line number, after the line whose CRC-32
+    it records, so lines swapped, repeated or removed (but the last ones) are refused; a line without them is
+    accepted only in a run made before lines recorded it (:data:`RUN_PROOFS` below 3)."""
     rid = None if run is None else run.get("token")
     tied = run is not None and int(run.get("run_proofs") or 1) >= 2
+    placed = run is not None and int(run.get("run_proofs") or 1) >= 3
     lines = raw.split(b"\n")
     tail = lines.pop()  # empty unless the last line has no newline: ooc writes whole lines only
     sealed = not legacy or any(fsutil.CHECKSUM_KEY.encode() in line for line in lines)
@@ -927,6 +1050,13 @@ def history_lines(path: str, raw: bytes, legacy: bool = False,
         mine = entry.pop(HISTORY_RUN_KEY, None)
         if (mine is None and tied) or (mine is not None and mine != rid):
             return f"{path}: line {i}: is not a line of this run (another run's history?) {then}", []
+        number, prev = entry.pop(HISTORY_LINE_KEY, None), entry.pop(HISTORY_PREV_KEY, None)
+        if number is None and placed:
+            return f"{path}: line {i}: records no place in the history {then}", []
+        if number is not None and number != i:
+            return f"{path}: line {i}: was written as line {number} (lines reordered, repeated or removed) {then}", []
+        if number is not None and prev != zlib.crc32(lines[i - 2] if i > 1 else b""):
+            return f"{path}: line {i}: does not follow the line before it (lines swapped or replaced) {then}", []
         out.append(entry)
     if tail:
         return f"{path}: line {len(lines) + 1}: has no newline {then}", []
