@@ -670,6 +670,8 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
         gen = len(gens) + 1
         staged = _stage_final_duals(rd, m, int(cfg["n_rows"]), gen)
         record = {"generation": gen, "parent_store": cfg["store"], "parent_fingerprint": old_fp,
+                  # what the previous store's model (kept until this trajectory converges) certifies
+                  "parent_trajectory": trajectory_of(cfg),
                   "parent_rows": int(cfg["n_rows"]), "parent_epochs": int(m["epochs"]),
                   "parent_rel_gap": m["rel_gap"], "seq": rd.last_seq() + 1, "history_len": len(rd.history()),
                   "seconds": float(m["seconds"]), "bytes_read": int(m["bytes_read"]), **staged}

@@ -963,7 +963,19 @@ def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | N
         cfg = read_sealed_json(os.path.join(run, "run.json"), required=False)
     except (OSError, ValueError) as exc:
         return f"{os.path.join(run, 'run.json')}: does not verify ({fsutil.os_error_line(exc) or exc})"
-    return trajectory_error(path, "the certificate", recorded, trajectory_of(cfg))
+    return trajectory_error(path, "the certificate", recorded, generation_trajectory(cfg, metrics.get("generation")))
+
+
+def generation_trajectory(cfg: dict, generation) -> dict:
+    """The trajectory (:func:`trajectory_of`) of generation ``generation`` of the run whose ``run.json`` is
+    ``cfg``: its current one, or for an earlier generation (a converged model kept while a continuation on a
+    grown store has not converged, ``ooc.train.continue_on``) the one the next generation's record holds
+    (``parent_trajectory``); the current one where none is recorded (nothing then matches an earlier store)."""
+    gens = cfg.get("generations") or []
+    g = int(generation or 0)
+    if 0 <= g < len(gens) and isinstance(gens[g].get("parent_trajectory"), dict):
+        return gens[g]["parent_trajectory"]
+    return trajectory_of(cfg)
 
 
 #: The key of a certificate (``model/metrics.json``) that holds its run's trajectory (:func:`trajectory_of`).
