@@ -52,8 +52,8 @@ def draw(rng: random.Random) -> dict:
         cell["solver"] = "sdca"
     if cell["solver"] not in ("auto", "sdca"):  # --fit-intercept trains with sdca only (refused otherwise)
         cell["intercept"] = False
-    if cell.get("multiclass") == "crammer-singer":  # its max-of-hinge loss, by sdca (the rest is refused)
-        cell.update(solver=rng.choice(("auto", "sdca")), l1=0.0)
+    if cell.get("multiclass") == "crammer-singer":  # its max-of-hinge loss, by sdca, no intercept (refused)
+        cell.update(solver=rng.choice(("auto", "sdca")), l1=0.0, intercept=False)
     return cell
 
 
@@ -86,10 +86,16 @@ def options(c: dict) -> list[str]:
     return o
 
 
+class OptionsRefused(Exception):
+    """``ooc info`` refused the cell's training options (as ``ooc train`` would): the cell is skipped."""
+
+
 def smallest(store: str, c: dict) -> int:
     """The smallest --memory ``ooc info`` names for the cell's training options (those of its train command)."""
-    info = json.loads(subprocess.run([*OOC, "info", store, "--json", *options(c)], check=True,
-                                     capture_output=True, text=True).stdout)
+    r = subprocess.run([*OOC, "info", store, "--json", *options(c)], capture_output=True, text=True)
+    if r.returncode:
+        raise OptionsRefused(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}")
+    info = json.loads(r.stdout)
     fit = info["memory_fit"]
     name = fit["auto_solver"] if c["solver"] == "auto" else c["solver"]
     if c.get("multiclass") == "crammer-singer":
@@ -145,7 +151,11 @@ def main() -> None:
     for i in range(a.cells):
         c = draw(rng)
         store = store_for(a.work, c)
-        floor = smallest(store, c)
+        try:
+            floor = smallest(store, c)
+        except OptionsRefused as e:
+            print(json.dumps({"cell": i, **c, "skipped": str(e)[:300]}), flush=True)
+            continue
         memory = int(floor * c["factor"])
         res = run(a.work, store, c, memory, a.epochs)
         bad = check(res, floor)
