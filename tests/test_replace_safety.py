@@ -1,0 +1,213 @@
+"""An output is replaced only after a re-check at the moment of the swap, only by its own kind, one writer at a time.
+
+docs/formats.rst#ownership ("Replacing an output"). Three matrices, each made of every command that replaces
+an output:
+
+* command x output x "the user changes the old output while the command runs": the change is made at the
+  exact moment the new output is swapped in (``ooc.fsutil.swap_into_place`` wrapped: deterministic, no
+  sleeps); the command is refused in one line naming the user's entry, which is kept, and nothing of the
+  command is left behind;
+* command x store output x "another process is writing the same store": the other process's lock is held
+  here (``ooc.owned.exclusive``); the command is refused in one line naming the store and that process,
+  the store unchanged;
+* command x kind of ooc artifact at its output path: replaced only when the artifact is of the command's
+  own kind (predictions by predict, an export by export, a store by convert, a run by train), otherwise
+  refused by name, byte for byte unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from ooc import fsutil, owned
+from ooc.cli import main as cli
+
+TRAIN = ["--l2", "1e-2", "--tol", "1e-4", "--max-epochs", "3", "--checkpoint-every", "0"]
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
+
+
+def ok(*args):
+    r = run(*args)
+    assert r.exit_code == 0, (args, r.stderr, r.exception)
+    return r
+
+
+def one_line(r) -> str:
+    """The one error line of a refused command (exit 1, or 2 for click's usage errors), no traceback."""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("ooc: warning")]
+    assert r.exit_code in (1, 2) and len(lines) == 1 and lines[0].startswith(("ooc: error: ", "Error: ")), \
+        (r.exit_code, r.stderr, r.exception)
+    assert "Traceback" not in r.stderr
+    return lines[0]
+
+
+def svm(path, n, seed):
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for _ in range(n):
+            cols = np.sort(rng.choice(12, 4, replace=False)) + 1
+            f.write(f"{1 if rng.random() < 0.5 else -1} " + " ".join(f"{j}:{rng.random():.3f}" for j in cols) + "\n")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Inputs, a store and a finished run on it."""
+    root = tmp_path_factory.mktemp("replace")
+    svm(root / "d.svm", 60, 0)
+    svm(root / "more.svm", 20, 2)
+    ok("convert", root / "d.svm", root / "s.zarr")
+    ok("train", root / "s.zarr", "--out", root / "run", *TRAIN)
+    return root
+
+
+def snapshot(path) -> dict:
+    """Every entry under ``path`` (or the file itself) and its bytes."""
+    path = str(path)
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            return {"": f.read()}
+    out = {}
+    for root, dirs, files in os.walk(path):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(root, d), path)] = None
+        for n in files:
+            with open(os.path.join(root, n), "rb") as f:
+                out[os.path.relpath(os.path.join(root, n), path)] = f.read()
+    return out
+
+
+def leftovers(folder) -> list[str]:
+    """ooc's hidden temporaries left in ``folder`` (its manifest aside)."""
+    return [n for n in os.listdir(folder) if n.startswith(".") and n != owned.MANIFEST]
+
+
+# -- what each command writes, and how its output is made first ----------------------------------------
+#: command -> (the kind of output it writes, whether its output is a directory)
+WRITERS = {
+    "convert": ("store", True),
+    "convert-hdf5": ("store", False),
+    "append-in-place": ("store", True),
+    "train": ("run", True),
+    "predict": ("predictions", False),
+    "export": ("export", False),
+}
+
+
+def command(made, name, target):
+    """The command line of ``name`` writing ``target`` (replacing it: --overwrite where the command has it)."""
+    return {
+        "convert": ["convert", made / "d.svm", target, "--overwrite"],
+        "convert-hdf5": ["convert", made / "d.svm", target, "--format", "hdf5", "--overwrite"],
+        "append-in-place": ["append", target, made / "more.svm"],
+        "train": ["train", made / "s.zarr", "--out", target, *TRAIN, "--overwrite"],
+        "predict": ["predict", made / "run", made / "d.svm", "--out", target],
+        "export": ["export", made / "run", "--format", "text", "--out", target, "--overwrite"],
+    }[name]
+
+
+#: kind of ooc artifact -> how to make one at a path
+ARTIFACTS = {
+    "zarr-store": lambda made, p: shutil.copytree(made / "s.zarr", p),  # a whole copy is vouched for as the original
+    "hdf5-store": lambda made, p: ok("convert", made / "d.svm", p, "--format", "hdf5"),
+    "run": lambda made, p: shutil.copytree(made / "run", p),
+    "predictions": lambda made, p: ok("predict", made / "run", made / "d.svm", "--out", p),
+    "export": lambda made, p: ok("export", made / "run", "--format", "text", "--out", p),
+}
+ARTIFACT_KIND = {"zarr-store": "store", "hdf5-store": "store", "run": "run", "predictions": "predictions",
+                 "export": "export"}
+
+
+def make_own_output(made, name, target):
+    """Make ``target`` as ``name`` itself would (an earlier run of the same command)."""
+    if name == "append-in-place":
+        ok("convert", made / "d.svm", target)
+    else:
+        ok(*[a for a in command(made, name, target) if a != "--overwrite"])
+
+
+# -- 1. the user changes the old output while the command runs ---------------------------------------
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_a_change_made_during_the_run_is_found_at_the_swap(made, tmp_path, monkeypatch, name):
+    target = tmp_path / "out"
+    make_own_output(made, name, target)
+    is_dir = os.path.isdir(target)
+    real = fsutil.swap_into_place
+    done = []
+
+    def user_acts_now(new, final):
+        """The user's change lands after every check the command made before it swaps."""
+        if os.path.abspath(final) == str(target) and not done:
+            done.append(True)
+            if is_dir:
+                (target / "notes.txt").write_text("my notes\n")
+            else:
+                with open(target, "ab") as f:
+                    f.write(b"my edit\n")
+        return real(new, final)
+
+    monkeypatch.setattr(fsutil, "swap_into_place", user_acts_now)
+    before = snapshot(target)
+    err = one_line(run(*command(made, name, target)))
+    assert done, "the command never swapped its output in"
+    named = str(target / "notes.txt") if is_dir else str(target)
+    assert named in err, err
+    after = snapshot(target)
+    if is_dir:  # the old output, whole, with the user's file in it
+        assert after.pop("notes.txt") == b"my notes\n" and after == before
+    else:
+        assert after[""] == before[""] + b"my edit\n"
+    assert leftovers(tmp_path) == [], leftovers(tmp_path)
+
+
+# -- 2. another process writes the same store --------------------------------------------------------
+@pytest.mark.parametrize("name", ["convert", "convert-hdf5", "append-in-place"])
+def test_a_store_has_one_writer_at_a_time(made, tmp_path, name):
+    target = tmp_path / "out"
+    make_own_output(made, name, target)
+    before = snapshot(target)
+    with owned.exclusive(str(target), "the other command"):  # held as another ooc process holds it
+        err = one_line(run(*command(made, name, target)))
+    assert str(target) in err and "another ooc process" in err, err
+    assert snapshot(target) == before
+    assert leftovers(tmp_path) == []
+    ok(*command(made, name, target))  # free again once the other one is done
+
+
+def test_the_lock_names_the_other_process(tmp_path):
+    """The refusal says which process holds the store (its id, from the lock file)."""
+    with owned.exclusive(str(tmp_path / "s.zarr"), "x"):
+        with pytest.raises(owned.InUse, match=f"pid {os.getpid()}"):
+            with owned.exclusive(str(tmp_path / "." / "s.zarr"), "the append"):
+                pass
+    with owned.exclusive(str(tmp_path / "s.zarr"), "x"):  # released on exit
+        pass
+
+
+# -- 3. a command replaces only its own kind of output ------------------------------------------------
+@pytest.mark.parametrize("artifact", list(ARTIFACTS) + ["store-member"])
+@pytest.mark.parametrize("name", ["convert", "train", "predict", "export"])
+def test_a_command_replaces_only_its_own_kind(made, tmp_path, name, artifact):
+    if artifact == "store-member":  # a file inside a store: the store's, whatever the command
+        shutil.copytree(made / "s.zarr", tmp_path / "st.zarr")
+        target = tmp_path / "st.zarr" / "zarr.json"
+        watched, mine = tmp_path / "st.zarr", False
+    else:
+        target = tmp_path / "out"
+        ARTIFACTS[artifact](made, target)
+        watched, mine = target, ARTIFACT_KIND[artifact] == WRITERS[name][0]
+    before = snapshot(watched)
+    r = run(*command(made, name, target))
+    if mine:
+        assert r.exit_code == 0, (r.stderr, r.exception)
+        return
+    err = one_line(r)
+    assert str(target) in err or os.path.basename(target) in err, err
+    assert snapshot(watched) == before
