@@ -29,6 +29,16 @@ The rule (:func:`check_replaceable`), used by ``--overwrite`` and every in-place
 * a file is ooc's when its directory's manifest lists it with the same size and CRC-32.
 
 Anything else is refused by :class:`NotOurs`, one line naming the foreign entry.
+
+Replacing an output (:func:`put`, :func:`exclusive`):
+
+* a command replaces only an output of its own kind (``kind``: a directory's manifest's, a listed file's
+  entry's; :data:`KINDS`), never another kind of ooc's artifact nor a file inside a store or a run;
+* the rule is applied again at the moment of the swap: the new output is exchanged in, the old one is
+  verified where it now lies (a hidden name nobody writes to) and, if it is not ooc's any more, exchanged
+  back and named;
+* a store has one writer at a time (its lock, taken from the first check to the swap); a second is
+  refused at once, naming the first.
 """
 
 from __future__ import annotations
@@ -411,7 +421,7 @@ def exclusive(path: str, what: str):
 
 # -- writing files ooc owns ---------------------------------------------------------------------
 @contextlib.contextmanager
-def output(path: str, mode: str = "w", overwrite: bool = True, kind: str = "data", what: str = ""):
+def output(path: str, mode: str = "w", overwrite: bool = True, *, kind: str, what: str = ""):
     """Write the file ``path`` whole or not at all and list it in its directory's manifest as an output of
     ``kind``. An existing ``path`` is replaced only when ``overwrite`` and it is ooc's output of ``kind``:
     checked before anything is written, and again when the new file is put in place (:func:`put`).
@@ -575,7 +585,7 @@ def install(tmp: str, path: str) -> None:
             _write_manifest(directory, m)
 
 
-def write_bytes(path: str, payload: bytes, overwrite: bool = True, kind: str = "data", what: str = "") -> None:
+def write_bytes(path: str, payload: bytes, overwrite: bool = True, *, kind: str, what: str = "") -> None:
     """:func:`output` of ``payload``."""
     with output(path, "wb", overwrite=overwrite, kind=kind, what=what) as f:
         f.write(payload)

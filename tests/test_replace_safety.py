@@ -17,6 +17,7 @@ an output:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -179,6 +180,27 @@ def test_a_store_has_one_writer_at_a_time(made, tmp_path, name):
     assert snapshot(target) == before
     assert leftovers(tmp_path) == []
     ok(*command(made, name, target))  # free again once the other one is done
+
+
+def test_an_append_while_another_process_appends_is_refused_naming_it(made, tmp_path):
+    """The lock holds across processes: a child holding the store's lock (as a running ``ooc append``
+    does) makes an in-place append refused at once, naming the child's pid; the store keeps its rows."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "a.zarr"
+    ok("convert", made / "d.svm", store)
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from ooc import owned\n"
+                              "with owned.exclusive(sys.argv[1], 'x'):\n print('held', flush=True); sys.stdin.read()",
+                              str(store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        err = one_line(run("append", store, made / "more.svm"))
+        assert f"pid {child.pid}" in err and str(store) in err, err
+    finally:
+        child.communicate("")
+    assert json.loads(ok("info", store, "--json").stdout)["n_rows"] == 60
+    ok("append", store, made / "more.svm")  # the child is gone: its lock with it
 
 
 def test_the_lock_names_the_other_process(tmp_path):
