@@ -306,11 +306,20 @@ def _describe(kind) -> str:
 
 
 def _kind_of_folder(directory: str, m: dict | None) -> str | None:
-    """Why a file may not be written into ``directory`` (manifest ``m``): it is a whole directory of ooc's, whose
+    """Why no output may be made in ``directory`` (manifest ``m``): it is a whole directory of ooc's, whose
     entries are its own kind's (a store's, a run's); None for a folder of the user's."""
     if m is not None and m.get("whole"):
-        return f"{directory}: is {_describe(m.get('kind'))}, whose files are its own"
+        return f"is inside {_describe(m.get('kind'))} ({directory}), whose files are its own"
     return None
+
+
+def check_folder(path: str) -> None:
+    """Raise :class:`NotOurs` (one line) when a new output at ``path`` would be made inside a directory of
+    ooc's (a store, a run): their entries are their own kind's, listed by their manifest."""
+    directory = os.path.dirname(os.path.abspath(path))
+    why = _kind_of_folder(directory, read_manifest(directory) if os.path.isdir(directory) else None)
+    if why is not None:
+        raise NotOurs(f"{path}: {why}; choose another path")
 
 
 def _other_kind(path: str, kind: str, manifest_path: str | None = None) -> str | None:
@@ -323,7 +332,7 @@ def _other_kind(path: str, kind: str, manifest_path: str | None = None) -> str |
     m = read_manifest(directory) or {"entries": {}}
     inside = _kind_of_folder(directory, m)
     if inside is not None:
-        return f"{path}: is a file inside {_describe(m.get('kind'))} ({directory}), not {_describe(kind)}"
+        return f"{path}: {inside}, not {_describe(kind)}"
     got = (m["entries"].get(name) or {}).get("kind")
     return None if got == kind else f"{path}: is {_describe(got)}, not {_describe(kind)}"
 
@@ -440,10 +449,7 @@ def output(path: str, mode: str = "w", overwrite: bool = True, *, kind: str, wha
             raise FileExistsError(f"{path}: exists (--overwrite replaces a file ooc wrote)")
         check_replaceable(path, what, kind)
     fsutil.make_parents(path)  # --out a/b makes a/ (a file in the way: one line)
-    directory = os.path.dirname(os.path.abspath(path))
-    inside = _kind_of_folder(directory, read_manifest(directory))  # one ooc cannot add to: refused before writing
-    if inside is not None:
-        raise NotOurs(f"{path}: {inside}; choose another path")
+    check_folder(path)  # a store's or a run's folder, which ooc cannot add to: refused before writing
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path}: is a directory")
     tmp = fsutil.temporary_sibling(path, "tmp")
@@ -510,10 +516,10 @@ def put(tmp: str, final: str, kind: str, what: str = "") -> None:
     with _locked(directory):
         m = read_manifest(directory)
         listed = None if m is None else m["entries"].get(name)
+        inside = _kind_of_folder(directory, m)
+        if inside is not None:
+            raise NotOurs(f"{final}: {inside}; choose another path")
         if new is not None:
-            inside = _kind_of_folder(directory, m)
-            if inside is not None:
-                raise NotOurs(f"{final}: {inside}; choose another path")
             m = m or {"ooc_owned": FORMAT, "token": new_token(), "kind": "files", "whole": False, "entries": {},
                       "generated": []}
             m["entries"][name] = {**new, "was": {k: listed[k] for k in ("size", "crc")}} \

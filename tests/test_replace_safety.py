@@ -12,7 +12,7 @@ an output:
   the store unchanged;
 * command x kind of ooc artifact at its output path: replaced only when the artifact is of the command's
   own kind (predictions by predict, an export by export, a store by convert, a run by train), otherwise
-  refused by name, byte for byte unchanged.
+  refused by name, byte for byte unchanged; a new output inside a store or a run is refused too.
 """
 
 from __future__ import annotations
@@ -214,13 +214,17 @@ def test_the_lock_names_the_other_process(tmp_path):
 
 
 # -- 3. a command replaces only its own kind of output ------------------------------------------------
-@pytest.mark.parametrize("artifact", list(ARTIFACTS) + ["store-member"])
+@pytest.mark.parametrize("artifact", list(ARTIFACTS) + ["store-member", "new-in-store", "new-in-run"])
 @pytest.mark.parametrize("name", ["convert", "train", "predict", "export"])
 def test_a_command_replaces_only_its_own_kind(made, tmp_path, name, artifact):
     if artifact == "store-member":  # a file inside a store: the store's, whatever the command
         shutil.copytree(made / "s.zarr", tmp_path / "st.zarr")
         target = tmp_path / "st.zarr" / "zarr.json"
         watched, mine = tmp_path / "st.zarr", False
+    elif artifact.startswith("new-in-"):  # a new output inside a store or a run: it would become theirs
+        watched = tmp_path / "inside"
+        shutil.copytree(made / ("s.zarr" if artifact == "new-in-store" else "run"), watched)
+        target, mine = watched / "mine", False
     else:
         target = tmp_path / "out"
         ARTIFACTS[artifact](made, target)

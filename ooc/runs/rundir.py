@@ -126,6 +126,7 @@ class RunDir:
         path = os.path.abspath(path)
         try:
             owned.check_target(path)
+            owned.check_folder(path)  # never inside a store or another run
         except owned.NotOurs as exc:
             raise RunError(str(exc)) from None
         replace = os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path))

@@ -222,6 +222,7 @@ def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -
             raise FileExistsError(f"{store}: is inside the input {src}; choose another output path")
     if "://" not in store:
         fsutil.check_parent(store)
+        owned.check_folder(store)  # never inside another store or a run
     if not exists or store.startswith("memory://"):
         if exists and not overwrite:
             raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
