@@ -535,7 +535,7 @@ def put(tmp: str, final: str, kind: str, what: str = "") -> None:
         if why is not None:
             if new is not None:
                 _relist(directory, m, name, listed)
-            _refuse_after_exchange(aside, final, why, what)
+            _refuse_after_exchange(aside, final, why, what, new)
         if new is not None:
             m["entries"][name] = new
             _write_manifest(directory, m)
@@ -555,14 +555,23 @@ def _relist(directory: str, m: dict, name: str, listed: dict | None) -> None:
     _write_manifest(directory, m)
 
 
-def _refuse_after_exchange(aside: str, final: str, why: str, what: str) -> None:
-    """Exchange back what :func:`put` found not to be ooc's, remove the new content, raise :class:`NotOurs`."""
+def _refuse_after_exchange(aside: str, final: str, why: str, what: str, new: dict | None) -> None:
+    """Exchange back what :func:`put` found not to be ooc's, remove the new content, raise :class:`NotOurs`.
+    ``new``: the new file's size and CRC-32 (None for a directory, which proves itself by its manifest)."""
     new_at = fsutil.swap_into_place(aside, final)  # the user's content at final again, the new one aside
     if new_at is not None and os.path.lexists(new_at):
-        if foreign_entry(new_at) is None:
+        if os.path.islink(new_at):
+            changed = True
+        elif new is None:
+            changed = not os.path.isdir(new_at) or foreign_entry(new_at) is not None
+        else:
+            changed = not os.path.isfile(new_at) or file_entry(new_at) != {"size": new["size"], "crc": new["crc"]}
+        if not changed:
             fsutil.remove_tree(new_at)
         else:  # written into while it was in place: not only ooc's any more, kept where the user sees it
-            kept = f"{final}.new-{os.getpid()}"
+            n, kept = 0, f"{final}.new-{os.getpid()}"
+            while os.path.lexists(kept):
+                n, kept = n + 1, f"{final}.new-{os.getpid()}-{n + 1}"
             os.rename(new_at, kept)
             why += f" (the new output, changed meanwhile, is kept at {kept})"
     raise NotOurs(f"{why}; refusing to replace it{' with ' + what if what else ''} (it changed while the command "
