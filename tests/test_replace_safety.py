@@ -24,6 +24,8 @@ import shutil
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ooc import fsutil, owned
 from ooc.cli import main as cli
@@ -237,3 +239,66 @@ def test_a_command_replaces_only_its_own_kind(made, tmp_path, name, artifact):
     err = one_line(r)
     assert str(target) in err or os.path.basename(target) in err, err
     assert snapshot(watched) == before
+
+
+# -- the rule itself, drawn: any kind written x any kind there x any change at the swap ---------------------
+FILE_KINDS = ["predictions", "export", "batch", "data", "store"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(writes=st.sampled_from(FILE_KINDS), there=st.sampled_from([None, "user's"] + FILE_KINDS),
+       change=st.sampled_from([None, "append", "replace-by-user-file", "directory", "symlink"]))
+def test_put_replaces_only_its_own_unchanged_kind(tmp_path_factory, writes, there, change):
+    """``ooc.owned.write_bytes`` (every file output: predictions, exports, batch reports, demo data, HDF5 stores
+    are put the same way) replaces what is at its path only when that is ooc's output of the same kind and
+    nothing changed it until the swap; otherwise refused by name, the folder exactly as the user left it."""
+    d = tmp_path_factory.mktemp("put")
+    target = d / "out"
+    if there == "user's":
+        target.write_bytes(b"mine\n")
+    elif there is not None:
+        owned.write_bytes(str(target), b"ooc's old output\n", kind=there)
+    real = fsutil.swap_into_place
+    done = []
+
+    def user_acts_now(new, final):
+        """The user's change, once, just before the first swap."""
+        if os.path.abspath(final) == str(target) and os.path.lexists(target) and change and not done:
+            done.append(True)
+            if change == "append":
+                with open(target, "ab") as f:
+                    f.write(b"my edit\n")
+            elif change == "replace-by-user-file":
+                target.unlink()
+                target.write_bytes(b"mine now\n")
+            elif change == "directory":
+                target.unlink()
+                target.mkdir()
+                (target / "notes.txt").write_text("mine\n")
+            else:
+                target.unlink()
+                os.symlink(d / "elsewhere", target)
+        return real(new, final)
+
+    fsutil.swap_into_place = user_acts_now
+    try:
+        before = None
+        replaced = there is None or (there == writes and not change)
+        try:
+            if not replaced and there is not None and not change:
+                before = snapshot(target)
+            owned.write_bytes(str(target), b"new\n", kind=writes, what="the new output")
+            error = None
+        except owned.NotOurs as exc:
+            error = str(exc)
+    finally:
+        fsutil.swap_into_place = real
+    if replaced:
+        assert error is None and target.read_bytes() == b"new\n"
+        assert owned.foreign_entry(str(target)) is None  # listed, as the kind it is
+        return
+    assert error is not None and str(target) in error and "\n" not in error, error
+    assert os.path.lexists(target) and (os.path.islink(target) or snapshot(target) != {"": b"new\n"})
+    if before is not None:
+        assert snapshot(target) == before
+    assert sorted(os.listdir(d)) == sorted(["out", owned.MANIFEST] if os.path.lexists(d / owned.MANIFEST) else ["out"])
