@@ -9,7 +9,7 @@ convention, else 0). The text export writes the user's ids; LIBLINEAR numbers it
 so its feature ``j`` is column ``j - 1`` (the file's own id when the data was 1-based); the
 scikit-learn and ONNX exports take a matrix of the ``d`` columns.
 
-Outputs appear whole (written under a temporary name, then renamed: :func:`ooc.fsutil.atomic_output`).
+Outputs appear whole (written under a temporary name, then put in place: :func:`ooc.owned.put`).
 An existing file is replaced only with ``overwrite`` and only when ooc wrote it, as its directory's
 manifest records it (:mod:`ooc.owned`); each format also carries a mark that its readers ignore
 (:func:`is_export`), which tells what made a file but gives no right to replace it.
