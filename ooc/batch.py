@@ -460,7 +460,7 @@ def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None 
     owned.check_target(out)
     os.makedirs(out, exist_ok=True)
     for name in OUTPUTS:  # refused before any training, not after it: the user's files stay as they are
-        owned.check_replaceable(os.path.join(out, name), f"the batch's {name}")
+        owned.check_replaceable(os.path.join(out, name), f"the batch's {name}", kind="batch")
     jobs = []
     for options in expand_grid(spec["grid"]) if spec["grid"] else []:
         jobs.append(("run", os.path.join(out, run_name(options)), options))
@@ -519,7 +519,8 @@ def write_results(out: str, rows: list[dict]) -> None:
     w.writeheader()
     for r in sorted(rows, key=lambda r: r["run"]):
         w.writerow(r)
-    owned.write_bytes(os.path.join(out, "results.csv"), buf.getvalue().encode())
+    owned.write_bytes(os.path.join(out, "results.csv"), buf.getvalue().encode(), kind="batch",
+                      what="the batch's results.csv")
 
 
 def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
@@ -568,7 +569,8 @@ def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
     if failed:
         lines += ["", "## Failed runs", ""]
         lines += [f"- `{r['run']}`: {r['error']}" for r in failed]
-    owned.write_bytes(os.path.join(out, "summary.md"), ("\n".join(lines) + "\n").encode())
+    owned.write_bytes(os.path.join(out, "summary.md"), ("\n".join(lines) + "\n").encode(), kind="batch",
+                      what="the batch's summary.md")
     try:
         _plot_comparison(out, ok)
     except Exception as exc:  # pragma: no cover - a plot never fails a batch
@@ -615,5 +617,5 @@ def _draw_comparison(out: str, rows: list[dict]) -> None:
     if 0 < drawn <= 12:  # a legend of the runs drawn (none drawn: no legend to make)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    with owned.output(os.path.join(out, "comparison.png"), "wb") as f:
+    with owned.output(os.path.join(out, "comparison.png"), "wb", kind="batch", what="the batch's comparison.png") as f:
         fig.savefig(f, format="png", dpi=90)

@@ -765,7 +765,8 @@ def predict(run, input, out_file, proba, memory, threads, verbose, **recipe):
     options = _recipe_given(recipe)
     bar = RowsProgress(wanted(verbose), "predict")
     try:
-        with output(out_file) if out_file else contextlib.nullcontext(sys.stdout) as fh:
+        with output(out_file, kind="predictions", what="predictions") if out_file \
+                else contextlib.nullcontext(sys.stdout) as fh:
             for pred in iter_predictions(run, input, proba=proba, memory=memory, threads=threads, progress=bar,
                                          options=options):
                 fh.write("\n".join(" ".join(map(_fmt_proba, p)) if proba else _fmt_label(p) for p in pred))

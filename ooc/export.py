@@ -9,7 +9,7 @@ convention, else 0). The text export writes the user's ids; LIBLINEAR numbers it
 so its feature ``j`` is column ``j - 1`` (the file's own id when the data was 1-based); the
 scikit-learn and ONNX exports take a matrix of the ``d`` columns.
 
-Outputs appear whole (written under a temporary name, then renamed: :func:`ooc.fsutil.atomic_output`).
+Outputs appear whole (written under a temporary name, then put in place: :func:`ooc.owned.put`).
 An existing file is replaced only with ``overwrite`` and only when ooc wrote it, as its directory's
 manifest records it (:mod:`ooc.owned`); each format also carries a mark that its readers ignore
 (:func:`is_export`), which tells what made a file but gives no right to replace it.
@@ -266,11 +266,11 @@ def export(run: str, out: str, fmt: str, overwrite: bool = False) -> dict:
     if os.path.lexists(out):
         if not overwrite:
             raise FileExistsError(f"{out}: exists (--overwrite replaces an export ooc wrote)")
-        owned.refuse_to_replace(out, f"an ooc {fmt} export", inputs=(run,))
+        owned.refuse_to_replace(out, f"an ooc {fmt} export", inputs=(run,), kind="export")
         if not is_export(out, fmt):  # ooc's, but another kind of file: a slip of --format, most likely
             raise FileExistsError(f"{out}: is not an ooc {fmt} export (another format's); refusing to replace it")
     payload = render(model, fmt)
-    owned.write_bytes(out, payload)
+    owned.write_bytes(out, payload, kind="export", what=f"an ooc {fmt} export")
     return {"run": run, "out": out, "format": fmt, "bytes": len(payload), "task": model.task,
             "loss": model.loss, "n_features": model.n_features,
             "index_base": int(model.meta.get("index_base", 0))}

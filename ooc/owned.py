@@ -29,6 +29,16 @@ The rule (:func:`check_replaceable`), used by ``--overwrite`` and every in-place
 * a file is ooc's when its directory's manifest lists it with the same size and CRC-32.
 
 Anything else is refused by :class:`NotOurs`, one line naming the foreign entry.
+
+Replacing an output (:func:`put`, :func:`exclusive`):
+
+* a command replaces only an output of its own kind (``kind``: a directory's manifest's, a listed file's
+  entry's; :data:`KINDS`), never another kind of ooc's artifact nor a file inside a store or a run;
+* the rule is applied again at the moment of the swap: the new output is exchanged in, the old one is
+  verified where it now lies (a hidden name nobody writes to) and, if it is not ooc's any more, exchanged
+  back and named;
+* a store has one writer at a time (its lock, taken from the first check to the swap); a second is
+  refused at once, naming the first.
 """
 
 from __future__ import annotations
@@ -266,19 +276,72 @@ def _foreign_in_dir(path: str, contents: bool = True) -> str | None:
     return None
 
 
-def check_replaceable(path: str, what: str = "") -> None:
-    """Raise :class:`NotOurs` (one line naming the foreign entry) unless ooc may replace or delete ``path``."""
+def check_replaceable(path: str, what: str = "", kind: str | None = None) -> None:
+    """Raise :class:`NotOurs` (one line naming the foreign entry) unless ooc may replace or delete ``path``.
+
+    ``kind``: the kind of output replacing it (:data:`KINDS`); ``path`` must then be an output of that
+    kind (a command replaces only its own kind of output, never another kind of ooc's artifact).
+    """
     why = foreign_entry(path)
     if why is not None:
         verb = f"refusing to replace it{' with ' + what if what else ''}"
         raise NotOurs(f"{why}; {verb} (ooc replaces only what it wrote: remove it yourself or choose another path)")
+    if kind is not None and os.path.lexists(path):
+        why = _other_kind(os.path.abspath(path), kind)
+        if why is not None:
+            raise NotOurs(f"{why}; refusing to replace it{' with ' + what if what else ''} (a command replaces only "
+                          "an output of its own kind: choose another path)")
 
 
-def refuse_to_replace(target: str, what: str, inputs=()) -> None:
+#: The kinds of output ooc records (a directory's manifest's ``kind``, a listed file's ``kind``), as a refusal
+#: names them: a command replaces only an output of the kind it writes.
+KINDS = {"store": "an ooc store", "run": "an ooc run directory", "predictions": "predictions ooc wrote",
+         "export": "an ooc export", "batch": "a report ooc batch wrote", "data": "a data file ooc generated"}
+
+
+def _describe(kind) -> str:
+    if kind is None:
+        return "a file an older ooc wrote without recording what it is"
+    return KINDS.get(kind, f"an ooc {kind}")
+
+
+def _kind_of_folder(directory: str, m: dict | None) -> str | None:
+    """Why no output may be made in ``directory`` (manifest ``m``): it is a whole directory of ooc's, whose
+    entries are its own kind's (a store's, a run's); None for a folder of the user's."""
+    if m is not None and m.get("whole"):
+        return f"is inside {_describe(m.get('kind'))} ({directory}), whose files are its own"
+    return None
+
+
+def check_folder(path: str) -> None:
+    """Raise :class:`NotOurs` (one line) when a new output at ``path`` would be made inside a directory of
+    ooc's (a store, a run): their entries are their own kind's, listed by their manifest."""
+    directory = os.path.dirname(os.path.abspath(path))
+    why = _kind_of_folder(directory, read_manifest(directory) if os.path.isdir(directory) else None)
+    if why is not None:
+        raise NotOurs(f"{path}: {why}; choose another path")
+
+
+def _other_kind(path: str, kind: str, manifest_path: str | None = None) -> str | None:
+    """One line when the ooc output at ``path`` (proven ooc's) is not of ``kind``; None when it is.
+    ``manifest_path``: where the directory ``path``'s manifest is now (it was moved aside)."""
+    if os.path.isdir(manifest_path or path):
+        got = (read_manifest(manifest_path or path) or {}).get("kind")
+        return None if got == kind else f"{path}: is {_describe(got)}, not {_describe(kind)}"
+    directory, name = os.path.split(path)
+    m = read_manifest(directory) or {"entries": {}}
+    inside = _kind_of_folder(directory, m)
+    if inside is not None:
+        return f"{path}: {inside}, not {_describe(kind)}"
+    got = (m["entries"].get(name) or {}).get("kind")
+    return None if got == kind else f"{path}: is {_describe(got)}, not {_describe(kind)}"
+
+
+def refuse_to_replace(target: str, what: str, inputs=(), kind: str | None = None) -> None:
     """Raise ``FileExistsError`` (one line) unless the existing ``target`` may be replaced by a new ``what``.
 
     ``target`` must not be nor contain any of ``inputs`` (the files the new ``what`` is made from), nor be
-    the current directory or one of its ancestors, and must be ooc's (:func:`check_replaceable`).
+    the current directory or one of its ancestors, and must be ooc's output of ``kind`` (:func:`check_replaceable`).
     """
     for src in inputs:
         if src is not None and "://" not in str(src) and os.path.lexists(src) and fsutil.contains(target, src):
@@ -287,7 +350,7 @@ def refuse_to_replace(target: str, what: str, inputs=()) -> None:
                                   "refusing to replace it (choose another output path)")
     if fsutil.contains(target, os.getcwd()):
         raise FileExistsError(f"{target}: is the current directory or one of its parents; refusing to replace it")
-    check_replaceable(target, what)
+    check_replaceable(target, what, kind)
 
 
 def check_target(path: str) -> None:
@@ -305,16 +368,78 @@ def remove(path: str) -> None:
         forget(path)
 
 
+# -- one writer at a time ------------------------------------------------------------------------
+class InUse(FileExistsError):
+    """Another live process is replacing or updating the same output (one line naming both)."""
+
+
+def _lock_path(path: str) -> str | None:
+    """The lock file of the output ``path``: in ooc's state directory (``OOC_STATE_DIR``, else
+    ``$XDG_STATE_HOME/ooc``, else ``~/.local/state/ooc``; ``locks/``), named by a hash of the path with its
+    folder resolved, never beside the output (nothing is added to the user's folder); None where no
+    directory for it can be made."""
+    import hashlib
+    import tempfile
+
+    head, tail = os.path.split(os.path.abspath(path))
+    key = hashlib.sha256(os.fsencode(os.path.join(os.path.realpath(head), tail))).hexdigest()[:32]
+    base = os.environ.get("OOC_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"), "ooc")
+    for d in (os.path.join(base, "locks"), os.path.join(tempfile.gettempdir(), f"ooc-{os.getuid()}", "locks")):
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            return os.path.join(d, key + ".lock")
+        except OSError:
+            continue
+    return None
+
+
+@contextlib.contextmanager
+def exclusive(path: str, what: str):
+    """Hold the lock of the output ``path`` (a store being updated in place or replaced) for the block.
+
+    Another process holding it is refused at once, never waited for: :class:`InUse`, one line naming
+    ``path`` and the other process (its id and command line, which it writes into the lock file). The
+    kernel releases the lock when its process dies, however it dies. Paths that are URLs are not locked.
+    """
+    import fcntl
+    import sys
+
+    lock = None if "://" in os.fspath(path) else _lock_path(path)
+    if lock is None:
+        yield
+        return
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = os.pread(fd, 512, 0).decode(errors="replace").strip()
+            except OSError:
+                holder = ""
+            raise InUse(f"{path}: is being written by another ooc process ({holder or 'still starting'}); "
+                        f"wait for it to finish, then run {what} again") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: {' '.join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))}"
+                  .encode()[:500], 0)
+        yield
+    finally:
+        os.close(fd)
+
+
 # -- writing files ooc owns ---------------------------------------------------------------------
 @contextlib.contextmanager
-def output(path: str, mode: str = "w", overwrite: bool = True):
-    """Write the file ``path`` whole or not at all (:func:`ooc.fsutil.atomic_output`) and list it in its
-    directory's manifest. An existing ``path`` is replaced only when ``overwrite`` and ooc wrote it.
+def output(path: str, mode: str = "w", overwrite: bool = True, *, kind: str, what: str = ""):
+    """Write the file ``path`` whole or not at all and list it in its directory's manifest as an output of
+    ``kind``. An existing ``path`` is replaced only when ``overwrite`` and it is ooc's output of ``kind``:
+    checked before anything is written, and again when the new file is put in place (:func:`put`).
 
     Raises
     ------
     NotOurs
-        ``path`` is a link, or holds a file ooc did not write (or changed since).
+        ``path`` is a link, holds a file ooc did not write (or changed since), another kind of ooc's
+        output, or is inside a directory of ooc's (a store, a run).
     FileExistsError
         ``path`` exists and ``overwrite`` is false.
     """
@@ -322,13 +447,135 @@ def output(path: str, mode: str = "w", overwrite: bool = True):
     if os.path.lexists(path):
         if not overwrite:
             raise FileExistsError(f"{path}: exists (--overwrite replaces a file ooc wrote)")
-        check_replaceable(path)
+        check_replaceable(path, what, kind)
     fsutil.make_parents(path)  # --out a/b makes a/ (a file in the way: one line)
-    read_manifest(os.path.dirname(os.path.abspath(path)))  # one ooc cannot add to: refused before writing
-    with fsutil.atomic_output(path, mode) as f:
-        yield f
-    directory, name = os.path.split(os.path.abspath(path))
-    record(directory, [name])
+    check_folder(path)  # a store's or a run's folder, which ooc cannot add to: refused before writing
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path}: is a directory")
+    tmp = fsutil.temporary_sibling(path, "tmp")
+    try:
+        try:
+            f = open(tmp, mode)
+        except OSError as exc:  # name the user's path, not our temporary's
+            raise type(exc)(exc.errno, exc.strerror, path) from None
+        with f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        put(tmp, path, kind, what)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _aside_line(line: str, aside: str, final: str) -> str:
+    """A refusal about the content moved aside to ``aside`` names it where the user put it (``final``)."""
+    return line.replace(aside, final)
+
+
+def _foreign_aside(aside: str, final: str, kind: str, listed: dict | None) -> str | None:
+    """Why the content just moved from ``final`` to ``aside`` (by :func:`put`'s exchange) is not ooc's output of
+    ``kind`` (one line naming the entry at ``final``), or None. ``listed``: ``final``'s entry in its folder's
+    manifest before the exchange (a file's proof)."""
+    if os.path.islink(aside):
+        return f"{final}: is a symbolic link (ooc never writes through or replaces a link it did not make)"
+    if os.path.isdir(aside):
+        try:
+            why = _foreign_in_dir(aside) or _other_kind(final, kind, manifest_path=aside)
+        except NotOurs as exc:
+            why = str(exc)
+        return None if why is None else _aside_line(why, aside, final)
+    if not listed or "size" not in listed:
+        return f"{final}: was not written by ooc (not in an ooc manifest)"
+    if file_entry(aside) != {"size": listed["size"], "crc": listed["crc"]}:
+        return f"{final}: changed since ooc wrote it"
+    if listed.get("kind") != kind:
+        return f"{final}: is {_describe(listed.get('kind'))}, not {_describe(kind)}"
+    return None
+
+
+def put(tmp: str, final: str, kind: str, what: str = "") -> None:
+    """Put the complete ``tmp`` (a file or a directory ooc built beside ``final``) at ``final``; what was at
+    ``final`` is replaced only if it is still ooc's output of ``kind``, verified at the moment it is replaced.
+
+    The two are exchanged in one step (:func:`ooc.fsutil.swap_into_place`: ``final`` is always the old or
+    the new, whole), then the old content, now at a hidden name nobody writes to, is verified by the rule
+    (:func:`check_replaceable`): anything the user added or changed until the exchange is seen. If it is not
+    ooc's, the two are exchanged back, the new one is removed and :class:`NotOurs` names the entry; if it is,
+    it is deleted. A file is put under its folder's lock (other ooc processes writing there wait) and
+    listed in the folder's manifest, with ``kind`` and the content it replaces (``was``) before the exchange,
+    so that a crash leaves a file the manifest vouches for. The caller checked ``final`` before its work (an
+    early refusal) and holds the output's lock where it has one (:func:`exclusive`: a store's).
+    """
+    final = os.path.abspath(final)
+    check_target(final)
+    directory, name = os.path.split(final)
+    is_dir = os.path.isdir(tmp)
+    new = None if is_dir else {**file_entry(tmp), "kind": kind}
+    with _locked(directory):
+        m = read_manifest(directory)
+        listed = None if m is None else m["entries"].get(name)
+        inside = _kind_of_folder(directory, m)
+        if inside is not None:
+            raise NotOurs(f"{final}: {inside}; choose another path")
+        if new is not None:
+            m = m or {"ooc_owned": FORMAT, "token": new_token(), "kind": "files", "whole": False, "entries": {},
+                      "generated": []}
+            m["entries"][name] = {**new, "was": {k: listed[k] for k in ("size", "crc")}} \
+                if listed and "size" in listed else new
+            _write_manifest(directory, m)
+        try:
+            aside = fsutil.swap_into_place(tmp, final)
+            why = None if aside is None else _foreign_aside(aside, final, kind, listed)
+        except BaseException:
+            if new is not None:
+                _relist(directory, m, name, listed)
+            raise
+        if why is not None:
+            if new is not None:
+                _relist(directory, m, name, listed)
+            _refuse_after_exchange(aside, final, why, what, new)
+        if new is not None:
+            m["entries"][name] = new
+            _write_manifest(directory, m)
+        elif listed is not None:  # a directory in place of a listed file (a Zarr store over an HDF5 one)
+            m["entries"].pop(name)
+            _write_manifest(directory, m)
+    if aside is not None:
+        fsutil.remove_tree(aside)
+
+
+def _relist(directory: str, m: dict, name: str, listed: dict | None) -> None:
+    """Put back ``name``'s entry as it was before :func:`put` listed the new content."""
+    if listed is None:
+        m["entries"].pop(name, None)
+    else:
+        m["entries"][name] = listed
+    _write_manifest(directory, m)
+
+
+def _refuse_after_exchange(aside: str, final: str, why: str, what: str, new: dict | None) -> None:
+    """Exchange back what :func:`put` found not to be ooc's, remove the new content, raise :class:`NotOurs`.
+    ``new``: the new file's size and CRC-32 (None for a directory, which proves itself by its manifest)."""
+    new_at = fsutil.swap_into_place(aside, final)  # the user's content at final again, the new one aside
+    if new_at is not None and os.path.lexists(new_at):
+        if os.path.islink(new_at):
+            changed = True
+        elif new is None:
+            changed = not os.path.isdir(new_at) or foreign_entry(new_at) is not None
+        else:
+            changed = not os.path.isfile(new_at) or file_entry(new_at) != {"size": new["size"], "crc": new["crc"]}
+        if not changed:
+            fsutil.remove_tree(new_at)
+        else:  # written into while it was in place: not only ooc's any more, kept where the user sees it
+            n, kept = 0, f"{final}.new-{os.getpid()}"
+            while os.path.lexists(kept):
+                n, kept = n + 1, f"{final}.new-{os.getpid()}-{n + 1}"
+            os.rename(new_at, kept)
+            why += f" (the new output, changed meanwhile, is kept at {kept})"
+    raise NotOurs(f"{why}; refusing to replace it{' with ' + what if what else ''} (it changed while the command "
+                  "ran; ooc replaces only what it wrote: remove it yourself or choose another path)")
 
 
 def install(tmp: str, path: str) -> None:
@@ -353,7 +600,7 @@ def install(tmp: str, path: str) -> None:
             _write_manifest(directory, m)
 
 
-def write_bytes(path: str, payload: bytes, overwrite: bool = True) -> None:
+def write_bytes(path: str, payload: bytes, overwrite: bool = True, *, kind: str, what: str = "") -> None:
     """:func:`output` of ``payload``."""
-    with output(path, "wb", overwrite=overwrite) as f:
+    with output(path, "wb", overwrite=overwrite, kind=kind, what=what) as f:
         f.write(payload)

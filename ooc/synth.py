@@ -169,8 +169,8 @@ def write_svmlight(source: SynthSource, path: str, precision: int = 6) -> None:
     from . import owned
 
     with contextlib.ExitStack() as stack:
-        f = stack.enter_context(owned.output(path, "wb"))
-        if path.endswith(".gz"):  # closing it leaves the file open: atomic_output fsyncs then renames it
+        f = stack.enter_context(owned.output(path, "wb", kind="data", what="generated data"))
+        if path.endswith(".gz"):  # closing it leaves the file open: owned.output fsyncs, then puts it in place
             f = stack.enter_context(gzip.GzipFile(fileobj=f, mode="wb", mtime=0))
         for ch in source():
             lines = []

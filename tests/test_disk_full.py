@@ -116,7 +116,8 @@ def test_predict_out_on_a_full_disk_keeps_the_old_file(data, tmp_path):
         out = os.path.join(mnt, "pred.txt")
         from ooc.owned import write_bytes
 
-        write_bytes(out, b"previous predictions\n")  # as an earlier 'ooc predict --out' would: listed as ooc's
+        # as an earlier 'ooc predict --out' would: listed as ooc's predictions
+        write_bytes(out, b"previous predictions\n", kind="predictions")
         with _filled(mnt, 0):
             r = _invoke("predict", run, data["store"], "--out", out)
             _full_disk_line(r)

@@ -138,6 +138,7 @@ class RunDir:
         path = os.path.abspath(path)
         try:
             owned.check_target(path)
+            owned.check_folder(path)  # never inside a store or another run
         except owned.NotOurs as exc:
             raise RunError(str(exc)) from None
         replace = os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path))
@@ -148,7 +149,7 @@ class RunDir:
                 raise RunError(f"{path}: {what}")
             cls(path).check_not_in_use()  # a run being trained changes while it is checked: say that first
             try:
-                owned.refuse_to_replace(path, "a new run", inputs)
+                owned.refuse_to_replace(path, "a new run", inputs, kind="run")
             except FileExistsError as exc:
                 raise RunError(str(exc)) from None
         try:
@@ -172,12 +173,12 @@ class RunDir:
             owned.seal_dir(tmp.path, "run", RUN_GENERATED, token=ident, extra={"run_proofs": RUN_PROOFS})
             if replace:
                 with cls(path).lock():  # never replace a run another process is training
-                    owned.check_replaceable(path, "a new run")  # again, now that nobody writes there
-                    old = fsutil.swap_into_place(tmp.path, path)
+                    # verified again as it is exchanged, now that no ooc writes there (ooc.owned.put)
+                    owned.put(tmp.path, path, "run", "a new run")
             else:
                 old = fsutil.swap_into_place(tmp.path, path)  # over an empty directory, if one is there
-            if old is not None:
-                fsutil.remove_tree(old)
+                if old is not None:
+                    fsutil.remove_tree(old)
         except BaseException:
             tmp.remove()
             raise

@@ -134,6 +134,14 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
         The new store, opened; ``lineage`` ends with the old store's fingerprint and row count.
     """
     opened = isinstance(store, (str, os.PathLike))
+    target = os.fspath(out) if out is not None else os.fspath(store) if opened else store.path
+    # one writer of the output at a time, from before the old store is read (in place) to the swap
+    with owned.exclusive(target, "the append"):
+        return _append(store, source, out, opened, y, sample_weight, memory, input_format, overwrite, options, widen)
+
+
+def _append(store, source, out, opened, y, sample_weight, memory, input_format, overwrite, options, widen) -> Store:
+    """:func:`append`, holding the output's lock."""
     old = open_store(store) if opened else store
     out = os.fspath(out) if out is not None else old.path
     if not old.has_layout(L.ROWS):
@@ -147,7 +155,7 @@ def append(store, source, out: str | os.PathLike | None = None, *, y=None, sampl
     exists = MemoryBackend.detect(out) if memory_store else os.path.lexists(out)
     if in_place and not memory_store:
         # the store is replaced by the new one: it must hold only what ooc wrote (no user's file inside)
-        owned.check_replaceable(out, "the appended store")
+        owned.check_replaceable(out, "the appended store", kind="store")
     if not in_place:
         if "://" not in out and "://" not in old.path and contains(old.path, out):
             raise FileExistsError(f"{out}: is inside the store {old.path}; choose another output path")

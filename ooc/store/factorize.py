@@ -35,6 +35,7 @@ import os
 
 import numpy as np
 
+from .. import owned
 from . import layout as L
 from .backend import StoreError
 from .integrity import seal_attrs
@@ -181,18 +182,19 @@ def convert_factorized(source, store, k: int, *, seed: int = 0, overwrite: bool 
     from .ingest import convert, memory_budget
 
     store = output_location(store)
-    exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
-    check_output_store(store, exists, overwrite, source)
-    memory = memory_budget(convert_options.get("memory", "1GiB"))
-    k = _check_k(k, memory)  # before any work
-    tmp = temporary_path(store)
-    try:
-        convert(source, tmp, **convert_options).close()
-        factorize_in_place(tmp, k, seed, memory)
-        publish(tmp, store, replace=exists)
-    except BaseException:
-        remove_path(tmp)
-        raise
+    with owned.exclusive(store, "the conversion"):  # one writer of STORE at a time, from its check to its swap
+        exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
+        check_output_store(store, exists, overwrite, source)
+        memory = memory_budget(convert_options.get("memory", "1GiB"))
+        k = _check_k(k, memory)  # before any work
+        tmp = temporary_path(store)
+        try:
+            convert(source, tmp, **convert_options).close()
+            factorize_in_place(tmp, k, seed, memory)
+            publish(tmp, store, replace=exists)
+        except BaseException:
+            remove_path(tmp)
+            raise
     return open_store(store)
 
 

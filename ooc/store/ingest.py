@@ -36,6 +36,7 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from .. import owned
 from .._cpu import Behind, map_threads, resolve_threads
 from .._memguard import governed
 from .._memlimit import Budget, format_bytes, governor_reserve, resolve_budget, work_budget  # noqa: F401
@@ -952,11 +953,13 @@ def convert(
     if recipe is not None and recipe.index_base is not None:  # svmlight ids read as the recipe says
         zero_based = recipe.index_base == 0
     try:
-        plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
-                     block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
-                     threads, recipe, recipe_owner, _header_option(header))
-        t0 = time.perf_counter()
-        _build_and_publish(plan, label_kind, progress)
+        # one writer of STORE at a time, from its first check to its swap (ooc.owned.exclusive)
+        with owned.exclusive(store, "the conversion"):
+            plan = _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features,
+                         block_bytes, chunk_len, overwrite, hash_bits, text_columns, sample_weight, weight_column,
+                         threads, recipe, recipe_owner, _header_option(header))
+            t0 = time.perf_counter()
+            _build_and_publish(plan, label_kind, progress)
     finally:
         forget_streams()  # a pipe read here is this conversion's: a later one opens it again
     if progress:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import fsutil, owned
 from .._cpu import Behind
-from ..fsutil import swap_into_place, temporary_sibling
+from ..fsutil import temporary_sibling
 from . import layout as L
 from .backend import Backend, MemoryBackend
 from .stats import ColumnAccumulator, RowSummary, row_stats, summary_from
@@ -165,9 +165,11 @@ def remove_path(path: str) -> None:
 def publish(tmp: str, final: str, replace: bool = False) -> None:
     """Move a complete container from its temporary name to its final one.
 
-    With ``replace``, an existing ``final`` (the caller checked it is an ooc store it may replace)
-    is exchanged with ``tmp`` atomically and then deleted: whenever the process dies, ``final`` is
-    the old store or the new one, whole (:func:`ooc.fsutil.swap_into_place`).
+    With ``replace``, an existing ``final`` is replaced only if it is still an ooc store, verified at the
+    moment it is exchanged with ``tmp`` (:func:`ooc.owned.put`: a file the user added to it while the
+    command ran is found, the store put back and the refusal names it); whenever the process dies,
+    ``final`` is the old store or the new one, whole. The caller holds the store's lock
+    (:func:`ooc.owned.exclusive`) from its first check to here.
     """
     if final.startswith("memory://"):
         if replace:
@@ -181,11 +183,8 @@ def publish(tmp: str, final: str, replace: bool = False) -> None:
 
         token = owned.new_token()  # the conversion's id, in its chunk records too
         owned.seal_dir(tmp, "store", token=token, extra={"shards": {"conversion": token, "chunks": chunk_records(tmp)}})
-    old = swap_into_place(tmp, final)
-    if old is not None:
-        remove_path(old)
-    if not os.path.isdir(final):  # a file store (HDF5): listed in its directory's manifest
-        owned.record(os.path.dirname(os.path.abspath(final)), [os.path.basename(final)], kind="files")
+    # a file store (HDF5) is listed in its directory's manifest, as a store
+    owned.put(tmp, final, "store", "a new store")
 
 
 def output_location(store) -> str:
@@ -209,7 +208,8 @@ def output_location(store) -> str:
 
 
 def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -> None:
-    """Refuse to write ``store`` where that would destroy what is not an ooc store of ours.
+    """Refuse to write ``store`` where that would destroy what is not an ooc store of ours (another kind of
+    ooc output included: a run, predictions).
 
     ``exists`` without ``overwrite`` is an error; with it, ``store`` must be what ooc wrote, as its
     manifest lists it, and not the input ``source`` (a path), contain it, or be the current directory
@@ -222,6 +222,7 @@ def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -
             raise FileExistsError(f"{store}: is inside the input {src}; choose another output path")
     if "://" not in store:
         fsutil.check_parent(store)
+        owned.check_folder(store)  # never inside another store or a run
     if not exists or store.startswith("memory://"):
         if exists and not overwrite:
             raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
@@ -230,7 +231,7 @@ def check_output_store(store: str, exists: bool, overwrite: bool, source=None) -
         if inputs and os.path.realpath(inputs[0]) == os.path.realpath(store):
             raise FileExistsError(f"{store}: is the input; choose another output path")
         raise FileExistsError(f"{store}: already exists (use --overwrite to replace it)")
-    owned.refuse_to_replace(store, "a new store", inputs)
+    owned.refuse_to_replace(store, "a new store", inputs, kind="store")
 
 
 def is_ooc_store(path: str) -> bool:
