@@ -352,7 +352,9 @@ def _recipe_given(kwargs: dict):
 @click.option("--format", "fmt", type=click.Choice(["zarr", "hdf5"]), default="zarr", show_default=True,
               help="Store backend.")
 @click.option("--layout", type=click.Choice(["rows", "cols", "both"]), default="both", show_default=True,
-              help="Matrix layouts to store: by rows (dual solvers), by columns (rcd-primal), or both.")
+              help="Matrix layouts to store: by rows (the dual solvers: sdca, acc-sdca, rcd-dual, dspdc), or both (also "
+                   "rcd-primal and dgpd, which read columns too); 'cols' alone is for reading by columns (no solver "
+                   "trains on it alone).")
 @click.option("--memory", type=T.MEMORY, default="auto", show_default=True,
               help="Memory for the whole process ('auto': what it may use: cgroup limit, RLIMIT_AS, available RAM).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
@@ -505,6 +507,11 @@ def _format_fit(f: dict) -> list[str]:
             how.append(f"{_fmt_bytes(fam['compile_bytes'])} while Numba compiles its kernels (not in its cache yet)")
         verdict = "fits" if fam["fits"] else "does NOT fit"
         lines.append(f"             {name}: {verdict} ({', '.join(how)}); needs at least {need}")
+    if f.get("options_refused"):
+        lines.append(f"             no run: {f['options_refused']}")
+    for name, why in (f.get("refused") or {}).items():
+        if why != f.get("options_refused"):
+            lines.append(f"             {name}: not with these options ({why})")
     return lines
 
 

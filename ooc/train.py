@@ -1057,11 +1057,17 @@ def memory_fit(st, options: dict, given=None) -> dict:
     base = {k: v for k, v in options.items() if v is not None or k in ("memory",)}
     if "loss" not in (given if given is not None else options) and st.label_kind == L.REGRESSION:
         base["loss"] = "squared"
-    first = _validate(base, st)  # the options themselves: refused as train refuses them
-    names = list(SOLVER_REGISTRY) if base.get("solver", AUTO) == AUTO else [first["solver_used"]]
+    TrainConfig.from_options(base)  # a bad option value: refused by name, as train refuses it
+    try:
+        first = _validate(base, st)  # the options against the store, as train checks them
+    except ValueError as e:
+        # a store no run of these options trains (one class, columns only) is still described: the
+        # reason stands in place of the figures
+        first, refused_all = None, str(e)
+    names = list(SOLVER_REGISTRY) if base.get("solver", AUTO) == AUTO else [base["solver"]]
     tries = [{**base, "solver": name} for name in names]
-    if st.label_kind == L.MULTICLASS and first["multiclass"] != CRAMMER_SINGER and base.get("solver", AUTO) in (
-            AUTO, SDCA_SOLVER) and not first["distributed"]:
+    if first is not None and st.label_kind == L.MULTICLASS and first["multiclass"] != CRAMMER_SINGER and \
+            base.get("solver", AUTO) in (AUTO, SDCA_SOLVER) and not first["distributed"]:
         # Crammer-Singer's max-of-hinge loss: the hinge where the loss given is not one
         hinge = base.get("loss") if loss_spec(first["loss"]).multiclass_hinge else "hinge"
         tries.append({**base, "solver": SDCA_SOLVER, "multiclass": CRAMMER_SINGER, "loss": hinge,
@@ -1075,8 +1081,11 @@ def memory_fit(st, options: dict, given=None) -> dict:
                     else f"{opts['solver']}-{CRAMMER_SINGER}"] = str(e)
             continue
         runs[memfit.family_name(o)] = o
-    fit = memfit.memory_fit(st, first["memory_bytes"], runs, refused)
-    fit["auto_solver"] = first["solver_used"] if base.get("solver", AUTO) == AUTO else None
+    memory = first["memory_bytes"] if first is not None else TrainConfig.from_options(base).memory_bytes
+    fit = memfit.memory_fit(st, memory, runs, refused)
+    fit["auto_solver"] = first["solver_used"] if first is not None and base.get("solver", AUTO) == AUTO else None
+    if first is None:
+        fit["options_refused"] = refused_all
     return fit
 
 

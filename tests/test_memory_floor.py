@@ -162,3 +162,25 @@ def binary(tmp_path_factory):
     st = ooc.convert(X, path, y=y, dtype="float64", block_bytes="64KiB", layout="both")
     yield st
     st.close()
+
+
+@pytest.mark.parametrize("kind", ["one class", "columns only"])
+def test_info_describes_a_store_no_run_trains(tmp_path, kind):
+    """A store that converts but that no run of the options given trains (one class: a test set; columns
+    only) is described by ``ooc info``: the reason in place of the figures, exit 0."""
+    from click.testing import CliRunner
+
+    from ooc.cli import main
+
+    rng = np.random.default_rng(3)
+    X = sp.random(200, 30, density=0.2, random_state=3, format="csr")
+    y = np.ones(200) if kind == "one class" else np.where(rng.standard_normal(200) > 0, 1.0, -1.0)
+    path = str(tmp_path / "s.zarr")
+    ooc.convert(X, path, y=y, layout="cols" if kind == "columns only" else "both").close()
+    with ooc.open_store(path) as st:
+        fit = T.memory_fit(st, {"memory": "1GiB"})
+    assert fit["options_refused"] and not fit["families"] and fit["refused"]
+    r = CliRunner().invoke(main, ["info", path])
+    assert r.exit_code == 0 and "no run: " in r.output, r.output
+    bad = CliRunner().invoke(main, ["info", path, "--l2", "-1"])  # a bad option value is still refused by name
+    assert bad.exit_code == 2 and "--l2" in bad.output
