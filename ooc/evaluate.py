@@ -32,7 +32,7 @@ from ._cpu import resolve_threads
 from ._malloc import tune_malloc
 from ._memguard import governed
 from ._memlimit import Budget, governor_reserve
-from .model import LinearModel, proba_from_margins
+from .model import LinearModel, log_proba_from_margins, proba_from_margins
 from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
@@ -376,8 +376,8 @@ def _evaluate_pieces(model, source, budget, nthreads, options, progress, scores,
         elif model.task == L.MULTICLASS:
             for c, cls in enumerate(model.classes_):
                 loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
-            if has_proba:  # auc_scores: what predict_proba gives
-                logloss += float(-np.sum(np.log(np.maximum(auc_scores[np.arange(len(y)), yi], 1e-300))))
+            if has_proba:  # the logarithms of what predict_proba gives
+                logloss += float(-np.sum(log_proba_from_margins(m)[np.arange(len(y)), yi]))
         else:
             loss_sum += float(np.sum(loss.value(m, y)))
             scores.add(y, m)

@@ -246,11 +246,26 @@ def proba_from_margins(m: np.ndarray) -> np.ndarray:
     the columns for ``classes_[0]`` and ``classes_[1]``. More classes (``m`` of shape (n, k),
     one-vs-rest): ``p_c = s(m_c) / sum_j s(m_j)``, each class's sigmoid normalised to sum to 1
     (scikit-learn's one-vs-rest rule).
+
+    Computed from ``log s(m) = -log(1 + e^{-m})``, less the row's largest, so that a row whose every
+    sigmoid underflows (margins of -800: ``0 / 0``) still gets the same ratios, summing to 1; and
+    ``1 - s(m)`` as ``s(-m)``, which keeps its digits where ``s(m)`` is near 1.
     """
-    p = sigmoid(m)
-    if p.ndim == 2:
-        return p / p.sum(axis=1, keepdims=True)
-    return np.column_stack([1.0 - p, p])
+    m = np.asarray(m, dtype=np.float64)
+    if m.ndim == 2:
+        return np.exp(log_proba_from_margins(m))
+    return np.column_stack([sigmoid(-m), sigmoid(m)])
+
+
+def log_proba_from_margins(m: np.ndarray) -> np.ndarray:
+    """The logarithms of :func:`proba_from_margins`, computed without forming the probabilities (finite where
+    a probability underflows to 0: the held-out logloss of such a row is large, not infinite)."""
+    m = np.asarray(m, dtype=np.float64)
+    if m.ndim == 2:
+        logs = -np.logaddexp(0.0, -m)
+        top = logs.max(axis=1, keepdims=True)
+        return logs - top - np.log(np.exp(logs - top).sum(axis=1, keepdims=True))
+    return np.column_stack([-np.logaddexp(0.0, m), -np.logaddexp(0.0, -m)])
 
 
 def load_model(run: str) -> LinearModel:
