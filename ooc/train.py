@@ -56,6 +56,7 @@ from .solvers.base import ProblemRefused
 from .solvers.dgpd import DenseDualFallback, DenseDualWarning
 from .solvers.problem import class_weights_for, intercept_mode, make_problem
 from .solvers.registry import (
+    ACC_SDCA_SOLVER,
     ADDED_L2,
     AUTO,
     CRAMMER_SINGER,
@@ -846,7 +847,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
             # this trajectory's states only: a continuation's first gap over the previous store's last is no rate
             stall = diagnose(trajectory_history(rd.history(), generation), o["tol"], _unsteady(o))
             result["stop_reason"] = stall.text
-            result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]))
+            result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]), st)
             if stall.more_epochs is not None:  # the figures of the advice: an estimate, and a floor where unsettled
                 result["estimated_more_epochs"] = stall.more_epochs
                 result["at_least_more_epochs"] = stall.at_least
@@ -924,9 +925,11 @@ def _unsteady(o: dict) -> str | None:
     return None
 
 
-def _advice(stall, o: dict, path: str, epochs: int) -> str:
+def _advice(stall, o: dict, path: str, epochs: int, st=None) -> str:
     """What to change after a run stopped at ``--max-epochs`` for the reason ``stall``
-    (:func:`ooc.engine.diagnose`): a resume command, another solver or option."""
+    (:func:`ooc.engine.diagnose`): a resume command, another solver or option. An option named is one these
+    options with it train with on ``st`` (:func:`_takes`: acc-sdca is not named to a ``--fit-intercept`` run,
+    which it refuses)."""
     more = stall.more_epochs if stall.more_epochs is not None else max(epochs, 10)
     resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(ADVICE_MARGIN * more))}'"
     if stall.at_least is not None:
@@ -936,13 +939,15 @@ def _advice(stall, o: dict, path: str, epochs: int) -> str:
     if stall.kind in ("rate", "few"):
         return f"{resume} continues"
     used, pure_l1 = o["solver_used"], o["l2"] <= 0 < o["l1"]
+    changes = None  # the options the advice changes, checked against the store
     if pure_l1 and used != RCD_PRIMAL_SOLVER:
-        other = "--solver rcd-primal (working sets, a tight pure-L1 certificate)"
+        other, changes = "--solver rcd-primal (working sets, a tight pure-L1 certificate)", {"solver": RCD_PRIMAL_SOLVER}
     elif pure_l1 and o["sampling"] != "working-set":
-        other = "--sampling working-set (pure L1)"
+        other, changes = "--sampling working-set (pure L1)", {"sampling": "working-set"}
     elif not loss_spec(o["loss"]).smooth:
         # every solver's gap falls like 1/epochs on a non-smooth loss: another solver does not help
         other = "--loss smooth-hinge (smooth: the gap falls at a linear rate; the hinge's like 1/epochs)"
+        changes = {"loss": "smooth-hinge"}
     elif o.get("multiclass") == "crammer-singer":  # trained by sdca only
         other = "a larger --l2, or --multiclass ovr (acc-sdca trains its classes with a small --l2)"
     elif o.get("distributed"):
@@ -952,12 +957,26 @@ def _advice(stall, o: dict, path: str, epochs: int) -> str:
         other = ("fewer workers, or one process (no --distributed: 'ooc info STORE' says what auto runs, "
                  "acc-sdca where --l2 is small), or a larger --l2")
     elif used == SDCA_SOLVER and loss_spec(o["loss"]).smooth:
-        other = "--solver acc-sdca (accelerated: small --l2)"
+        other, changes = "--solver acc-sdca (accelerated: small --l2)", {"solver": ACC_SDCA_SOLVER}
     else:
         other = "another --solver ('ooc info STORE' says what auto runs)"
+    if changes is not None and not _takes(st, o, changes):
+        other = "a larger --l2 (the gap falls faster the larger it is)"
     if stall.kind == "slow":
         return f"{resume} gets there slowly; faster: {other}"
     return f"try {other}, or a larger --tol (the gap may be at the precision of the data)"
+
+
+def _takes(st, o: dict, changes: dict) -> bool:
+    """Whether a run of the options ``o`` with ``changes`` is one ``ooc train`` takes on ``st`` (True without
+    a store to check against)."""
+    if st is None:
+        return True
+    try:
+        _validate({**{k: o[k] for k in DEFAULTS if k in o}, **changes}, st)
+    except ValueError:
+        return False
+    return True
 
 
 def _fit_threads(st, o: dict) -> None:
