@@ -10,7 +10,7 @@ A run's figure is that of its *leanest plan* (:func:`leanest_plan`): the ``O(d)`
 class (:meth:`fixed_for`) on the fewest threads the run may use (one under ``--threads 0``, which fits the
 count to the memory; the count asked for otherwise, which is never lowered), without a one-thread
 replica (the solvers drop it when the memory cannot hold it), what one pass holds at once, the ``O(n)``
-vectors paged; for dgpd, with its fallback to sdca in the same process (:func:`solver_chain`), the larger of
+vectors paged (in memory under ``--duals memory``); for dgpd, with its fallback to sdca in the same process (:func:`solver_chain`), the larger of
 the two; for ``--distributed local:N``, the workers' processes too.
 """
 
@@ -59,9 +59,11 @@ def planner(st, o: dict, name: str | None = None):
     pb = make_problem(view, o)
     dim = view.n_cols + (1 if pb.bias > 0 else 0)
     mix = _mix(fp, o, view)
+    # the O(n) vectors paged, unless --duals memory holds them there whatever the memory
+    vectors = "memory" if o.get("duals") == "memory" else "paged"
 
     def plan_for(budget: int, threads: int, replica: bool = False) -> Plan:
-        return plan_memory(fp, view, int(budget), k=pb.n_sub, mix=mix, vectors="paged", warn=False,
+        return plan_memory(fp, view, int(budget), k=pb.n_sub, mix=mix, vectors=vectors, warn=False,
                            fixed=fixed_for(view, pb.n_sub, dim, mix, float(o["l1"]), threads, replica=replica))
 
     return plan_for

@@ -158,3 +158,14 @@ def test_auto_under_a_cgroup_too_small_says_the_limit_that_works(tmp_path):
                         timeout=600, env=env)
     assert ok.returncode == 0, ok.stderr
     assert re.search(r"oom_kills=0", ok.stderr), ok.stderr
+
+
+@pytest.mark.cgroup
+@pytest.mark.parametrize("limit, mib", [("3G", 3072), ("2.5GiB", 2560), ("4096M", 4096), ("300MiB", 300),
+                                        (str(5 << 30), 5120)])
+def test_a_limit_above_2_gib_is_the_limit_asked(limit, mib):
+    """The script's limit is the one asked for, above 2**31 bytes too (mawk's printf %d saturated there: 3G
+    ran under 2048M)."""
+    capped = require_run_capped()
+    r = subprocess.run([capped, limit, "--", "true"], capture_output=True, text=True)
+    assert r.returncode == 0 and f"limit={mib}M " in r.stderr.strip().splitlines()[-1], r.stderr

@@ -127,12 +127,13 @@ def _named(st, o, memory, process):
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(solver=hs.sampled_from(list(SOLVER_REGISTRY)), mode=hs.sampled_from(["ovr", "crammer-singer", None]),
        l1=hs.sampled_from([0.0, 1e-4]), intercept=hs.booleans(), threads=hs.sampled_from([0, 1, 2, 3]),
-       mix=hs.integers(1, 6), block=hs.sampled_from([BLOCK, 4 << 10, 64 << 10]))
+       mix=hs.integers(1, 6), block=hs.sampled_from([BLOCK, 4 << 10, 64 << 10]),
+       duals=hs.sampled_from(["auto", "memory", "paged"]))
 def test_the_smallest_named_is_the_one_train_refuses_below(multi, binary, solver, mode, l1, intercept, threads, mix,
-                                                           block):
+                                                           block, duals):
     st = binary if mode is None else multi
     opts = {"solver": solver, "l1": l1, "fit_intercept": intercept, "threads": threads, "mix_blocks": mix,
-            "block_bytes": block, "loss": "smooth-hinge", "memory": "64GiB"}
+            "block_bytes": block, "loss": "smooth-hinge", "memory": "64GiB", "duals": duals}
     if mode:
         opts["multiclass"] = mode
     try:
