@@ -160,11 +160,17 @@ def writer_bytes(chunk_len: int, dtype, index_dtype) -> int:
     return 2 * int(chunk_len) * per_entry
 
 
+def width_bound(width: int) -> int:
+    """The columns a conversion sizes for when ``width`` ids were read so far and more may come: the next
+    power of two (a hashed feature space's), not only the ids read so far."""
+    return 1 << (max(int(width), 1) - 1).bit_length()
+
+
 def unknown_width_bytes(width: int) -> int:
-    """The work an input that does not say its width (svmlight) needs for ``width`` columns: three times
-    their arrays (a third of the work is kept for them, :func:`buffer_budget`), for the next power of two
-    (a hashed feature space's), not only the ids read so far."""
-    return 3 * column_bytes(1 << (max(int(width), 1) - 1).bit_length())
+    """The work an input that does not say its width (svmlight) needs for ``width`` columns when its buffers
+    were sized before any id was read: three times their arrays (a third of the work is kept for them,
+    :func:`buffer_budget`), for :func:`width_bound` columns."""
+    return 3 * column_bytes(width_bound(width))
 
 
 def buffer_budget(budget: Budget, n_cols: int | None) -> int:
@@ -962,6 +968,11 @@ class _Plan(NamedTuple):
     chunk_len: int
     memory: Budget
     threads: int
+    #: ``resize(n_cols)``: ``(block_bytes, chunk_len, make_chunks)`` with the buffers sized for ``n_cols``
+    #: columns (None: unknown, a third kept: :func:`buffer_budget`), the source opened again
+    resize: Callable | None = None
+    #: the columns the buffers were sized for (None: unknown); svmlight's grows as ids are read (:func:`_build`)
+    sized_for: int | None = None
 
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
@@ -1007,6 +1018,11 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     else:
         budget.require(MIN_WORK, "this conversion")
     cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
+
+    def resize(n_cols):
+        bb, (make, *_) = opened(buffer_budget(budget, n_cols))
+        return bb, int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024))), make
+
     settings = {
         "zero_based": True if known_zero else zero_based,
         "index_dtype": np.dtype(np.int32),
@@ -1018,7 +1034,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
-                 n_features, bb, cl, budget, threads)
+                 n_features, bb, cl, budget, threads, resize, n_features)
 
 
 def _zero_based(zero_based, index_base):
@@ -1145,17 +1161,25 @@ def _build_all(plan: _Plan, tmp, label_kind, progress) -> None:
         try:
             _build(plan.make_chunks, tmp.path, tmp.scratch, plan.backend_cls, plan.dtype, plan.settings,
                    plan.block_bytes, plan.chunk_len, plan.memory, plan.layouts, label_kind, plan.n_features,
-                   plan.total, progress, plan.source_desc, plan.threads)
+                   plan.total, progress, plan.source_desc, plan.threads, plan.sized_for)
         except _Restart as r:
             tmp.remove()
-            plan.settings.update(r.changes)
+            changes = dict(r.changes)
+            sized_for = changes.pop("sized_for", None)
+            if sized_for is not None:  # the ids read need more columns than the buffers left room for
+                bb, cl, make = plan.resize(sized_for)
+                plan = plan._replace(block_bytes=bb, chunk_len=cl, make_chunks=make, sized_for=sized_for)
+            plan.settings.update(changes)
             continue
         return
 
 
 def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, budget: Budget, layouts,
-           label_kind, n_features, total, progress, source_desc, threads=1):
+           label_kind, n_features, total, progress, source_desc, threads=1, sized_for=None):
     width = 0  # columns seen so far (svmlight: its width is known only once read)
+    # what the columns' arrays may take beside the buffers as sized (buffer_budget): a third of the work
+    # while the width is unknown, what the columns the buffers were sized for take once it was read
+    room = budget.work - buffer_budget(budget, sized_for)
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
@@ -1191,9 +1215,13 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
             _check_label_range(chunk, out_dtype, source_desc)
             if n_features is None and budget.ceiling is not None and len(ind) and hi - shift + 1 > width:
                 width = hi - shift + 1
-                # the third of the budget kept for the columns' arrays (buffer_budget) must hold them; the
-                # figure named covers the next power of two (a hashed feature space's), not only the ids so far
-                budget.require(unknown_width_bytes(width), f"this conversion ({width} columns so far)")
+                if column_bytes(width_bound(width)) > room:
+                    # the buffers leave too little room for the columns' arrays of the ids read so far: refused
+                    # when --memory cannot hold them beside the smallest buffers (naming the figure for that
+                    # width), else read again from the start with buffers sized for them (nothing was written)
+                    budget.require(column_bytes(width_bound(width)) + MIN_WORK,
+                                   f"this conversion ({width} columns so far)")
+                    raise _Restart(sized_for=width_bound(width))
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
