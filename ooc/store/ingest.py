@@ -1073,11 +1073,12 @@ def _kernel_format(source, input_format, text_columns, recipe) -> str | None:
     return input_format or detect_format(os.fspath(source))
 
 
-def load_kernels(fmt: str | None, dtype, threads: int = 1) -> int:
+def load_kernels(fmt: str | None, dtype, threads: int = 1, layout: str = "both") -> int:
     """Load every compiled kernel a conversion of ``fmt`` input calls (its reader's, the statistics', the
-    transpose's) before its memory is planned, by converting a few rows of that format into memory: the
-    resident size the plan then measures counts them. Returns this process's peak resident size while
-    they loaded when that was a new peak (0 otherwise), which the plan counts as held too.
+    transpose's unless ``layout`` is ``'rows'``) before its memory is planned, by converting a few rows of
+    that format into memory: the resident size the plan then measures counts them. Returns this process's
+    peak resident size while they loaded when that was a new peak (0 otherwise), which the plan counts as
+    held too. Reading ``fmt`` input for another purpose (predict, evaluate) calls the same reader kernels.
 
     Why: Numba compiles a kernel on its first call where its cache does not hold it (a new install, a
     fresh ``NUMBA_CACHE_DIR``), and what compiling leaves resident is large: measured, a VW conversion's
@@ -1086,7 +1087,7 @@ def load_kernels(fmt: str | None, dtype, threads: int = 1) -> int:
     From a warm cache they load in about 0.1 s and add a few MiB.
     """
     _load_numba(dtype)
-    key = (fmt, str(np.dtype(dtype)), threads > 1)
+    key = (fmt, str(np.dtype(dtype)), threads > 1, layout == "rows")
     if fmt not in (*_SAMPLES, "matrix", "npz") or key in _KERNELS_LOADED:
         return 0
     before = peak_rss_bytes()
@@ -1103,7 +1104,8 @@ def load_kernels(fmt: str | None, dtype, threads: int = 1) -> int:
             settings["input_format"] = None
         # no ceiling: the sample's work is a few KiB; hashed into 2**4 columns (the kernels do not depend on it)
         work = Budget(MIN_WORK, None, 0, None, MIN_WORK)
-        plan = _plan(source, f"memory://.ooc-kernels-{os.getpid()}-{len(_KERNELS_LOADED)}", y, "zarr", "both", work,
+        plan = _plan(source, f"memory://.ooc-kernels-{os.getpid()}-{len(_KERNELS_LOADED)}", y, "zarr",
+                     "rows" if layout == "rows" else "both", work,
                      dtype, settings["input_format"], "auto", None, None, None, False, 4, settings["text_columns"],
                      threads=threads)
         tmp = Temporary(plan.store)
