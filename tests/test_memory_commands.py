@@ -216,9 +216,13 @@ def test_cold_numba_cache_stays_under_the_figure_named(tmp_path, fmt):
         return _peak(_ooc("convert", src, out, *extra, "--memory", memory),
                      env=_env(NUMBA_CACHE_DIR=str(tmp_path / f"cache{k}")))
 
+    figure = re.compile(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)")
     r, _ = run("1B", 0)
-    named = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr).group(1)
+    named = figure.search(r.stderr).group(1)
     r, peak = run(named.replace(" ", ""), 1)
+    if r.returncode and fmt == "svmlight" and figure.search(r.stderr):  # refused for the width its ids need
+        named = figure.search(r.stderr).group(1)
+        r, peak = run(named.replace(" ", ""), 2)
     assert r.returncode == 0, r.stderr[-2000:]
     assert peak <= parse_bytes(named), f"{fmt}, cold cache, at {named}: peak {peak / 2**20:.1f} MiB"
 
