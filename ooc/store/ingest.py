@@ -1092,28 +1092,31 @@ def load_kernels(fmt: str | None, dtype, threads: int = 1, layout: str = "both")
         return 0
     before = peak_rss_bytes()
     settings = {"input_format": fmt, "text_columns": ("label", "text") if fmt == "text" else None}
-    with tempfile.TemporaryDirectory(prefix=".ooc-kernels-") as d:
-        if fmt in _SAMPLES:
-            source, y = os.path.join(d, f"sample.{fmt}"), None
-            with open(source, "wb") as f:
-                f.write(_SAMPLES[fmt])
-        else:  # an .npz is read as a matrix
-            import scipy.sparse as sp
+    try:
+        with tempfile.TemporaryDirectory(prefix=".ooc-kernels-") as d:
+            if fmt in _SAMPLES:
+                source, y = os.path.join(d, f"sample.{fmt}"), None
+                with open(source, "wb") as f:
+                    f.write(_SAMPLES[fmt])
+            else:  # an .npz is read as a matrix
+                import scipy.sparse as sp
 
-            source, y = sp.csr_matrix(np.array([[0.5, 0.0, 1.0], [0.0, 0.25, 0.0]])), np.array([1.0, -1.0])
-            settings["input_format"] = None
-        # no ceiling: the sample's work is a few KiB; hashed into 2**4 columns (the kernels do not depend on it)
-        work = Budget(MIN_WORK, None, 0, None, MIN_WORK)
-        plan = _plan(source, f"memory://.ooc-kernels-{os.getpid()}-{len(_KERNELS_LOADED)}", y, "zarr",
-                     "rows" if layout == "rows" else "both", work,
-                     dtype, settings["input_format"], "auto", None, None, None, False, 4, settings["text_columns"],
-                     threads=threads)
-        tmp = Temporary(plan.store)
-        try:
-            _build_all(plan, tmp, "auto", None)
-        finally:
-            tmp.remove()
-            tmp.release()
+                source, y = sp.csr_matrix(np.array([[0.5, 0.0, 1.0], [0.0, 0.25, 0.0]])), np.array([1.0, -1.0])
+                settings["input_format"] = None
+            # no ceiling: the sample's work is a few KiB; hashed into 2**4 columns (the kernels do not depend on it)
+            work = Budget(MIN_WORK, None, 0, None, MIN_WORK)
+            plan = _plan(source, f"memory://.ooc-kernels-{os.getpid()}-{len(_KERNELS_LOADED)}", y, "zarr",
+                         "rows" if layout == "rows" else "both", work,
+                         dtype, settings["input_format"], "auto", None, None, None, False, 4, settings["text_columns"],
+                         threads=threads)
+            tmp = Temporary(plan.store)
+            try:
+                _build_all(plan, tmp, "auto", None)
+            finally:
+                tmp.remove()
+                tmp.release()
+    except OSError:  # no temporary directory to write the sample to: the kernels load when first called
+        return 0
     _KERNELS_LOADED.add(key)
     after = peak_rss_bytes()
     return after if after > before else 0
