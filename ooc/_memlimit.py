@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from ._cgroup import control_files, read_text
 
-__all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
+__all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "peak_rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
            "held_bytes", "kernels_loaded", "smallest_limit",
            "MARGIN_MIN", "KERNELS_BYTES", "COMPILE_BYTES", "kernels_uncached", "kernels_bytes", "governor_reserve",
            "TRAIN_PROCESS_BYTES", "limit_that_works", "Budget", "resolve_budget", "MemoryTooSmall", "format_bytes"]
@@ -87,6 +87,11 @@ def rss_bytes() -> int:
     text = read_text("/proc/self/statm")
     if text:
         return int(text.split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident size so far (``ru_maxrss``; what ``/usr/bin/time -v`` reports at its end)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 

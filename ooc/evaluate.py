@@ -36,7 +36,7 @@ from .model import LinearModel, log_proba_from_margins, proba_from_margins
 from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
-from .store.ingest import MIN_WORK, _load_numba, command_budget
+from .store.ingest import MIN_WORK, _load_numba, command_budget, load_kernels
 from .store.readers import InputError
 
 
@@ -113,17 +113,39 @@ def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str, 
     return ind
 
 
-def command_memory(model: LinearModel, memory, what: str) -> Budget:
+def command_memory(model: LinearModel, memory, what: str, source=None, options=None) -> Budget:
     """``memory`` resolved once for predicting or evaluating with ``model`` (:func:`ooc.store.ingest.command_budget`),
-    the model and the compiled kernels already in the process (counted in what it holds, not in the work);
-    an explicit whole-process ``--memory`` that leaves less than :data:`~ooc.store.ingest.MIN_WORK` is
+    the model and the compiled kernels already in the process (counted in what it holds, not in the work):
+    the margins' and, for a text ``source``, its reader's (:func:`ooc.store.ingest.load_kernels`); an
+    explicit whole-process ``--memory`` that leaves less than :data:`~ooc.store.ingest.MIN_WORK` is
     refused before INPUT is read, naming the smallest that works."""
     _load_numba("float64")  # Numba's machinery (~60 MiB, loaded by the first kernel a process calls)
     model.decision_csr(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), 1)  # the margins' kernel
+    peak = load_kernels(_input_format(model, source, options), "float64", 1, layout="rows")
     tune_malloc()  # freed pieces go back to the system (ooc._malloc), as in training
-    budget = command_budget(memory)
+    budget = command_budget(memory, held=peak)
     budget.require(MIN_WORK, what)
     return budget
+
+
+def _input_format(model: LinearModel, source, options) -> str | None:
+    """The format :func:`_iter_rows` reads a text ``source`` as (the model's recipe, else the file's own);
+    None for a store, or where that cannot be told here (then reading it says why, in its own words)."""
+    from .store.ingest import _kernel_format
+    from .store.recipe import Options, follow
+
+    if source is None or not isinstance(source, (str, os.PathLike)):
+        return None
+    source = os.fspath(source)
+    if source.startswith("memory://") or os.path.isdir(source) or source.endswith((".h5", ".hdf5")):
+        return None
+    try:
+        recipe, owner = _model_recipe(model)
+        given = options or Options()
+        reading = follow(recipe, given, owner)
+        return _kernel_format(source, given.input_format, given.text_columns, reading)
+    except Exception:  # noqa: BLE001 - refused by the reading itself, with its own message
+        return None
 
 
 def _governed(budget: Budget):
@@ -268,7 +290,7 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     why = model.proba_refusal() if proba else None
     if why is not None:
         raise ValueError(f"--proba: {why}")
-    budget = command_memory(model, memory, "this prediction")
+    budget = command_memory(model, memory, "this prediction", source, options)
     with _governed(budget):
         yield from _with_streams_closed(_predictions(model, source, proba, budget, nthreads, progress, options))
 
@@ -339,7 +361,7 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
         cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if "gamma" in loss_spec(model.loss).params else 0.0)
     classify = model.task in (L.BINARY, L.MULTICLASS)
     # ROC AUC keeps every row's scores: at most SCORES_SHARE of the budget, else it is skipped and says so
-    budget = command_memory(model, memory, "this evaluation")
+    budget = command_memory(model, memory, "this evaluation", source, options)
     keep = budget.work // SCORES_SHARE
     scores = ClassificationMetrics(len(model.classes_), keep_bytes=keep) if classify else RegressionMetrics()
     with _governed(budget):

@@ -17,6 +17,23 @@ smallest figure named (0.5 to 2). A refused cell is run again at the figure its 
 Prints one JSON line per run and a summary line (runs, cells, violations: target 0). Run::
 
     python scripts/fuzz_memory.py --cells 40 --seed 1 --work /tmp/fuzz-memory
+
+``--convert`` checks ``ooc convert`` instead, on text inputs it writes: each cell draws a format (svmlight
+0- or 1-based, with or without ``--n-features``; CSV; VW hashed into ``2**B`` columns), rows, a width
+(``2**8`` to ``2**24`` ids or hashed columns; CSV: 2**4 to 2**11 dense columns), features a row (up to
+long lines of thousands), the dtype, layout, threads and whether Numba's cache is cold (a fresh
+``NUMBA_CACHE_DIR``: the kernels compile in the measured process). The promise, per cell:
+
+* ``--memory 1B`` is refused naming ``F``, the smallest ``--memory`` that works;
+* at ``F`` the conversion succeeds (an svmlight file without ``--n-features`` may be refused once more, when
+  its ids are read, naming ``F2 > F``: then ``F2`` is the figure) with a peak resident size
+  (``/usr/bin/time -v``) of at most ``F``; at ``1.5 F`` too;
+* as root, under a memory cgroup of ``F`` (``scripts/run-capped F``, page cache counted; ``--cold-pages``
+  drops the page cache first) the default ``--memory auto`` conversion succeeds, with no OOM kill.
+
+::
+
+    python scripts/fuzz_memory.py --convert --cells 30 --seed 1 --work /tmp/fuzz-convert
 """
 
 from __future__ import annotations
@@ -138,14 +155,163 @@ def check(res: dict, floor: int) -> str | None:
     return f"failed: {res['error']}"
 
 
+CONVERT_FORMATS = ("svmlight1", "svmlight0", "svmlight1-n", "csv", "vw")
+
+
+def draw_convert(rng: random.Random) -> dict:
+    """One ``--convert`` cell: an input's format and shape, and the conversion's options."""
+    fmt = rng.choice(CONVERT_FORMATS)
+    long_lines = rng.random() < 0.2
+    if fmt == "csv":
+        width = 1 << rng.randint(4, 11)
+        nnz = width
+        rows = max(200, min(rng.choice((2_000, 10_000, 30_000)), 1_000_000 // width))
+    else:
+        width = 1 << rng.randint(8, 24)
+        nnz = min(width // 2, rng.choice((2000, 5000)) if long_lines else rng.choice((3, 15, 50, 200)))
+        rows = max(200, min(rng.choice((2_000, 10_000, 30_000)), 1_000_000 // max(nnz, 1)))
+    return {"format": fmt, "rows": rows, "width": width, "nnz": max(1, nnz), "dtype": rng.choice(("float32", "float64")),
+            "layout": rng.choice(("both", "both", "rows", "cols")), "threads": rng.choice((0, 1)),
+            "cold": rng.random() < 0.25}
+
+
+def write_input(work: str, c: dict) -> str:
+    """The cell's text input (written once per shape; seeded by it)."""
+    import numpy as np
+
+    fmt = c["format"].split("-")[0]
+    ext = {"csv": "csv", "vw": "vw"}.get(fmt, "svm")
+    path = os.path.join(work, f"in-{fmt}-{c['rows']}-{c['width']}-{c['nnz']}.{ext}")
+    if os.path.exists(path):
+        return path
+    rng = np.random.default_rng([c["rows"], c["width"], c["nnz"]])
+    base = 0 if fmt == "svmlight0" else 1
+    with open(path + ".tmp", "w") as f:
+        for s in range(0, c["rows"], 2000):
+            m = min(2000, c["rows"] - s)
+            y = np.where(rng.random(m) < 0.5, 1, -1)
+            vals = rng.normal(size=(m, c["nnz"])).round(3)
+            lines = []
+            for i in range(m):
+                if fmt == "csv":
+                    lines.append(f"{y[i]}," + ",".join(map(str, vals[i])))
+                elif fmt == "vw":
+                    lines.append(f"{y[i]} |f " + " ".join(f"t{j}:{v}" for j, v in
+                                                          zip(rng.integers(0, 1 << 30, c["nnz"]), vals[i])))
+                else:
+                    # ids spread over the width, the last one reached on the first row (the file's width)
+                    ids = np.unique(rng.integers(base, base + c["width"], c["nnz"]))
+                    if i == 0 and s == 0:
+                        ids = np.unique(np.append(ids[:-1], base + c["width"] - 1))
+                    lines.append(f"{y[i]} " + " ".join(f"{j}:{v}" for j, v in zip(ids, vals[i])))
+            f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def convert_options(c: dict) -> list[str]:
+    o = ["--dtype", c["dtype"], "--layout", c["layout"], "--threads", str(c["threads"])]
+    if c["format"] == "vw":
+        o += ["--hash-bits", str(c["width"].bit_length() - 1)]
+    if c["format"].startswith("svmlight"):
+        o += ["--index-base", "0" if c["format"] == "svmlight0" else "1"]
+    if c["format"].endswith("-n"):
+        o += ["--n-features", str(c["width"])]
+    return o
+
+
+def run_convert(work: str, src: str, c: dict, memory: str | None, capped: int | None = None,
+                cold_pages: bool = False) -> dict:
+    """One conversion of ``src`` (``memory`` None: auto under a cgroup of ``capped`` bytes)."""
+    out = os.path.join(work, "out.zarr")
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ)
+    if c["cold"]:  # a fresh cache: every kernel compiles in this process
+        cache = os.path.join(work, "numba-cold")
+        shutil.rmtree(cache, ignore_errors=True)
+        env["NUMBA_CACHE_DIR"] = cache
+    cmd = [*OOC, "convert", src, out, *convert_options(c)] + (["--memory", memory] if memory else [])
+    if capped is not None:
+        capper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run-capped")
+        cmd = [capper, str(capped), *(["--cold"] if cold_pages else []), "--", *cmd]
+    else:
+        cmd = ["/usr/bin/time", "-v", *cmd]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    shutil.rmtree(out, ignore_errors=True)
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
+    capped_line = re.search(r"run-capped: limit=(\S+) peak=(\S+) oom_kills=(\d+) exit=(-?\d+)", r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("ooc:")]
+    named = FIGURE.search(r.stderr)
+    return {"memory": memory, "rc": r.returncode, "peak": int(peak.group(1)) * 1024 if peak else None,
+            "named": to_bytes(named.group(1)) if named else None,
+            "oom_kills": int(capped_line.group(3)) if capped_line else None,
+            "cgroup_peak": capped_line.group(2) if capped_line else None, "error": lines[-1][:300] if lines else None}
+
+
+def check_convert(res: dict, memory: int) -> str | None:
+    """The violation a conversion at ``--memory`` ``memory`` (>= the figure named) shows, or None."""
+    if res["rc"] != 0:
+        return f"failed at or above the figure named: {res['error']}"
+    if res["peak"] is not None and res["peak"] > memory:
+        return f"peak {res['peak'] / memory:.3f} x --memory"
+    return None
+
+
+def fuzz_convert(a) -> None:
+    """``--convert``: the cells of :func:`draw_convert`, each refused at 1B, then at 1 and 1.5 times the figure."""
+    rng = random.Random(a.seed)
+    capped = os.geteuid() == 0 and not a.no_cgroup
+    runs = violations = 0
+
+    def report(i, c, res, bad, **more):
+        nonlocal runs, violations
+        runs += 1
+        violations += bad is not None
+        print(json.dumps({"cell": i, **c, **more, **res, "violation": bad}), flush=True)
+
+    for i in range(a.cells):
+        c = draw_convert(rng)
+        src = write_input(a.work, c)
+        first = run_convert(a.work, src, c, "1B")
+        bad = None if first["rc"] and first["named"] else "not refused at 1B naming a figure"
+        report(i, c, first, bad, step="1B")
+        if bad:
+            continue
+        figure = first["named"]
+        at = run_convert(a.work, src, c, str(figure))
+        if at["rc"] and at["named"] and c["format"] in ("svmlight0", "svmlight1"):
+            # an svmlight file does not say its width: refused once its ids are read, naming the figure for them
+            report(i, c, at, None if at["named"] > figure else "a second refusal named no more", step="1x-width")
+            figure = at["named"]
+            at = run_convert(a.work, src, c, str(figure))
+        report(i, c, at, check_convert(at, figure), step="1x", figure=figure)
+        more = run_convert(a.work, src, c, str(int(figure * 1.5)))
+        report(i, c, more, check_convert(more, int(figure * 1.5)), step="1.5x", figure=figure)
+        if capped:
+            res = run_convert(a.work, src, c, None, capped=figure, cold_pages=a.cold_pages)
+            bad = None if res["rc"] == 0 and not res["oom_kills"] else \
+                f"under a cgroup of the figure named: exit {res['rc']}, {res['oom_kills']} OOM kills"
+            report(i, c, res, bad, step="cgroup", figure=figure)
+    print(json.dumps({"summary": True, "mode": "convert", "cells": a.cells, "runs": runs, "violations": violations}),
+          flush=True)
+    sys.exit(1 if violations else 0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/fuzz-memory")
     ap.add_argument("--cells", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--convert", action="store_true", help="check ooc convert on generated text inputs instead")
+    ap.add_argument("--no-cgroup", action="store_true", help="--convert: skip the run under a memory cgroup")
+    ap.add_argument("--cold-pages", action="store_true",
+                    help="--convert: drop the page cache before the cgroup run (run-capped --cold; slow on a shared machine)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
+    if a.convert:
+        fuzz_convert(a)
+        return
     rng = random.Random(a.seed)
     runs = violations = 0
     for i in range(a.cells):

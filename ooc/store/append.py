@@ -39,6 +39,7 @@ import os
 import numpy as np
 
 from .. import owned
+from .._cpu import resolve_threads
 from .._malloc import tune_malloc
 from .._memguard import governed
 from .._memlimit import Budget, governor_reserve
@@ -48,13 +49,14 @@ from . import layout as L
 from .backend import MemoryBackend
 from .ingest import (
     MIN_WORK,
-    _load_numba,
+    _kernel_format,
     _transpose_budget,
     buffer_budget,
     build_columns,
     column_bytes,
     command_budget,
     convert,
+    load_kernels,
     unknown_width_bytes,
     writer_bytes,
 )
@@ -171,8 +173,10 @@ def _append(store, source, out, opened, y, sample_weight, memory, input_format, 
             and old.n_cols & (old.n_cols - 1) == 0:
         # a store from before recipes: hashed new rows get as many columns as it has (2**bits)
         reading = reading._replace(hash_bits=min(old.n_cols.bit_length() - 1, MAX_HASH_BITS))
-    _load_numba(str(old.dtype))  # counted in what the process holds when the budget is resolved
-    budget = command_budget(memory)  # once, for the new rows' conversion and the rewrite both
+    # the kernels the new rows' conversion calls, loaded first: counted in what the process holds when the
+    # budget is resolved (ingest.load_kernels)
+    peak = load_kernels(_kernel_format(source, opts.input_format, None, reading), str(old.dtype), resolve_threads(0))
+    budget = command_budget(memory, held=peak)  # once, for the new rows' conversion and the rewrite both
     # the writers' chunk buffers (the new rows' and the grown store's, one after the other) are as long as
     # the store's chunks, whatever the budget: charged first, the rest sized from what they leave
     chunk_len = int(old.attrs.get("chunk_len") or L.DEFAULT_CHUNK_LEN)

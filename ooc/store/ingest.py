@@ -39,7 +39,7 @@ import numpy as np
 from .. import owned
 from .._cpu import Behind, map_threads, resolve_threads
 from .._memguard import governed
-from .._memlimit import Budget, format_bytes, governor_reserve, resolve_budget, work_budget  # noqa: F401
+from .._memlimit import Budget, format_bytes, governor_reserve, peak_rss_bytes, resolve_budget, rss_bytes, work_budget  # noqa: F401
 from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
@@ -130,12 +130,14 @@ def memory_budget(text, option: str = "--memory") -> int:
     return work_budget(parse_memory(text, option))
 
 
-def command_budget(memory, option: str = "--memory") -> Budget:
+def command_budget(memory, option: str = "--memory", held: int | None = None) -> Budget:
     """A command's memory option (text, bytes, None or ``'auto'``; or a :class:`~ooc._memlimit.Budget`
-    already resolved, passed on) resolved once (:func:`ooc._memlimit.resolve_budget`)."""
+    already resolved, passed on) resolved once (:func:`ooc._memlimit.resolve_budget`).
+
+    ``held``: at least what the process holds (:func:`load_kernels`' peak); its resident size when more."""
     if isinstance(memory, Budget):
         return memory
-    return resolve_budget(parse_memory(memory, option))
+    return resolve_budget(parse_memory(memory, option), held=max(rss_bytes(), held or 0))
 
 
 #: What a command that reads data needs at least beyond the process and its O(d) arrays: its read,
@@ -161,11 +163,17 @@ def writer_bytes(chunk_len: int, dtype, index_dtype) -> int:
     return 2 * int(chunk_len) * per_entry
 
 
+def width_bound(width: int) -> int:
+    """The columns a conversion sizes for when ``width`` ids were read so far and more may come: the next
+    power of two (a hashed feature space's), not only the ids read so far."""
+    return 1 << (max(int(width), 1) - 1).bit_length()
+
+
 def unknown_width_bytes(width: int) -> int:
-    """The work an input that does not say its width (svmlight) needs for ``width`` columns: three times
-    their arrays (a third of the work is kept for them, :func:`buffer_budget`), for the next power of two
-    (a hashed feature space's), not only the ids read so far."""
-    return 3 * column_bytes(1 << (max(int(width), 1) - 1).bit_length())
+    """The work an input that does not say its width (svmlight) needs for ``width`` columns when its buffers
+    were sized before any id was read: three times their arrays (a third of the work is kept for them,
+    :func:`buffer_budget`), for :func:`width_bound` columns."""
+    return 3 * column_bytes(width_bound(width))
 
 
 def buffer_budget(budget: Budget, n_cols: int | None) -> int:
@@ -994,6 +1002,11 @@ class _Plan(NamedTuple):
     chunk_len: int
     memory: Budget
     threads: int
+    #: ``resize(n_cols)``: ``(block_bytes, chunk_len, make_chunks)`` with the buffers sized for ``n_cols``
+    #: columns (None: unknown, a third kept: :func:`buffer_budget`), the source opened again
+    resize: Callable | None = None
+    #: the columns the buffers were sized for (None: unknown); svmlight's grows as ids are read (:func:`_build`)
+    sized_for: int | None = None
 
 
 def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_based, n_features, block_bytes,
@@ -1006,11 +1019,15 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
         raise ValueError(f"unknown layout {layout!r}; expected both, rows or cols")
     if np.dtype(dtype) not in L.DATA_DTYPES:
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
-    _load_numba(dtype)
-    budget = command_budget(memory)  # resolved once, the process's code and kernels loaded (the whole process)
     threads = resolve_threads(threads)
     exists = MemoryBackend.detect(store) if store.startswith("memory://") else os.path.exists(store)
     check_output_store(store, exists, overwrite, source)
+    if isinstance(memory, Budget):  # resolved by the caller (append), which loaded the kernels first
+        budget = memory
+    else:
+        # resolved once, the process's code and every kernel this conversion calls loaded (the whole process)
+        peak = load_kernels(_kernel_format(source, input_format, text_columns, recipe), dtype, threads)
+        budget = command_budget(memory, held=peak)
 
     def opened(mem):
         bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
@@ -1035,6 +1052,11 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     else:
         budget.require(MIN_WORK, "this conversion")
     cl = int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024)))
+
+    def resize(n_cols):
+        bb, (make, *_) = opened(buffer_budget(budget, n_cols))
+        return bb, int(chunk_len or min(L.DEFAULT_CHUNK_LEN, max(bb // 16, 1024))), make
+
     settings = {
         "zero_based": True if known_zero else zero_based,
         "index_dtype": np.dtype(np.int32),
@@ -1046,7 +1068,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     # "memory://" stores live in this process (tests, small data); whatever --format says
     backend_cls = BACKENDS["memory"] if store.startswith("memory://") else BACKENDS[format]
     return _Plan(store, exists, layout, layouts, backend_cls, dtype, settings, make_chunks, total, source_desc,
-                 n_features, bb, cl, budget, threads)
+                 n_features, bb, cl, budget, threads, resize, n_features)
 
 
 def _zero_based(zero_based, index_base):
@@ -1062,6 +1084,76 @@ def _zero_based(zero_based, index_base):
     if zero_based != "auto" and wanted != zero_based:
         raise ValueError(f"index_base={index_base!r} contradicts zero_based={zero_based!r}")
     return wanted
+
+
+#: A few rows of each text format, converted by :func:`load_kernels` (raw text: label and text columns).
+_SAMPLES = {"svmlight": b"1 1:0.5 3:1\n-1 2:0.25\n", "csv": b"1,0.5,1\n-1,0.25,0\n",
+            "vw": b"1 |f a:0.5 b\n-1 |f c\n", "text": b"label,text\n1,a good day\n-1,a bad day\n"}
+#: (format, dtype, threaded) whose kernels this process has loaded (:func:`load_kernels`).
+_KERNELS_LOADED: set = set()
+
+
+def _kernel_format(source, input_format, text_columns, recipe) -> str | None:
+    """The format whose kernels a conversion of ``source`` calls: a file's (as :func:`_source_chunks` finds
+    it), ``'matrix'`` for arrays, None for a chunk source (its own code)."""
+    if callable(source):
+        return None
+    if not isinstance(source, (str, os.PathLike)):
+        return "matrix"
+    if recipe is not None and recipe.format is not None:
+        return recipe.format
+    if text_columns is not None:
+        return "text"
+    return input_format or detect_format(os.fspath(source))
+
+
+def load_kernels(fmt: str | None, dtype, threads: int = 1, layout: str = "both") -> int:
+    """Load every compiled kernel a conversion of ``fmt`` input calls (its reader's, the statistics', the
+    transpose's unless ``layout`` is ``'rows'``) before its memory is planned, by converting a few rows of
+    that format into memory: the resident size the plan then measures counts them. Returns this process's
+    peak resident size while they loaded when that was a new peak (0 otherwise), which the plan counts as
+    held too. Reading ``fmt`` input for another purpose (predict, evaluate) calls the same reader kernels.
+
+    Why: Numba compiles a kernel on its first call where its cache does not hold it (a new install, a
+    fresh ``NUMBA_CACHE_DIR``), and what compiling leaves resident is large: measured, a VW conversion's
+    twenty kernels 95 MiB (transiently more), a CSV's 43, an svmlight's 48 (92 at its peak). Loaded after
+    the plan, they took a conversion at the ``--memory`` it named 1.05x (CSV) to 1.19x (VW) over it.
+    From a warm cache they load in about 0.1 s and add a few MiB.
+    """
+    _load_numba(dtype)
+    key = (fmt, str(np.dtype(dtype)), threads > 1, layout == "rows")
+    if fmt not in (*_SAMPLES, "matrix", "npz") or key in _KERNELS_LOADED:
+        return 0
+    before = peak_rss_bytes()
+    settings = {"input_format": fmt, "text_columns": ("label", "text") if fmt == "text" else None}
+    try:
+        with tempfile.TemporaryDirectory(prefix=".ooc-kernels-") as d:
+            if fmt in _SAMPLES:
+                source, y = os.path.join(d, f"sample.{fmt}"), None
+                with open(source, "wb") as f:
+                    f.write(_SAMPLES[fmt])
+            else:  # an .npz is read as a matrix
+                import scipy.sparse as sp
+
+                source, y = sp.csr_matrix(np.array([[0.5, 0.0, 1.0], [0.0, 0.25, 0.0]])), np.array([1.0, -1.0])
+                settings["input_format"] = None
+            # no ceiling: the sample's work is a few KiB; hashed into 2**4 columns (the kernels do not depend on it)
+            work = Budget(MIN_WORK, None, 0, None, MIN_WORK)
+            plan = _plan(source, f"memory://.ooc-kernels-{os.getpid()}-{len(_KERNELS_LOADED)}", y, "zarr",
+                         "rows" if layout == "rows" else "both", work,
+                         dtype, settings["input_format"], "auto", None, None, None, False, 4, settings["text_columns"],
+                         threads=threads)
+            tmp = Temporary(plan.store)
+            try:
+                _build_all(plan, tmp, "auto", None)
+            finally:
+                tmp.remove()
+                tmp.release()
+    except OSError:  # no temporary directory to write the sample to: the kernels load when first called
+        return 0
+    _KERNELS_LOADED.add(key)
+    after = peak_rss_bytes()
+    return after if after > before else 0
 
 
 def _load_numba(dtype) -> None:
@@ -1108,17 +1200,25 @@ def _build_all(plan: _Plan, tmp, label_kind, progress) -> None:
         try:
             _build(plan.make_chunks, tmp.path, tmp.scratch, plan.backend_cls, plan.dtype, plan.settings,
                    plan.block_bytes, plan.chunk_len, plan.memory, plan.layouts, label_kind, plan.n_features,
-                   plan.total, progress, plan.source_desc, plan.threads)
+                   plan.total, progress, plan.source_desc, plan.threads, plan.sized_for)
         except _Restart as r:
             tmp.remove()
-            plan.settings.update(r.changes)
+            changes = dict(r.changes)
+            sized_for = changes.pop("sized_for", None)
+            if sized_for is not None:  # the ids read need more columns than the buffers left room for
+                bb, cl, make = plan.resize(sized_for)
+                plan = plan._replace(block_bytes=bb, chunk_len=cl, make_chunks=make, sized_for=sized_for)
+            plan.settings.update(changes)
             continue
         return
 
 
 def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes, chunk_len, budget: Budget, layouts,
-           label_kind, n_features, total, progress, source_desc, threads=1):
+           label_kind, n_features, total, progress, source_desc, threads=1, sized_for=None):
     width = 0  # columns seen so far (svmlight: its width is known only once read)
+    # what the columns' arrays may take beside the buffers as sized (buffer_budget): a third of the work
+    # while the width is unknown, what the columns the buffers were sized for take once it was read
+    room = budget.work - buffer_budget(budget, sized_for)
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
@@ -1154,9 +1254,13 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
             _check_label_range(chunk, out_dtype, source_desc)
             if n_features is None and budget.ceiling is not None and len(ind) and hi - shift + 1 > width:
                 width = hi - shift + 1
-                # the third of the budget kept for the columns' arrays (buffer_budget) must hold them; the
-                # figure named covers the next power of two (a hashed feature space's), not only the ids so far
-                budget.require(unknown_width_bytes(width), f"this conversion ({width} columns so far)")
+                if column_bytes(width_bound(width)) > room:
+                    # the buffers leave too little room for the columns' arrays of the ids read so far: refused
+                    # when --memory cannot hold them beside the smallest buffers (naming the figure for that
+                    # width), else read again from the start with buffers sized for them (nothing was written)
+                    budget.require(column_bytes(width_bound(width)) + MIN_WORK,
+                                   f"this conversion ({width} columns so far)")
+                    raise _Restart(sized_for=width_bound(width))
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 # a generated source reads no bytes: its progress is in rows, of its n_rows when it says

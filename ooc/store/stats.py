@@ -180,8 +180,10 @@ class ColumnAccumulator:
             return
         m = int(indices.max()) + 1
         if m > len(self._nnz):
-            # grow by a quarter at least (amortised), not doubling: d vectors can be large
-            grow = max(m, len(self._nnz) + len(self._nnz) // 4)
+            # grow by a quarter at least (amortised), not doubling: d vectors can be large; and never beyond
+            # the next power of two of the ids seen, the width a conversion charges for ids it has read
+            # (ooc.store.ingest.width_bound; before, 2**23 ids grew the pair to 1.25 * 2**23 entries)
+            grow = max(m, min(len(self._nnz) + len(self._nnz) // 4, 1 << (m - 1).bit_length()))
             # zeros then a copy of what was counted: the new tail is the system's zeroed pages, resident
             # only once a column there is counted (concatenate wrote every byte of it: O(d) at once)
             self._nnz = _grown(self._nnz, grow)
@@ -193,6 +195,10 @@ class ColumnAccumulator:
         self._behind.wait()
         self._behind.close()
         if len(self.nnz) >= n_cols and not self.nnz[n_cols:].any():
+            # cut to n_cols where they are (realloc, no copy: the grown tail is not held through the transpose)
+            for a in (self._nnz, self._sqnorm):
+                if len(a) > n_cols and a.flags.owndata and a.base is None:
+                    a.resize(n_cols, refcheck=False)
             return self.nnz[:n_cols], self.sqnorm[:n_cols]  # views: no O(d) copy
         if len(self.nnz) < n_cols:  # padded where they are (no second pair of O(d) arrays)
             self._nnz = _grown(self._nnz, n_cols)
@@ -243,9 +249,15 @@ class RowSummary:
         self.c_d += float(np.dot(row_nnz.astype(np.float64), row_sqnorm))
 
 
+#: Columns whose counts :func:`summary_from` converts to floats at once (a bounded temporary, not O(d)).
+_SUMMARY_STEP = 1 << 20
+
+
 def summary_from(rows: RowSummary, col_nnz, col_sqnorm) -> dict:
     """:func:`summary` from streamed row statistics and the O(d) column ones."""
-    c_p = float(np.dot(np.asarray(col_nnz, dtype=np.float64), col_sqnorm))
+    # C_P over slices: the counts as floats all at once were 8 bytes a column more than a conversion charges
+    c_p = float(sum(np.dot(np.asarray(col_nnz[s:s + _SUMMARY_STEP], dtype=np.float64), col_sqnorm[s:s + _SUMMARY_STEP])
+                    for s in range(0, len(col_nnz), _SUMMARY_STEP)))
     n = rows.n
     return {
         "R": float(np.sqrt(rows.sq_max)) if n else 0.0,
