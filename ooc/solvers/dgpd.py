@@ -304,6 +304,23 @@ class DGPDSolver(StoreSolver):
         self.layout_bytes = st.nnz * entry + (self.n + 1) * 8  # one pass over the row layout
         self.pool = None
 
+    def _room(self, budget: int) -> int:
+        """What the plan of ``budget`` bytes leaves beside the block cache (:meth:`_refuse_growth`'s room)."""
+        p = plan_memory(self.footprint, self.store, int(budget), k=self.k, vectors=self.opt.get("dgpd_vectors") or None,
+                        warn=False, fixed=self.fixed_for(self.store, self.k, self.dim))
+        return p.memory - p.cache_bytes
+
+    def _budget_for(self, need: int) -> int:
+        """The smallest budget (to a MiB) whose plan leaves ``need`` bytes beside the block cache."""
+        lo = int(budget_option(self.opt))
+        hi = lo + 2 * need + (1 << 20)
+        while self._room(hi) < need:
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1 << 20:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if self._room(mid) >= need else (mid, hi)
+        return hi
+
     @classmethod
     def fixed_for(cls, store, k: int, dim: int, mix: int = 1, l1: float = 0.0, threads: int = 1,
                   replica: bool = True) -> int:
@@ -655,7 +672,12 @@ class DGPDSolver(StoreSolver):
         if self.fallback:
             raise DenseDualFallback(msg + ": sdca goes on from its duals (--no-dgpd-fallback keeps dgpd)",
                                     [(s.ay.copy(), s.av.copy()) for s in self.states])
-        raise MemoryLimitError(msg + ": raise --memory, or train with --solver sdca (the same optimum)")
+        # the figure that would have left it room now (the active set may grow at later epochs: "at least")
+        from .._memlimit import limit_that_works
+
+        least = limit_that_works(int(self.opt.get("memory_held") or 0) + self._budget_for(need))
+        raise MemoryLimitError(msg + f": --memory {format_bytes(least, up=True)} at least holds it at this epoch; "
+                               "or train with --solver sdca (the same optimum)")
 
     def _warn_dense_dual(self, active_y: int, epoch: int) -> None:
         """The dual active set holds more than :data:`DENSE_DUAL_SHARE` of the ``(example, class)``
