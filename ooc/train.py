@@ -867,6 +867,10 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
             rd.commit_model()
     finally:
         rd.drop_stage()
+    # what training held (its cache, its vectors: freed with the solver) goes back to the system before
+    # matplotlib loads for the plot (about 46 MiB): the plot's import must not come on top of the training's heap
+    gc.collect()
+    trim_heap()
     try:
         plot_convergence(rd)
     except Exception as exc:  # a plot must never lose a trained model
