@@ -172,7 +172,11 @@ class LinearModel:
             if os.path.isfile(os.path.join(path, "run.json")):
                 raise FileNotFoundError(f"{path}: the run has not finished: it has no model yet; 'ooc resume {path}' "
                                         "finishes it")
-            raise FileNotFoundError(f"{path}: no trained model here (is the run finished? try 'ooc resume')")
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{path}: no such run or model directory")
+            if not os.path.isdir(path):
+                raise FileNotFoundError(f"{path}: is a file, not a run or model directory")
+            raise FileNotFoundError(f"{path}: not a run or model directory (no run.json, no model.json)")
         try:
             meta = read_sealed_json(mj, required=False)
             fmt = meta.get("model_format")
