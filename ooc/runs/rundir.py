@@ -873,14 +873,29 @@ SCRATCH_TRAILER = b"ooc-scratch-of-run:"
 
 def open_scratch_vector(path: str, shape, run_id: str) -> np.ndarray:
     """A new float vector memory-mapped at ``path`` (read-write), the file ending with :data:`SCRATCH_TRAILER`
-    and ``run_id``: it proves it is this run's scratch (:func:`scratch_vector_error`)."""
-    a = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=shape)
-    end = a.offset + a.nbytes
-    del a
-    with open(path, "r+b") as f:
-        f.seek(end)
-        f.write(SCRATCH_TRAILER + run_id.encode())
-        f.truncate()
+    and ``run_id``: it proves it is this run's scratch (:func:`scratch_vector_error`).
+
+    Made as a new file beside ``path`` and renamed onto it: a file at ``path`` is never written in place (a
+    hard link to it elsewhere, a user's backup or a ``cp -al`` snapshot of the run, keeps its bytes). Its
+    blocks are allocated when it is made (``posix_fallocate``): a memory map of a sparse file on a full disk
+    dies of SIGBUS where its pages are first written; a full disk is an ``OSError`` here, named by the caller.
+    """
+    tmp = fsutil.temporary_sibling(path, "scratch")
+    try:
+        a = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float64, shape=shape)
+        end = a.offset + a.nbytes
+        del a
+        with open(tmp, "r+b") as f:
+            f.seek(end)
+            f.write(SCRATCH_TRAILER + run_id.encode())
+            f.truncate()
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(f.fileno(), 0, end + len(SCRATCH_TRAILER) + len(run_id.encode()))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return np.lib.format.open_memmap(path, mode="r+")
 
 
