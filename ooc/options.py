@@ -51,10 +51,11 @@ class _Typed(click.ParamType):
 
 
 def _plain(text: str) -> bool:
-    """Whether an option's text is written plainly: ASCII, no space around it. Python's ``int`` and ``float``
-    read ``' 3'``, ``'٣'`` (Arabic-Indic) and ``'３'`` (full width) as 3; the docs say digits, and the input
-    readers refuse those in data, so an option does too rather than read a number the user may not have meant."""
-    return text.isascii() and text == text.strip() and text != ""
+    """Whether an option's text is written plainly: ASCII, no space around it, no ``_``. Python's ``int`` and
+    ``float`` read ``' 3'``, ``'٣'`` (Arabic-Indic), ``'３'`` (full width) as 3 and ``'1e-3_0'`` as 1e-30; the
+    docs say digits, and the input readers refuse those in data, so an option does too rather than read a
+    number the user may not have meant."""
+    return text.isascii() and text == text.strip() and text != "" and "_" not in text
 
 
 class Number(_Typed):

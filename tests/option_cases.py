@@ -58,9 +58,10 @@ def _unplain(values) -> st.SearchStrategy:
     """Texts of ``values`` (a strategy of valid ones) that are not written plainly: spaces around them, or
     their digits in another script (ooc.options._plain refuses both)."""
     padded = st.builds(lambda v, form: form.format(v), values, st.sampled_from([" {}", "{} ", "\t{}", "{}\n"]))
+    underscored = values.filter(lambda v: len(v) >= 2).map(lambda v: v[0] + "_" + v[1:])
     scripts = st.builds(lambda v, d: "".join(d[int(c)] if c.isdigit() else c for c in v), values,
                         st.sampled_from(_DIGITS)).filter(lambda v: not v.isascii())
-    return st.one_of(padded, scripts)
+    return st.one_of(padded, scripts, underscored)
 
 
 def _numbers_outside(t: T.Number):

@@ -102,6 +102,8 @@ def normalize_class_weight(value, option: str = "--class-weight"):
     for k, v in parts:
         k, v = str(k).strip(), str(v).strip()
         try:
+            if not (k + v).isascii() or "_" in k + v:  # float() reads '1_0' as 10 and '٣' as 3: not plain digits
+                raise ValueError
             label, weight = float(k), float(v)
         except ValueError:
             raise ValueError(f"{option}: {k}={v} is not LABEL=WEIGHT with two numbers") from None

@@ -94,6 +94,8 @@ def parse_bytes(text: str | int | None, default: int = 1 << 30) -> int:
     if isinstance(text, (int, np.integer)):
         return int(text)
     s = str(text).strip().upper().replace(" ", "")
+    if not s.isascii() or "_" in s:  # float() reads '3_00' as 300 and '٣' as 3: not a size as written
+        raise ValueError(f"cannot read a memory size from {text!r} (try 512MiB, 2GiB)")
     units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
              "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30, "T": 1 << 40, "TB": 10**12,
              "TIB": 1 << 40}
