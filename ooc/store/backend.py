@@ -32,6 +32,17 @@ def one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+def _identity(path) -> tuple | None:
+    """``(device, inode)`` of a local path, None for a remote or missing one."""
+    if not path or "://" in str(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class Backend(ABC):
     """Named 1-D arrays plus one attribute dict, on some medium.
 
@@ -46,6 +57,9 @@ class Backend(ABC):
         self.path = path
         #: whether a chunk without stored bytes is damage (see :meth:`require_every_chunk`)
         self.every_chunk = False
+        #: the local store's file or directory as opened (device, inode): one replaced meanwhile (another
+        #: ooc command's append or convert --overwrite swaps a new store in) is named so, not as damage
+        self._opened = _identity(path)
 
     # -- lifecycle ---------------------------------------------------------------
     @classmethod
@@ -150,7 +164,16 @@ class Backend(ABC):
         except Exception as exc:  # a codec or I/O failure: find the guilty chunk
             raise self._locate_corruption(name, start, stop, exc) from exc
 
+    def replaced(self) -> bool:
+        """Whether the path this store was opened from now holds another file or directory (it was replaced
+        while open: an in-place ``ooc append`` or ``convert --overwrite``)."""
+        return self._opened is not None and _identity(self.path) != self._opened
+
     def _locate_corruption(self, name: str, start: int, stop: int, exc: Exception) -> StoreError:
+        if self.replaced():
+            return StoreError(f"{self.path}: the store was replaced while this command read it (another ooc command "
+                              "wrote it: an append or a convert --overwrite); nothing is damaged: run the command "
+                              "again (a run: 'ooc resume' it, on the new store 'ooc resume RUN --store')")
         cl = self.chunk_len(name)
         for k in range(start // cl, (stop - 1) // cl + 1):
             try:
