@@ -13,6 +13,7 @@ over a file or a store as that input:
   by each, naming the difference (the estimators included);
 - against array columns (a store of ``ooc.convert(X)``), an svmlight file is read only with
   ``--index-base``: refused without it, naming the option; with it, its rows are the matrix's rows;
+  a matrix converted with ``index_base=B`` records it, and svmlight files are then read B-based;
 - ``LinearModel`` scores arrays only: a path is refused, naming the readers that follow the recipe.
 """
 
@@ -185,6 +186,30 @@ def test_svmlight_with_its_index_base_reads_the_matrix_columns(runs, base):
     want = cli("predict", d / "run-matrix", d / "matrix.zarr", "--out", d / "pred-store.txt")
     assert want.exit_code == 0, want.stderr
     assert np.array_equal(np.loadtxt(out), np.loadtxt(d / "pred-store.txt"))
+
+
+@pytest.mark.parametrize("base", [0, 1])
+def test_a_matrix_converted_with_an_index_base_records_it(runs, tmp_path, base):
+    d = runs["dir"]
+    X = np.array([[x.get(j, 0.0) for j in range(D)] for _, x in ROWS])
+    store = str(tmp_path / "mb.zarr")
+    ooc.convert(X, store, y=np.array([y for y, _ in ROWS], float), index_base=base)
+    assert f"svmlight files are read {base}-based" in one_info(store)
+    ooc.train(store, str(tmp_path / "run"), l2=0.1, tol=1e-3)
+    path = write(d / f"mb{base}.svm", svmlight(ROWS, base))
+    a = np.concatenate(list(iter_predictions(str(tmp_path / "run"), path, proba=True)))
+    b = np.concatenate(list(iter_predictions(str(tmp_path / "run"), store, proba=True)))
+    assert np.array_equal(a, b)
+    other = write(d / f"mb{1 - base}.svm", svmlight(ROWS, 1 - base))
+    if base == 1:  # an id 0 read 1-based: refused naming the index base
+        err = one_line(cli("evaluate", tmp_path / "run", other))
+        assert "index-base" in err and "looks 0-based" in err, err
+
+
+def one_info(store: str) -> str:
+    r = cli("info", store)
+    assert r.exit_code == 0, r.stderr
+    return r.stdout
 
 
 def test_linear_model_refuses_a_path(runs):

@@ -941,6 +941,9 @@ def convert(
         Whether svmlight feature ids start at 0. ``'auto'``: 0-based if any id is
         0, else 1-based (scikit-learn's rule, a guess: a 0-based file without feature 0 is read
         1-based); recorded as ``index_base`` and in the input recipe, with how it was found.
+        For an array (whose columns have no ids) a stated base is recorded in its recipe as how
+        later svmlight files map onto its columns (``index_base=1``: column ``j`` is id ``j + 1``);
+        without one, those files must state theirs (``--index-base``).
     index_base : 0, 1, 'auto' or None
         The same as ``zero_based`` (``index_base=0`` is ``zero_based=True``); None: as
         ``zero_based`` says. Both given and different is refused.

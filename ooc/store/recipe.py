@@ -154,6 +154,10 @@ class Recipe(NamedTuple):
             source = (BASE_FROM_OPTION if zero_based_option != "auto" else
                       BASE_DETECTED if index_base == 0 else BASE_GUESSED)
             rec = rec._replace(index_base=index_base, index_base_source=source)
+        elif self.format in ARRAY_FORMATS and zero_based_option in (True, False):
+            # array columns have no ids: a base said for them (``convert(X, index_base=1)``: the matrix was
+            # read from a 1-based file) is how later svmlight files map onto them, recorded as said
+            rec = rec._replace(index_base=0 if zero_based_option else 1, index_base_source=BASE_FROM_OPTION)
         return rec._replace(label_kind=attrs.get("label_kind"), label_values=attrs.get("label_values"),
                             classes=attrs.get("classes"))
 
@@ -183,8 +187,10 @@ class Recipe(NamedTuple):
             w = "" if self.csv_weight_column is None else f", weight column {self.csv_weight_column}"
             return (f"CSV, delimiter {self.csv_delimiter!r}, {header_said(self.csv_header, self.csv_header_source)}, "
                     f"label column {self.csv_label_column}{w}, index base 0 (columns)")
-        if fmt in ("npz", "matrix", "generated"):
-            return f"{fmt_name(fmt)}, index base 0 (columns)"
+        if fmt in ARRAY_FORMATS:
+            said = ("" if self.index_base_source != BASE_FROM_OPTION else
+                    f"; svmlight files are read {self.index_base}-based (index_base)")
+            return f"{fmt_name(fmt)}, index base 0 (columns){said}"
         if self.index_base is not None:
             return f"index base {self.index_base} (a store without an input recipe)"
         return None
@@ -263,6 +269,8 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
         # (open_input refuses one read without it); a store from before recipes keeps the base it recorded
         if opts.index_base is not None:
             base, source = opts.index_base, BASE_FROM_OPTION
+        elif fmt in ARRAY_FORMATS and recipe.index_base_source == BASE_FROM_OPTION:
+            base, source = recipe.index_base, BASE_FROM_OPTION  # said when the array was converted
         elif fmt in ARRAY_FORMATS:
             base, source = None, BASE_UNRECORDED
         else:
@@ -433,9 +441,9 @@ def check_base_recorded(path: str, recipe: Recipe, owner: str | None, say_base=p
         return
     whose = f"{owner}'s input" if owner else "the input it follows"
     raise InputError(path, f"svmlight ids: {whose} was an array (in memory, .npz or generated), whose columns "
-                           "record no index base (whether column 0 is id 0 or id 1): reading this "
-                           f"file either way would be a guess; if it is 0-based, {say_base(0)}; if 1-based, "
-                           f"{say_base(1)}")
+                           "record no index base (whether column 0 is id 0 or id 1; ooc.convert(X, ..., "
+                           "index_base=B) records one): reading this file either way would be a guess; if it is "
+                           f"0-based, {say_base(0)}; if 1-based, {say_base(1)}")
 
 
 def check_path(path: str) -> None:
