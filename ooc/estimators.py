@@ -86,6 +86,11 @@ class ConvergenceWarning(_OocConvergenceWarning, _SkConvergenceWarning):
 _MEM_PREFIX = "memory://ooc-estimator-"
 
 
+def _say_base(b: int) -> str:
+    """How a Python caller states the index base ``b`` of an svmlight file: a store converted with it."""
+    return f"convert it with ooc.convert(path, store, index_base={b}) and pass the store"
+
+
 def _is_path(X) -> bool:
     return isinstance(X, (str, os.PathLike))
 
@@ -434,20 +439,22 @@ class _OOCLinear(BaseEstimator):
     def _margins(self, X) -> np.ndarray:
         check_is_fitted(self, "coef_")
         if _is_path(X):
-            from .store import layout as L
+            from .evaluate import is_store_path, read_rows
             from .store import open_store
 
-            st = open_store(X)
-            if st.n_cols != self.n_features_in_:
-                # scikit-learn refuses an X of another width: a store's columns are its input's width
-                # (convert with --n-features to widen one whose last features never occur)
-                raise ValueError(f"{os.fspath(X)}: the store has {st.n_cols} features but {type(self).__name__} "
-                                 f"was fitted on {self.n_features_in_}")
-            out = []
-            for b in range(st.n_blocks(L.ROWS)):
-                blk = st.block(L.ROWS, b)
-                out.append(self.model_.decision_csr(np.asarray(blk.indptr, dtype=np.int64), blk.indices, blk.data,
-                                                    resolve_threads(self._threads())))
+            path = os.fspath(X)
+            if is_store_path(path):
+                st = open_store(path)
+                if st.n_cols != self.n_features_in_:
+                    # scikit-learn refuses an X of another width: a store's columns are its input's width
+                    # (convert with --n-features to widen one whose last features never occur)
+                    raise ValueError(f"{path}: the store has {st.n_cols} features but {type(self).__name__} "
+                                     f"was fitted on {self.n_features_in_}")
+            # a store or a file, read as `ooc predict` reads it: with the training store's input recipe (a
+            # store read another way is refused, a file read that way, its values as the store's dtype)
+            threads = resolve_threads(self._threads())
+            out = [self.model_.decision_csr(p.indptr, p.indices, p.data, threads)
+                   for p in read_rows(self.model_, path, self.memory, say_base=_say_base)]
             return np.concatenate(out) if out else np.zeros(0)
         _check_sparse(X)
         X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32], reset=False)

@@ -38,6 +38,7 @@ from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
 from .store.ingest import MIN_WORK, _load_numba, command_budget, load_kernels
 from .store.readers import InputError
+from .store.recipe import pass_base
 
 
 class _Piece(NamedTuple):
@@ -78,12 +79,7 @@ def _model_recipe(model: LinearModel):
     return Recipe.from_attrs(model.meta, owner), owner
 
 
-def _pass_base(b: int) -> str:
-    """How a user states the index base of a file read for ``predict``/``evaluate``/``append``."""
-    return f"pass --index-base {b}"
-
-
-def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str, say_base=_pass_base):
+def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str, say_base=pass_base):
     """An svmlight chunk's ids as the model's columns (``id - base``), refusing, with the line, an id
     below ``base`` or one at or beyond ``base + d`` (a feature the model does not have).
 
@@ -156,8 +152,34 @@ def _governed(budget: Budget):
     return governed(budget.ceiling, reserve=governor_reserve(budget.ceiling))
 
 
+def is_store_path(source: str) -> bool:
+    """Whether ``source`` names a store (else a file, or a stream, read with the recipe)."""
+    from .store.backend import StoreError
+    from .store.readers import is_stream
+    from .store.store import backend_for_path
+
+    # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
+    # store, not parsed as text
+    if source.startswith("memory://") or os.path.isdir(source) or source.endswith((".h5", ".hdf5")):
+        return True
+    if is_stream(source):  # ('-', a pipe: a file's text, never a store)
+        return False
+    try:
+        backend_for_path(source)
+    except StoreError:
+        return False
+    return True
+
+
+def read_rows(model: LinearModel, source: str, memory="auto", say_base=pass_base) -> Iterator[_Piece]:
+    """The rows of ``source`` (a store or a file) as ``ooc predict`` reads them for ``model``: with its
+    training store's input recipe (:func:`_iter_rows`), labels not needed; for Python callers (the
+    estimators' ``predict(path)``), who must not read a path any other way."""
+    yield from _with_streams_closed(_iter_rows(model, source, memory, labels=False, say_base=say_base))
+
+
 def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, options=None,
-               progress=None, say_base=_pass_base) -> Iterator[_Piece]:
+               progress=None, say_base=pass_base) -> Iterator[_Piece]:
     """The pieces of ``source`` (a store or a file), ids 0-based as in training.
 
     A file is read with the input recipe of the model's training store (:mod:`ooc.store.recipe`;
@@ -165,21 +187,12 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     way. Either must have exactly the model's width (a svmlight file: no id beyond it).
     ``labels=False`` (prediction) lets an .npz come without labels (the pieces then hold zeros).
     """
-    from .store.backend import StoreError
     from .store.ingest import open_input
-    from .store.readers import is_local, is_stream
+    from .store.readers import is_local
     from .store.recipe import Options, Recipe, check_same_columns, follow
-    from .store.store import backend_for_path, open_store
+    from .store.store import open_store
 
-    # an HDF5 file is a store by its name too: one whose signature is damaged is refused as a
-    # store, not parsed as text
-    is_store = source.startswith("memory://") or os.path.isdir(source) or source.endswith((".h5", ".hdf5"))
-    if not is_store and not is_stream(source):  # ('-', a pipe: a file's text, never a store)
-        try:
-            backend_for_path(source)
-            is_store = True
-        except StoreError:
-            is_store = False
+    is_store = is_store_path(source)
     budget = command_budget(memory).work
     recipe, owner = _model_recipe(model)
     if is_store:
@@ -207,9 +220,12 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     reading = follow(recipe, given, owner)
     stated = "text" if given.text_columns is not None else given.input_format
     # a file whose format the user stated as the recipe's is read so, whatever its name or content says
+    # values as the training store holds them (its dtype, the same range checks as convert): a file and the
+    # store made from it give the same predictions
     src = open_input(source, reading, chunk_bytes=chunk_bytes, rows_per_chunk=max(1024, chunk_bytes // 64),
-                     dtype=np.float64, labels_required=labels, owner=None if stated == recipe.format else owner,
-                     n_cols_hint=model.n_features)
+                     dtype=recipe.values_dtype(), labels_required=labels,
+                     owner=None if stated == recipe.format else owner, n_cols_hint=model.n_features,
+                     say_base=say_base)
     fmt = src.recipe.format
     if src.n_cols is not None:
         _check_width(source, {"npz": "the .npz matrix", "csv": "the CSV file"}.get(fmt, f"the {fmt} input"),
@@ -239,7 +255,7 @@ def _announce(progress, total, unit: str) -> None:
         progress({"rows": 0, "done": 0, "total": total or 0, "unit": unit})
 
 
-def check_input(store, source: str, memory="auto", say_base=_pass_base) -> None:
+def check_input(store, source: str, memory="auto", say_base=pass_base) -> None:
     """Refuse ``source`` (a file or a store) for a model trained on ``store`` before any training:
     not read as the store's input was (its recipe), or of another width. Reads its first piece only.
     ``say_base(b)``: how the refusal tells the user to state the file's index base ``b``.

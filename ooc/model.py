@@ -56,6 +56,10 @@ class LinearModel:
         columns; another width is refused with one line)."""
         import scipy.sparse as sp
 
+        if isinstance(X, (str, os.PathLike)):
+            # a path's columns are what its training store's input recipe makes of it: read only that way
+            raise ValueError(f"{os.fspath(X)}: LinearModel scores arrays; a store or a file is read with the model's "
+                             "input recipe by ooc.evaluate.iter_predictions(run, path) or an estimator's predict(path)")
         if sp.issparse(X):
             from .store.ingest import check_sparse_structure
 

@@ -28,7 +28,8 @@ def small(tmp_path_factory):
     X = sp.random(200, 10, density=0.4, random_state=2, format="csr", data_rvs=rng.standard_normal)
     y = np.where(X @ rng.standard_normal(10) > 0, 1.0, -1.0)
     store = str(root / "s.zarr")
-    ooc.convert(X, store, y=y, dtype="float64")
+    # index_base=0: svmlight files read against its models are dumped 0-based (zero_based=True)
+    ooc.convert(X, store, y=y, dtype="float64", index_base=0)
     return root, store
 
 

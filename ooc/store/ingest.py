@@ -65,7 +65,17 @@ from .readers import (
     read_whole,
     text_layout,
 )
-from .recipe import HASHED, Options, Recipe, check_file_format, check_path, fmt_name, from_options
+from .recipe import (
+    HASHED,
+    Options,
+    Recipe,
+    check_base_recorded,
+    check_file_format,
+    check_path,
+    fmt_name,
+    from_options,
+    pass_base,
+)
 from .stats import max_columns, too_many_columns
 from .store import BACKENDS, Store, open_store
 from .writer import (
@@ -706,7 +716,7 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
             bits = recipe.hash_bits
             raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
         src = open_input(path, recipe, chunk_bytes=chunk_bytes, rows_per_chunk=rows_per_chunk, dtype=dtype,
-                         threads=threads, owner=owner)
+                         threads=threads, owner=owner, cast=False)
         make = src.make if src.n_cols is None else _tag_n_cols(src.make, src.n_cols)
         return make, src.total, path, src.recipe.format != "svmlight", src.recipe
     if y is None:
@@ -731,7 +741,8 @@ class Source(NamedTuple):
 
 
 def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: int, dtype, threads: int = 1,
-               labels_required: bool = True, owner: str | None = None, n_cols_hint: int | None = None) -> Source:
+               labels_required: bool = True, owner: str | None = None, n_cols_hint: int | None = None,
+               say_base=pass_base, cast: bool = True) -> Source:
     """Open the file ``path`` to be read as ``recipe`` says: the one place input files are opened.
 
     ``recipe.format`` None reads the file by its own format (:func:`ooc.store.readers.detect_format`);
@@ -740,11 +751,30 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
     strict recipe's is refused (:func:`ooc.store.recipe.check_file_format`); callers pass no owner
     for a file whose format the user stated (``--input-format``) as the recipe's.
 
+    Every format's values come as ``dtype`` (the store's, :meth:`Recipe.values_dtype`, for new input
+    read for a model or a store), a value or label that overflows it refused with its line as
+    ``ooc convert`` refuses it (:func:`values_as`): a file and the store made from it hold the same
+    numbers (``cast=False``: left float64 for a conversion, whose writer casts them with the same
+    checks, :func:`_build`, without a second copy). An svmlight
+    file read against array columns without an index base (:func:`ooc.store.recipe.check_base_recorded`)
+    is refused, ``say_base(b)`` telling how to state it.
+
     Raises
     ------
     InputError
-        The file is missing, named as another format, or (CSV) lacks the recorded columns.
+        The file is missing, named as another format, (CSV) lacks the recorded columns, or
+        (svmlight) has no index base to be read with.
     """
+    src = _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_required, owner, n_cols_hint,
+                say_base)
+    if not cast:
+        return src
+    return src._replace(make=lambda: values_as(src.make(), dtype, path))
+
+
+def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_required, owner, n_cols_hint,
+          say_base) -> Source:
+    """:func:`open_input`, its chunks' values as read (float64, range-checked against ``dtype``)."""
     fmt = recipe.format
     if owner is not None:
         check_file_format(path, recipe, owner, None)
@@ -778,6 +808,8 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
                                  value_dtype=dtype)
         return Source(make, size, 1 << bits, recipe)
     if fmt == "svmlight":
+        check_base_recorded(path, recipe, owner, say_base)
+
         def make():
             return iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)
         return Source(make, size, None, recipe)
@@ -818,6 +850,24 @@ def open_input(path: str, recipe: Recipe, *, chunk_bytes: int, rows_per_chunk: i
             return matrix_chunks(rows, y, chunk_bytes, rows_per_chunk, sw)
         return Source(make, None, rows.n_cols, recipe, rows.n_rows)
     raise ValueError(f"unknown input format {fmt!r}")
+
+
+def values_as(chunks: Iterator[RowChunk], dtype, source: str) -> Iterator[RowChunk]:
+    """``chunks`` with their values as ``dtype`` (rounded as a store of that type holds them), refusing a
+    value or label that overflows it, with its row, in the words of a conversion's refusal: the text
+    readers do this while parsing, arrays (an .npz) here."""
+    dtype = np.dtype(dtype)
+    limit = overflow_limit(dtype)
+    for ch in chunks:
+        if ch.data.dtype != dtype:
+            bad = np.flatnonzero(~(np.abs(ch.data) < limit))
+            if len(bad):
+                k = int(bad[0])
+                raise InputError(source, f"value {ch.data[k]!r} (feature {ch.indices[k]}) overflows {dtype}; store "
+                                         "float64 values instead", line=_line_of(ch, k))
+            ch = ch._replace(data=ch.data.astype(dtype))
+        _check_label_range(ch, dtype, source)
+        yield ch
 
 
 def _matrix_source(rows: MatrixRows, y, chunk_bytes: int, rows_per_chunk: int, weights=None):
@@ -901,6 +951,9 @@ def convert(
         Whether svmlight feature ids start at 0. ``'auto'``: 0-based if any id is
         0, else 1-based (scikit-learn's rule, a guess: a 0-based file without feature 0 is read
         1-based); recorded as ``index_base`` and in the input recipe, with how it was found.
+        For an array (whose columns have no ids) a stated base is recorded in its recipe as how
+        later svmlight files map onto its columns (``index_base=1``: column ``j`` is id ``j + 1``);
+        without one, those files must state theirs (``--index-base``).
     index_base : 0, 1, 'auto' or None
         The same as ``zero_based`` (``index_base=0`` is ``zero_based=True``); None: as
         ``zero_based`` says. Both given and different is refused.

@@ -30,6 +30,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+import numpy as np
+
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 from .layout import RECIPE
 from .readers import InputError, detect_format
@@ -50,6 +52,11 @@ VW_READER = {"namespaces": "all, hashed with their name as VW does", "constant_f
              "importance_weights": "sample weights"}
 #: ``--index-base``'s values: the recipe's ``index_base_source``.
 BASE_FROM_OPTION, BASE_DETECTED, BASE_GUESSED = "option", "detected", "guessed"
+#: The ``index_base_source`` of a file read against array columns (a recipe of format ``npz``,
+#: ``matrix``, ``generated``) with no ``--index-base``: nothing says which svmlight id is column 0.
+BASE_UNRECORDED = "unrecorded"
+#: Formats whose columns are array positions: they record no index base for later svmlight ids.
+ARRAY_FORMATS = ("npz", "matrix", "generated")
 
 
 class Options(NamedTuple):
@@ -147,8 +154,18 @@ class Recipe(NamedTuple):
             source = (BASE_FROM_OPTION if zero_based_option != "auto" else
                       BASE_DETECTED if index_base == 0 else BASE_GUESSED)
             rec = rec._replace(index_base=index_base, index_base_source=source)
+        elif self.format in ARRAY_FORMATS and zero_based_option in (True, False):
+            # array columns have no ids: a base said for them (``convert(X, index_base=1)``: the matrix was
+            # read from a 1-based file) is how later svmlight files map onto them, recorded as said
+            rec = rec._replace(index_base=0 if zero_based_option else 1, index_base_source=BASE_FROM_OPTION)
         return rec._replace(label_kind=attrs.get("label_kind"), label_values=attrs.get("label_values"),
                             classes=attrs.get("classes"))
+
+    def values_dtype(self) -> np.dtype:
+        """The type new input's values are read as: the store's (float64 for a recipe that names none,
+        from before dtypes were recorded). Read so, a file's values are rounded as the store made from it
+        holds them (the same predictions), and a value that overflows it is refused as convert refuses it."""
+        return np.dtype(self.dtype or "float64")
 
     # -- descriptions ---------------------------------------------------------------------------
     def describe(self) -> str | None:
@@ -170,8 +187,10 @@ class Recipe(NamedTuple):
             w = "" if self.csv_weight_column is None else f", weight column {self.csv_weight_column}"
             return (f"CSV, delimiter {self.csv_delimiter!r}, {header_said(self.csv_header, self.csv_header_source)}, "
                     f"label column {self.csv_label_column}{w}, index base 0 (columns)")
-        if fmt in ("npz", "matrix", "generated"):
-            return f"{fmt_name(fmt)}, index base 0 (columns)"
+        if fmt in ARRAY_FORMATS:
+            said = ("" if self.index_base_source != BASE_FROM_OPTION else
+                    f"; svmlight files are read {self.index_base}-based (index_base)")
+            return f"{fmt_name(fmt)}, index base 0 (columns){said}"
         if self.index_base is not None:
             return f"index base {self.index_base} (a store without an input recipe)"
         return None
@@ -245,9 +264,18 @@ def follow(recipe: Recipe, opts: Options, owner: str) -> Recipe:
     elif recipe.csv_header_source != "option":
         recipe = recipe._replace(csv_header=None, csv_header_source=None)  # found per file, as the store's was
     if fmt not in STRICT:
-        # array columns (or a store from before recipes): the file is read by its own format, as the user says
-        return recipe._replace(format=given_fmt,
-                               index_base=opts.index_base if opts.index_base is not None else (recipe.index_base or 0),
+        # array columns (or a store from before recipes): the file is read by its own format, as the user says.
+        # Array columns record no index base: an svmlight file's ids map onto them only as --index-base says
+        # (open_input refuses one read without it); a store from before recipes keeps the base it recorded
+        if opts.index_base is not None:
+            base, source = opts.index_base, BASE_FROM_OPTION
+        elif fmt in ARRAY_FORMATS and recipe.index_base_source == BASE_FROM_OPTION:
+            base, source = recipe.index_base, BASE_FROM_OPTION  # said when the array was converted
+        elif fmt in ARRAY_FORMATS:
+            base, source = None, BASE_UNRECORDED
+        else:
+            base, source = recipe.index_base or 0, recipe.index_base_source
+        return recipe._replace(format=given_fmt, index_base=base, index_base_source=source,
                                hash_bits=opts.hash_bits, text_columns=opts.text_columns,
                                csv_weight_column=opts.weight_column)
     if opts.header is not None and fmt != "csv":
@@ -392,6 +420,30 @@ def _check_csv_delimiter(path: str, delimiter: str, owner: str) -> None:
         raise InputError(path, f"its cells are separated by {other!r}, but {owner}'s input recipe says CSV separated "
                                f"by {delimiter!r} (its delimiter): new input is read that way; write the file with "
                                f"{delimiter!r} between cells")
+
+
+def pass_base(b: int) -> str:
+    """How a user states the index base ``b`` of a file read for ``predict``/``evaluate``/``append``."""
+    return f"pass --index-base {b}"
+
+
+def check_base_recorded(path: str, recipe: Recipe, owner: str | None, say_base=pass_base) -> None:
+    """Refuse reading the svmlight file ``path`` with no index base to read it with
+    (:data:`BASE_UNRECORDED`: array columns, no ``--index-base``): 0-based or 1-based would be a
+    guess, and the wrong one shifts every feature by one column, silently.
+
+    Raises
+    ------
+    InputError
+        One line naming the file, the recipe's format and the option (``say_base``).
+    """
+    if recipe.index_base_source != BASE_UNRECORDED:
+        return
+    whose = f"{owner}'s input" if owner else "the input it follows"
+    raise InputError(path, f"svmlight ids: {whose} was an array (in memory, .npz or generated), whose columns "
+                           "record no index base (whether column 0 is id 0 or id 1; ooc.convert(X, ..., "
+                           "index_base=B) records one): reading this file either way would be a guess; if it is "
+                           f"0-based, {say_base(0)}; if 1-based, {say_base(1)}")
 
 
 def check_path(path: str) -> None:
