@@ -113,6 +113,77 @@ def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str, 
     return ind
 
 
+#: Bytes one scored (row, class) cell holds at once, by what is done with it (measured with tracemalloc on
+#: 20000 x 100 blocks, rounded up): its margin (``decision_csr``'s output, kept while the block is scored) ...
+CELL_MARGIN = 8
+#: ... computing probabilities or their logarithms (:func:`~ooc.model.log_proba_from_margins`: four
+#: (rows x classes) temporaries at its peak), then the result, kept while it is written or scored ...
+CELL_PROBA = 32 + 8
+#: ... a probability's text (up to 24 characters with its separator), held three times at once while a
+#: block is written (the rows' strings, their join, its encoding) ...
+CELL_TEXT = 72
+#: ... and ROC AUC's copy of a scored block (:class:`ooc.metrics.ClassificationMetrics`; what it keeps is
+#: counted in :data:`SCORES_SHARE`, its copy of the block here).
+CELL_SCORES = 8
+#: Bytes a scored row holds besides its cells: its label, prediction, class indices, the text of a label
+#: (a Python string in a list, joined, encoded) and the per-class loss's columns.
+ROW_BYTES = 256
+#: The share of the work (1 / this) that a block's scored rows take at once (their (rows x classes)
+#: arrays and text): the reading takes 3/8 (a block, its CSR copy, its labels), evaluate's ROC AUC
+#: scores 1/:data:`SCORES_SHARE`.
+SCORED_SHARE = 8
+
+
+def scored_row_bytes(classes: int, *, proba: bool = False, text: bool = False, metrics: bool = False) -> int:
+    """What one row costs at once while it is scored, beyond its entries: the one account of the
+    (rows x classes) arrays a block makes, by which the rows scored at once are chosen
+    (:func:`scored_rows`) in ``predict``, ``evaluate`` and their Python functions.
+
+    Parameters
+    ----------
+    classes : int
+        The model's classes (1 for regression; 2 for a binary model).
+    proba : bool
+        Class probabilities are computed (``--proba``).
+    text : bool
+        The predictions are written as text (the command line: probabilities, one row a line).
+    metrics : bool
+        Metrics are computed (evaluate: the probabilities' logarithms, ROC AUC's copy of the scores).
+    """
+    cell = CELL_MARGIN
+    if proba or metrics:
+        cell += CELL_PROBA
+    if metrics:
+        cell += CELL_PROBA + CELL_SCORES  # logloss's logarithms while the ROC AUC's probabilities are held
+    if proba and text:
+        cell += CELL_TEXT
+    return max(1, int(classes)) * cell + ROW_BYTES
+
+
+def scored_rows(budget: Budget, classes: int, **what) -> int:
+    """The rows scored at once (at least one): what :data:`SCORED_SHARE` of ``budget``'s work holds at
+    :func:`scored_row_bytes` (``what``: its flags) a row."""
+    return max(1, (budget.work // SCORED_SHARE) // scored_row_bytes(classes, **what))
+
+
+def _scored_parts(piece: _Piece, rows: int) -> Iterator[_Piece]:
+    """``piece`` in consecutive parts of at most ``rows`` rows (views of its entries, none copied)."""
+    n = len(piece.indptr) - 1
+    if n <= rows:
+        yield piece
+        return
+    for a in range(0, n, rows):
+        b = min(a + rows, n)
+        lo, hi = int(piece.indptr[a]), int(piece.indptr[b])
+        yield piece._replace(indptr=piece.indptr[a:b + 1] - lo, indices=piece.indices[lo:hi], data=piece.data[lo:hi],
+                             labels=piece.labels[a:b], row=piece.row + a)
+
+
+def _classes(model: LinearModel) -> int:
+    """The model's classes as :func:`scored_row_bytes` counts them (1: regression)."""
+    return 1 if model.classes_ is None else len(model.classes_)
+
+
 def command_memory(model: LinearModel, memory, what: str) -> Budget:
     """``memory`` resolved once for predicting or evaluating with ``model`` (:func:`ooc.store.ingest.command_budget`),
     the model and the compiled kernels already in the process (counted in what it holds, not in the work);
@@ -253,7 +324,7 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
 
 
 def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0,
-                     progress=None, options=None) -> Iterator[np.ndarray]:
+                     progress=None, options=None, text: bool = True) -> Iterator[np.ndarray]:
     """Predicted labels (or, with ``proba``, class probabilities: ``(rows, classes)``, each row summing
     to 1, :meth:`~ooc.model.LinearModel.predict_proba`) of ``source``, piece by piece.
 
@@ -261,7 +332,8 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     labels); its labels are not used. Input of another width than the model's is refused
     (:class:`~ooc.store.readers.InputError`, see the module docstring); ``options``
     (:class:`ooc.store.recipe.Options`) must agree with the recipe. ``progress``: called with each
-    piece's :func:`progress_event`.
+    piece's :func:`progress_event`. ``text``: the caller writes each piece as text (as ``ooc predict``
+    does), which the rows yielded at once leave room for (:func:`scored_row_bytes`).
     """
     model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
@@ -270,7 +342,8 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
         raise ValueError(f"--proba: {why}")
     budget = command_memory(model, memory, "this prediction")
     with _governed(budget):
-        yield from _with_streams_closed(_predictions(model, source, proba, budget, nthreads, progress, options))
+        yield from _with_streams_closed(_predictions(model, source, proba, budget, nthreads, progress, options,
+                                                     scored_rows(budget, _classes(model), proba=proba, text=text)))
 
 
 def _with_streams_closed(pieces):
@@ -283,17 +356,17 @@ def _with_streams_closed(pieces):
         forget_streams()
 
 
-def _predictions(model, source, proba, memory, nthreads, progress, options=None):
+def _predictions(model, source, proba, memory, nthreads, progress, options=None, at_once: int = 1 << 62):
     rows = 0
-    for piece in _iter_rows(model, source, memory, labels=False, options=options, progress=progress):
-        m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
-        rows += len(m)
-        if progress is not None:
-            progress(progress_event(piece, rows))
-        if proba:
-            yield proba_from_margins(m)
-        else:
-            yield model.predict_from_margins(m)
+    for whole in _iter_rows(model, source, memory, labels=False, options=options, progress=progress):
+        for piece in _scored_parts(whole, at_once):
+            m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
+            rows += len(m)
+            if progress is not None:
+                progress(progress_event(piece, rows))
+            out = proba_from_margins(m) if proba else model.predict_from_margins(m)
+            del m  # not held while the caller writes them
+            yield out
 
 
 #: The share of ``--memory`` (1 / this) that ``evaluate`` lets its ROC AUC scores take.
@@ -353,45 +426,62 @@ def _evaluate_pieces(model, source, budget, nthreads, options, progress, scores,
     correct = 0
     loss_sum = 0.0
     logloss = 0.0
-    for piece in _with_streams_closed(_iter_rows(model, source, budget, options=options, progress=progress)):
-        _check_labels(model, source, piece)
-        y = piece.labels
-        m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
-        n += len(y)
-        if classify:
-            pred = model.predict_from_margins(m)
-            correct += int(np.sum(pred == y))
-            yi = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
-            # ROC AUC's scores: the margins, or the probabilities of a multiclass logistic model
-            auc_scores = proba_from_margins(m) if model.task == L.MULTICLASS and has_proba and not cs else m
-            scores.add(yi, np.searchsorted(model.classes_, pred), auc_scores)
-        if model.task == L.BINARY:
-            pos = model.classes_[-1]
-            ys = np.where(y == pos, 1.0, -1.0)
-            loss_sum += float(np.sum(loss.value(m, ys)))
-            if has_proba:
-                logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
-        elif model.task == L.MULTICLASS and cs:
-            loss_sum += float(np.sum(cs_loss.value(np.ascontiguousarray(m), yi)))
-        elif model.task == L.MULTICLASS:
-            for c, cls in enumerate(model.classes_):
-                loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
-            if has_proba:  # the logarithms of what predict_proba gives
-                logloss += float(-np.sum(log_proba_from_margins(m)[np.arange(len(y)), yi]))
-        else:
-            loss_sum += float(np.sum(loss.value(m, y)))
-            scores.add(y, m)
+    at_once = scored_rows(budget, _classes(model), metrics=True)
+    for whole in _with_streams_closed(_iter_rows(model, source, budget, options=options, progress=progress)):
+        _check_labels(model, source, whole)
+        for piece in _scored_parts(whole, at_once):
+            n, correct, loss_sum, logloss = _score_part(model, piece, nthreads, scores, loss, cs, cs_loss, classify,
+                                                        has_proba, n, correct, loss_sum, logloss)
         if progress is not None:
-            progress(progress_event(piece, n))
+            progress(progress_event(whole, n))
+    return _metrics(model, source, scores, n, correct, loss_sum, logloss, classify, has_proba, cs)
+
+
+def _score_part(model, piece, nthreads, scores, loss, cs, cs_loss, classify, has_proba, n, correct, loss_sum,
+                logloss):
+    """The running counts after scoring ``piece`` (at most :func:`scored_rows` rows)."""
+    y = piece.labels
+    m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
+    n += len(y)
+    if classify:
+        pred = model.predict_from_margins(m)
+        correct += int(np.sum(pred == y))
+        yi = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
+        # ROC AUC's scores: the margins, or the probabilities of a multiclass logistic model
+        auc_scores = proba_from_margins(m) if model.task == L.MULTICLASS and has_proba and not cs else m
+        scores.add(yi, np.searchsorted(model.classes_, pred), auc_scores)
+        del auc_scores  # not held while the logloss's logarithms are computed
+    if model.task == L.BINARY:
+        pos = model.classes_[-1]
+        ys = np.where(y == pos, 1.0, -1.0)
+        loss_sum += float(np.sum(loss.value(m, ys)))
+        if has_proba:
+            logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
+    elif model.task == L.MULTICLASS and cs:
+        loss_sum += float(np.sum(cs_loss.value(np.ascontiguousarray(m), yi)))
+    elif model.task == L.MULTICLASS:
+        for c, cls in enumerate(model.classes_):
+            loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
+        if has_proba:  # the logarithms of what predict_proba gives
+            logloss += float(-np.sum(log_proba_from_margins(m)[np.arange(len(y)), yi]))
+    else:
+        loss_sum += float(np.sum(loss.value(m, y)))
+        scores.add(y, m)
+    return n, correct, loss_sum, logloss
+
+
+def _metrics(model, source, scores, n, correct, loss_sum, logloss, classify, has_proba, cs) -> dict:
+    """The metrics of :func:`evaluate_model` from the counts of every part scored."""
     if n == 0:
         raise ValueError(f"{source}: no rows to evaluate")
     meta = model.meta
     bias = float(meta.get("bias", 0.0))
     W = np.atleast_2d(model.coef_)
-    if bias > 0:
-        W = np.hstack([W, np.atleast_1d(model.intercept_).reshape(-1, 1) / bias])
+    b = np.broadcast_to(np.atleast_1d(model.intercept_), (len(W),))
     pen = ElasticNet(float(meta.get("l2", 0.0)), float(meta.get("l1", 0.0)))
-    out = {"n_rows": n, "primal": loss_sum / n + sum(primal_value(pen, w, bias) for w in W)}
+    # a class's weights with its intercept column at a time: never a copy of the (classes x d) coefficients
+    penalty = sum(primal_value(pen, np.append(w, b[c] / bias) if bias > 0 else w, bias) for c, w in enumerate(W))
+    out = {"n_rows": n, "primal": loss_sum / n + penalty}
     if classify:
         out["accuracy"] = correct / n
         if has_proba and not cs:

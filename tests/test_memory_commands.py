@@ -125,3 +125,45 @@ def test_refused_below_and_under_the_figure_named(inputs, tmp_path, cmd, shape):
 @pytest.mark.parametrize("cmd", COMMANDS)
 def test_refused_below_and_under_the_figure_named_matrix(inputs, tmp_path, cmd, shape):
     _check(cmd, shape, inputs, tmp_path)
+
+
+# -- many classes: the (rows x classes) arrays of a scored block --------------------------------------
+#
+# A one-vs-rest model's rows cost a block of margins, probabilities, their logarithms and (predict --proba)
+# the text of k numbers a row: the rows scored at once are chosen by that cost (ooc.evaluate.scored_row_bytes),
+# not by the block's entries alone. Before, a 100-class model's blocks of thousands of rows made predict --proba
+# and evaluate peak tens of MiB past the figure they named.
+
+MANY = {"rows": 12000, "cols": 512, "nnz": 6, "classes": 100}
+
+
+@pytest.fixture(scope="module")
+def many_classes(tmp_path_factory):
+    """A store and a one-vs-rest model of 100 classes (a model that holds little: the blocks' rows dominate)."""
+    d = tmp_path_factory.mktemp("many")
+    store, run = d / "m.zarr", d / "run"
+    ooc.synth(str(store), MANY["rows"], MANY["cols"], MANY["nnz"], task="multiclass", n_classes=MANY["classes"], seed=1)
+    ooc.train(str(store), str(run), max_epochs=1, l2=1e-3)
+    return store, run
+
+
+def _named_then_peak(args: list, out) -> tuple[str, int]:
+    """The figure ``args`` name at ``--memory 1B`` (refused, nothing written), then the peak at that figure."""
+    r, _ = _peak([*args, "--memory", "1B"])
+    m = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr)
+    assert r.returncode != 0 and m, r.stderr[-2000:]
+    assert out is None or not out.exists()
+    named = m.group(1)
+    r, peak = _peak([*args, "--memory", named.replace(" ", "")])
+    assert r.returncode == 0, (args, named, r.stderr[-2000:])
+    return named, peak
+
+
+@pytest.mark.parametrize("cmd", ["predict-proba", "evaluate"])
+def test_many_classes_under_the_figure_named(many_classes, tmp_path, cmd):
+    store, run = many_classes
+    out = tmp_path / "p.txt"
+    args = (_ooc("predict", run, store, "--proba", "--out", out) if cmd == "predict-proba"
+            else _ooc("evaluate", run, store, "--json"))
+    named, peak = _named_then_peak(args, out if cmd != "evaluate" else None)
+    assert peak <= parse_bytes(named), f"{cmd} of a 100-class model at {named}: peak {peak / 2**20:.1f} MiB"
