@@ -289,6 +289,24 @@ class Budget(NamedTuple):
             f"{format_bytes(self.held)} of it)")
 
 
+    def hold(self, whole: int, least: int, what: str) -> Budget:
+        """This budget less ``whole`` bytes that ``what`` holds at once whatever its buffers (an input read
+        whole), refused (:class:`MemoryTooSmall`) when it leaves the work less than ``least``: an explicit
+        whole-process ``--memory`` as :meth:`require` refuses it, and ``auto`` under a limit found too (no
+        buffer shrinks what is read whole: the process would pass the limit), naming the smallest limit that
+        works. A Python caller's memory (no ceiling) only loses ``whole``."""
+        whole = max(0, int(whole))
+        if self.ceiling is not None and self.work < whole + least:
+            if self.memory is None and self.limit is not None and self.limit.bytes < _UNLIMITED:
+                raise MemoryTooSmall(
+                    f"{what} holds {format_bytes(whole)} at once, more than --memory auto leaves under the "
+                    f"{self.limit.source} of {format_bytes(self.limit.bytes)}: the smallest limit that works here is "
+                    f"{format_bytes(limit_that_works(self.held + whole + int(least)), up=True)} (the process holds "
+                    f"{format_bytes(self.held)} of it)")
+            self.require(whole + least, what)
+        return self._replace(work=max(0, self.work - whole))
+
+
 def resolve_budget(memory: int | None, held: int | None = None) -> Budget:
     """The one resolution of a memory option (``memory`` bytes, None: ``auto``) for a command: training's
     (:func:`ooc.train`) and the commands that read data (convert, append, predict, evaluate).

@@ -36,7 +36,7 @@ from .model import LinearModel, log_proba_from_margins, proba_from_margins
 from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
-from .store.ingest import MIN_WORK, _load_numba, command_budget
+from .store.ingest import MIN_WORK, _load_numba, command_budget, whole_input_bytes
 from .store.readers import InputError
 
 
@@ -184,16 +184,17 @@ def _classes(model: LinearModel) -> int:
     return 1 if model.classes_ is None else len(model.classes_)
 
 
-def command_memory(model: LinearModel, memory, what: str) -> Budget:
+def command_memory(model: LinearModel, memory, what: str, source=None) -> Budget:
     """``memory`` resolved once for predicting or evaluating with ``model`` (:func:`ooc.store.ingest.command_budget`),
     the model and the compiled kernels already in the process (counted in what it holds, not in the work);
     an explicit whole-process ``--memory`` that leaves less than :data:`~ooc.store.ingest.MIN_WORK` is
-    refused before INPUT is read, naming the smallest that works."""
+    refused before INPUT is read, naming the smallest that works: with ``source`` (INPUT), what reading it
+    holds whatever the buffers counted (an .npz, read whole: :func:`~ooc.store.ingest.whole_input_bytes`)."""
     _load_numba("float64")  # Numba's machinery (~60 MiB, loaded by the first kernel a process calls)
     model.decision_csr(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), 1)  # the margins' kernel
     tune_malloc()  # freed pieces go back to the system (ooc._malloc), as in training
     budget = command_budget(memory)
-    budget.require(MIN_WORK, what)
+    budget.require(MIN_WORK + whole_input_bytes(source), what)
     return budget
 
 
@@ -229,13 +230,13 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
             is_store = True
         except StoreError:
             is_store = False
-    budget = command_budget(memory).work
+    budget = command_budget(memory)
     recipe, owner = _model_recipe(model)
     if is_store:
         # the store's blocks cut to what the budget holds: a block, its CSR copy for the kernel, the
         # labels and the predictions (about three block sizes at once: 3/8 of it; evaluate keeps its
         # ROC AUC scores in half of it, SCORES_SHARE)
-        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget // 8, 1 << 16))))
+        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget.work // 8, 1 << 16))))
         check_same_columns(recipe, Recipe.from_attrs(st.attrs, source), owner, f"the store {source}")
         _check_width(source, "the store", st.n_cols, model)
         vals = st.label_values
@@ -250,10 +251,13 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
         return
     if is_local(source) and not os.path.exists(source):
         raise InputError(source, "no such file or store")
-    chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
     # text files: progress in input bytes (compressed ones too); a stream ('-', a pipe) has no size
     given = options or Options()
     reading = follow(recipe, given, owner)
+    # an .npz is read whole: charged first, the chunks sized from what it leaves
+    work = budget.hold(whole_input_bytes(source, reading.format), MIN_WORK,
+                       f"reading {source} (an .npz: its arrays decoded whole)").work
+    chunk_bytes = int(min(64 << 20, max(work // 12, 1 << 16)))
     stated = "text" if given.text_columns is not None else given.input_format
     # a file whose format the user stated as the recipe's is read so, whatever its name or content says
     src = open_input(source, reading, chunk_bytes=chunk_bytes, rows_per_chunk=max(1024, chunk_bytes // 64),
@@ -340,7 +344,7 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     why = model.proba_refusal() if proba else None
     if why is not None:
         raise ValueError(f"--proba: {why}")
-    budget = command_memory(model, memory, "this prediction")
+    budget = command_memory(model, memory, "this prediction", source)
     with _governed(budget):
         yield from _with_streams_closed(_predictions(model, source, proba, budget, nthreads, progress, options,
                                                      scored_rows(budget, _classes(model), proba=proba, text=text)))
@@ -412,7 +416,7 @@ def evaluate_model(model: LinearModel, source: str, memory="auto", threads: int 
         cs_loss = make_multiclass_loss(float(meta.get("gamma", 1.0)) if "gamma" in loss_spec(model.loss).params else 0.0)
     classify = model.task in (L.BINARY, L.MULTICLASS)
     # ROC AUC keeps every row's scores: at most SCORES_SHARE of the budget, else it is skipped and says so
-    budget = command_memory(model, memory, "this evaluation")
+    budget = command_memory(model, memory, "this evaluation", source)
     keep = budget.work // SCORES_SHARE
     scores = ClassificationMetrics(len(model.classes_), keep_bytes=keep) if classify else RegressionMetrics()
     with _governed(budget):

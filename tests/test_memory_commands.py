@@ -167,3 +167,57 @@ def test_many_classes_under_the_figure_named(many_classes, tmp_path, cmd):
             else _ooc("evaluate", run, store, "--json"))
     named, peak = _named_then_peak(args, out if cmd != "evaluate" else None)
     assert peak <= parse_bytes(named), f"{cmd} of a 100-class model at {named}: peak {peak / 2**20:.1f} MiB"
+
+
+# -- an .npz is read whole: its decoded arrays are charged before the buffers -------------------------
+#
+# Before, predict/evaluate/append read an .npz whole without charging it: at the figure they named, the
+# arrays (about 55 MiB here) came on top of it.
+
+NPZ_ROWS, NPZ_COLS, NPZ_NNZ = 450_000, 256, 12
+
+
+def _write_npz(path, rows: int, seed: int = 0) -> None:
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    ids = (np.arange(NPZ_NNZ) * (NPZ_COLS // NPZ_NNZ) + rng.integers(0, NPZ_COLS // NPZ_NNZ, (rows, NPZ_NNZ)))
+    X = sp.csr_matrix((rng.normal(size=rows * NPZ_NNZ), ids.ravel().astype(np.int32),
+                       np.arange(rows + 1, dtype=np.int64) * NPZ_NNZ), shape=(rows, NPZ_COLS))
+    np.savez(path, data=X.data, indices=X.indices, indptr=X.indptr, shape=np.array(X.shape), format="csr",
+             y=np.where(rng.random(rows) < 0.5, 1.0, -1.0))
+
+
+@pytest.fixture(scope="module")
+def npz_inputs(tmp_path_factory):
+    """A large .npz (its arrays ~55 MiB decoded), and a store and model of a small one of the same width."""
+    d = tmp_path_factory.mktemp("npz")
+    big, small, store, run = d / "big.npz", d / "small.npz", d / "small.zarr", d / "run"
+    _write_npz(big, NPZ_ROWS)
+    _write_npz(small, 2000, seed=1)
+    ooc.convert(str(small), str(store))
+    ooc.train(str(store), str(run), max_epochs=1)
+    return big, store, run
+
+
+@pytest.mark.parametrize("cmd", ["predict", "evaluate"])
+def test_npz_read_whole_is_charged(npz_inputs, tmp_path, cmd):
+    big, store, run = npz_inputs
+    out = tmp_path / "p.txt"
+    args = _ooc("predict", run, big, "--out", out) if cmd == "predict" else _ooc("evaluate", run, big, "--json")
+    named, peak = _named_then_peak(args, out)
+    assert peak <= parse_bytes(named), f"{cmd} of a {NPZ_ROWS}-row .npz at {named}: peak {peak / 2**20:.1f} MiB"
+
+
+def test_whole_input_bytes_is_the_decoded_size(tmp_path):
+    """What an .npz is charged is what loading it holds: the sum of its arrays' bytes (and headers)."""
+    from ooc.store.ingest import whole_input_bytes
+
+    p = tmp_path / "a.npz"
+    _write_npz(p, 1000)
+    z = np.load(p)
+    arrays = sum(z[k].nbytes for k in z.files)
+    assert arrays <= whole_input_bytes(str(p)) <= arrays + 128 * len(z.files)
+    np.savez_compressed(p, **{k: z[k] for k in z.files})
+    assert arrays <= whole_input_bytes(str(p)) <= arrays + 128 * len(z.files)
+    assert whole_input_bytes(str(tmp_path / "missing.npz")) == 0
