@@ -274,7 +274,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     seen: dict = {}
     total = src.total or 0
     _announce(progress, *((src.n_rows, "rows") if fmt == "npz" else (total, "B")))
-    for ch in src.make():
+    for ch in _lines_held(src.make(), budget, work, source):
         if fmt == "npz":
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1,
                          done=ch.first_line - 1 + len(ch.labels), total=src.n_rows)
@@ -283,6 +283,26 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
                else ch.indices)
         yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
                      total=total, unit="B")
+
+
+def _lines_held(chunks, budget: Budget, work: int, source: str):
+    """``chunks``; a line longer than the reader's blocks sized from ``work`` hold (``line_too_long``) is
+    refused naming the memory whose blocks hold it (:meth:`~ooc._memlimit.Budget.refuse`), when one does
+    (blocks of a twelfth of the work, lines of two blocks, at most 64 MiB a block): outputs are published
+    only once every piece is scored, so nothing is written."""
+    from .store.input_rules import LINE_CHUNKS, max_line_bytes
+
+    try:
+        yield from chunks
+    except InputError as exc:
+        length = getattr(exc, "line_bytes", None)
+        if length is None or length > max_line_bytes(64 << 20):
+            raise
+        need = max(MIN_WORK, 12 * -(-length // LINE_CHUNKS))
+        budget.refuse(budget.work - work + need,
+                      f"line {exc.line} of {source} is {length} bytes, longer than its blocks hold (lines of "
+                      f"{max_line_bytes(work // 12)} bytes at most)")
+        raise
 
 
 def _announce(progress, total, unit: str) -> None:
@@ -428,8 +448,8 @@ def _evaluate_pieces(model, source, budget, nthreads, options, progress, scores,
                      has_proba) -> dict:
     n = 0
     correct = 0
-    loss_sum = 0.0
-    logloss = 0.0
+    loss_sum = RowSum()
+    logloss = RowSum()
     at_once = scored_rows(budget, _classes(model), metrics=True)
     for whole in _with_streams_closed(_iter_rows(model, source, budget, options=options, progress=progress)):
         _check_labels(model, source, whole)
@@ -438,12 +458,43 @@ def _evaluate_pieces(model, source, budget, nthreads, options, progress, scores,
                                                         has_proba, n, correct, loss_sum, logloss)
         if progress is not None:
             progress(progress_event(whole, n))
-    return _metrics(model, source, scores, n, correct, loss_sum, logloss, classify, has_proba, cs)
+    return _metrics(model, source, scores, n, correct, loss_sum.value(), logloss.value(), classify, has_proba, cs)
+
+
+class RowSum:
+    """A sum over rows whose value does not depend on how the rows come in parts (the parts' sizes follow
+    ``--memory``; the metrics must not): each :data:`GROUP` consecutive rows are summed together
+    (``np.sum``), the groups' sums added in order."""
+
+    #: Rows summed together.
+    GROUP = 4096
+
+    def __init__(self):
+        self._total = 0.0
+        self._buf = np.empty(self.GROUP)
+        self._n = 0
+
+    def add(self, values) -> None:
+        """Add the rows' ``values`` (in row order)."""
+        v = np.asarray(values, dtype=np.float64).reshape(-1)
+        i = 0
+        while i < len(v):
+            k = min(self.GROUP - self._n, len(v) - i)
+            self._buf[self._n:self._n + k] = v[i:i + k]
+            self._n, i = self._n + k, i + k
+            if self._n == self.GROUP:
+                self._total += float(np.sum(self._buf))
+                self._n = 0
+
+    def value(self) -> float:
+        """The sum of every row added."""
+        return self._total + float(np.sum(self._buf[:self._n]))
 
 
 def _score_part(model, piece, nthreads, scores, loss, cs, cs_loss, classify, has_proba, n, correct, loss_sum,
                 logloss):
-    """The running counts after scoring ``piece`` (at most :func:`scored_rows` rows)."""
+    """The running counts after scoring ``piece`` (at most :func:`scored_rows` rows); ``loss_sum`` and
+    ``logloss`` are :class:`RowSum`."""
     y = piece.labels
     m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
     n += len(y)
@@ -458,18 +509,20 @@ def _score_part(model, piece, nthreads, scores, loss, cs, cs_loss, classify, has
     if model.task == L.BINARY:
         pos = model.classes_[-1]
         ys = np.where(y == pos, 1.0, -1.0)
-        loss_sum += float(np.sum(loss.value(m, ys)))
+        loss_sum.add(loss.value(m, ys))
         if has_proba:
-            logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
+            logloss.add(np.logaddexp(0.0, -ys * m))
     elif model.task == L.MULTICLASS and cs:
-        loss_sum += float(np.sum(cs_loss.value(np.ascontiguousarray(m), yi)))
+        loss_sum.add(cs_loss.value(np.ascontiguousarray(m), yi))
     elif model.task == L.MULTICLASS:
+        row_loss = np.zeros(len(y))  # each row's loss over the classes, summed in class order
         for c, cls in enumerate(model.classes_):
-            loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
+            row_loss += loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))
+        loss_sum.add(row_loss)
         if has_proba:  # the logarithms of what predict_proba gives
-            logloss += float(-np.sum(log_proba_from_margins(m)[np.arange(len(y)), yi]))
+            logloss.add(-log_proba_from_margins(m)[np.arange(len(y)), yi])
     else:
-        loss_sum += float(np.sum(loss.value(m, y)))
+        loss_sum.add(loss.value(m, y))
         scores.add(y, m)
     return n, correct, loss_sum, logloss
 

@@ -221,3 +221,49 @@ def test_whole_input_bytes_is_the_decoded_size(tmp_path):
     np.savez_compressed(p, **{k: z[k] for k in z.files})
     assert arrays <= whole_input_bytes(str(p)) <= arrays + 128 * len(z.files)
     assert whole_input_bytes(str(tmp_path / "missing.npz")) == 0
+
+
+# -- lines longer than the blocks of the figure named ---------------------------------------------------
+#
+# A text reader holds lines of up to two blocks (a twelfth of the work each): at the figure named before
+# reading, a line of 2^20 features (~9 MB) is longer. Before, predict failed partway with 'line longer than
+# N bytes' and no figure; now it is refused naming one whose blocks hold the line (nothing written), under
+# which it succeeds.
+
+LONG_D = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def long_lines(tmp_path_factory):
+    d = tmp_path_factory.mktemp("long")
+    rng = np.random.default_rng(0)
+    long, small, store, run = d / "long.svm", d / "small.svm", d / "small.zarr", d / "run"
+    ids = " ".join(f"{j}:1" for j in range(1, LONG_D + 1))
+    long.write_text("1 " + ids + "\n-1 " + ids + "\n")
+    with open(small, "w") as f:
+        for i in range(200):
+            f.write(f"{1 if i % 2 else -1} " + " ".join(f"{j}:1" for j in np.sort(rng.choice(LONG_D, 5, False)) + 1)
+                    + "\n")
+    ooc.convert(str(small), str(store), n_features=LONG_D)
+    ooc.train(str(store), str(run), max_epochs=1)
+    return long, run
+
+
+def test_long_lines_refused_naming_a_figure_that_holds_them(long_lines, tmp_path):
+    long, run = long_lines
+    out = tmp_path / "p.txt"
+    args = _ooc("predict", run, long, "--out", out)
+    r, _ = _peak([*args, "--memory", "1B"])
+    first = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr).group(1)
+    r, _ = _peak([*args, "--memory", first.replace(" ", "")])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    m = re.search(r"line 1 of .* bytes, longer than .* the smallest --memory that works here is ([0-9.]+ [KMGT]iB)",
+                  lines[-1] if lines else "")
+    assert r.returncode != 0 and len(lines) == 1 and m, r.stderr[-2000:]
+    assert not out.exists()
+    second = m.group(1)
+    assert parse_bytes(second) > parse_bytes(first)
+    r, peak = _peak([*args, "--memory", second.replace(" ", "")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert out.read_text().count("\n") == 2
+    assert peak <= parse_bytes(second), f"lines of {LONG_D} features at {second}: peak {peak / 2**20:.1f} MiB"
