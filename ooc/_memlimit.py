@@ -296,7 +296,7 @@ class Budget(NamedTuple):
         buffer shrinks what is read whole: the process would pass the limit), naming the smallest limit that
         works. A Python caller's memory (no ceiling) only loses ``whole``."""
         whole = max(0, int(whole))
-        if self.ceiling is not None and self.work < whole + least:
+        if whole and self.ceiling is not None and self.work < whole + least:  # else the buffers' own require
             self.refuse(whole + least, f"{what} holds {format_bytes(whole)} at once")
         return self._replace(work=max(0, self.work - whole))
 
