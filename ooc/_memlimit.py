@@ -294,6 +294,33 @@ class Budget(NamedTuple):
             f"{format_bytes(self.held)} of it)")
 
 
+    def hold(self, whole: int, least: int, what: str) -> Budget:
+        """This budget less ``whole`` bytes that ``what`` holds at once whatever its buffers (an input read
+        whole), refused (:class:`MemoryTooSmall`) when it leaves the work less than ``least``: an explicit
+        whole-process ``--memory`` as :meth:`require` refuses it, and ``auto`` under a limit found too (no
+        buffer shrinks what is read whole: the process would pass the limit), naming the smallest limit that
+        works. A Python caller's memory (no ceiling) only loses ``whole``."""
+        whole = max(0, int(whole))
+        if whole and self.ceiling is not None and self.work < whole + least:  # else the buffers' own require
+            self.refuse(whole + least, f"{what} holds {format_bytes(whole)} at once")
+        return self._replace(work=max(0, self.work - whole))
+
+    def refuse(self, least: int, why: str) -> None:
+        """Refuse (:class:`MemoryTooSmall`) work that needs ``least`` bytes (``why``: what needs them) and
+        cannot get them by smaller buffers, under an explicit ``--memory`` or ``auto``'s limit, naming the
+        smallest that works (:func:`limit_that_works`). Without a ceiling (a Python caller), nothing."""
+        if self.ceiling is None:
+            return
+        figure = (f"{format_bytes(limit_that_works(self.held + int(least)), up=True)} (the process holds "
+                  f"{format_bytes(self.held)} of it)")
+        if self.memory is not None:
+            raise MemoryTooSmall(f"--memory {format_bytes(self.memory)} is too small: {why}; the smallest --memory "
+                                 f"that works here is {figure}")
+        if self.limit is not None and self.limit.bytes < _UNLIMITED:
+            raise MemoryTooSmall(f"{why}, more than --memory auto leaves under the {self.limit.source} of "
+                                 f"{format_bytes(self.limit.bytes)}: the smallest limit that works here is {figure}")
+
+
 def resolve_budget(memory: int | None, held: int | None = None) -> Budget:
     """The one resolution of a memory option (``memory`` bytes, None: ``auto``) for a command: training's
     (:func:`ooc.train`) and the commands that read data (convert, append, predict, evaluate).

@@ -36,7 +36,7 @@ from .model import LinearModel, log_proba_from_margins, proba_from_margins
 from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
-from .store.ingest import MIN_WORK, _load_numba, command_budget, load_kernels
+from .store.ingest import MIN_WORK, _load_numba, command_budget, load_kernels, whole_input_bytes
 from .store.readers import InputError
 from .store.recipe import pass_base
 
@@ -109,18 +109,90 @@ def _svmlight_columns(ch, base: int, d: int, source: str, seen: dict, how: str, 
     return ind
 
 
+#: Bytes one scored (row, class) cell holds at once, by what is done with it (measured with tracemalloc on
+#: 20000 x 100 blocks, rounded up): its margin (``decision_csr``'s output, kept while the block is scored) ...
+CELL_MARGIN = 8
+#: ... computing probabilities or their logarithms (:func:`~ooc.model.log_proba_from_margins`: four
+#: (rows x classes) temporaries at its peak), then the result, kept while it is written or scored ...
+CELL_PROBA = 32 + 8
+#: ... a probability's text (up to 24 characters with its separator), held three times at once while a
+#: block is written (the rows' strings, their join, its encoding) ...
+CELL_TEXT = 72
+#: ... and ROC AUC's copy of a scored block (:class:`ooc.metrics.ClassificationMetrics`; what it keeps is
+#: counted in :data:`SCORES_SHARE`, its copy of the block here).
+CELL_SCORES = 8
+#: Bytes a scored row holds besides its cells: its label, prediction, class indices, the text of a label
+#: (a Python string in a list, joined, encoded) and the per-class loss's columns.
+ROW_BYTES = 256
+#: The share of the work (1 / this) that a block's scored rows take at once (their (rows x classes)
+#: arrays and text): the reading takes 3/8 (a block, its CSR copy, its labels), evaluate's ROC AUC
+#: scores 1/:data:`SCORES_SHARE`.
+SCORED_SHARE = 8
+
+
+def scored_row_bytes(classes: int, *, proba: bool = False, text: bool = False, metrics: bool = False) -> int:
+    """What one row costs at once while it is scored, beyond its entries: the one account of the
+    (rows x classes) arrays a block makes, by which the rows scored at once are chosen
+    (:func:`scored_rows`) in ``predict``, ``evaluate`` and their Python functions.
+
+    Parameters
+    ----------
+    classes : int
+        The model's classes (1 for regression; 2 for a binary model).
+    proba : bool
+        Class probabilities are computed (``--proba``).
+    text : bool
+        The predictions are written as text (the command line: probabilities, one row a line).
+    metrics : bool
+        Metrics are computed (evaluate: the probabilities' logarithms, ROC AUC's copy of the scores).
+    """
+    cell = CELL_MARGIN
+    if proba or metrics:
+        cell += CELL_PROBA
+    if metrics:
+        cell += CELL_PROBA + CELL_SCORES  # logloss's logarithms while the ROC AUC's probabilities are held
+    if proba and text:
+        cell += CELL_TEXT
+    return max(1, int(classes)) * cell + ROW_BYTES
+
+
+def scored_rows(budget: Budget, classes: int, **what) -> int:
+    """The rows scored at once (at least one): what :data:`SCORED_SHARE` of ``budget``'s work holds at
+    :func:`scored_row_bytes` (``what``: its flags) a row."""
+    return max(1, (budget.work // SCORED_SHARE) // scored_row_bytes(classes, **what))
+
+
+def _scored_parts(piece: _Piece, rows: int) -> Iterator[_Piece]:
+    """``piece`` in consecutive parts of at most ``rows`` rows (views of its entries, none copied)."""
+    n = len(piece.indptr) - 1
+    if n <= rows:
+        yield piece
+        return
+    for a in range(0, n, rows):
+        b = min(a + rows, n)
+        lo, hi = int(piece.indptr[a]), int(piece.indptr[b])
+        yield piece._replace(indptr=piece.indptr[a:b + 1] - lo, indices=piece.indices[lo:hi], data=piece.data[lo:hi],
+                             labels=piece.labels[a:b], row=piece.row + a)
+
+
+def _classes(model: LinearModel) -> int:
+    """The model's classes as :func:`scored_row_bytes` counts them (1: regression)."""
+    return 1 if model.classes_ is None else len(model.classes_)
+
+
 def command_memory(model: LinearModel, memory, what: str, source=None, options=None) -> Budget:
     """``memory`` resolved once for predicting or evaluating with ``model`` (:func:`ooc.store.ingest.command_budget`),
     the model and the compiled kernels already in the process (counted in what it holds, not in the work):
     the margins' and, for a text ``source``, its reader's (:func:`ooc.store.ingest.load_kernels`); an
     explicit whole-process ``--memory`` that leaves less than :data:`~ooc.store.ingest.MIN_WORK` is
-    refused before INPUT is read, naming the smallest that works."""
+    refused before INPUT is read, naming the smallest that works: with ``source`` (INPUT), what reading it
+    holds whatever the buffers counted (an .npz, read whole: :func:`~ooc.store.ingest.whole_input_bytes`)."""
     _load_numba("float64")  # Numba's machinery (~60 MiB, loaded by the first kernel a process calls)
     model.decision_csr(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), 1)  # the margins' kernel
     peak = load_kernels(_input_format(model, source, options), "float64", 1, layout="rows")
     tune_malloc()  # freed pieces go back to the system (ooc._malloc), as in training
     budget = command_budget(memory, held=peak)
-    budget.require(MIN_WORK, what)
+    budget.require(MIN_WORK + whole_input_bytes(source), what)
     return budget
 
 
@@ -193,13 +265,13 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     from .store.store import open_store
 
     is_store = is_store_path(source)
-    budget = command_budget(memory).work
+    budget = command_budget(memory)
     recipe, owner = _model_recipe(model)
     if is_store:
         # the store's blocks cut to what the budget holds: a block, its CSR copy for the kernel, the
         # labels and the predictions (about three block sizes at once: 3/8 of it; evaluate keeps its
         # ROC AUC scores in half of it, SCORES_SHARE)
-        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget // 8, 1 << 16))))
+        st = open_store(source).with_blocks(int(min(L.DEFAULT_BLOCK_BYTES, max(budget.work // 8, 1 << 16))))
         check_same_columns(recipe, Recipe.from_attrs(st.attrs, source), owner, f"the store {source}")
         _check_width(source, "the store", st.n_cols, model)
         vals = st.label_values
@@ -214,10 +286,13 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
         return
     if is_local(source) and not os.path.exists(source):
         raise InputError(source, "no such file or store")
-    chunk_bytes = int(min(64 << 20, max(budget // 12, 1 << 16)))
     # text files: progress in input bytes (compressed ones too); a stream ('-', a pipe) has no size
     given = options or Options()
     reading = follow(recipe, given, owner)
+    # an .npz is read whole: charged first, the chunks sized from what it leaves
+    work = budget.hold(whole_input_bytes(source, reading.format), MIN_WORK,
+                       f"reading {source} (an .npz: its arrays decoded whole)").work
+    chunk_bytes = int(min(64 << 20, max(work // 12, 1 << 16)))
     stated = "text" if given.text_columns is not None else given.input_format
     # a file whose format the user stated as the recipe's is read so, whatever its name or content says
     # values as the training store holds them (its dtype, the same range checks as convert): a file and the
@@ -237,7 +312,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     seen: dict = {}
     total = src.total or 0
     _announce(progress, *((src.n_rows, "rows") if fmt == "npz" else (total, "B")))
-    for ch in src.make():
+    for ch in _lines_held(src.make(), budget, work, source):
         if fmt == "npz":
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1,
                          done=ch.first_line - 1 + len(ch.labels), total=src.n_rows)
@@ -246,6 +321,26 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
                else ch.indices)
         yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
                      total=total, unit="B")
+
+
+def _lines_held(chunks, budget: Budget, work: int, source: str):
+    """``chunks``; a line longer than the reader's blocks sized from ``work`` hold (``line_too_long``) is
+    refused naming the memory whose blocks hold it (:meth:`~ooc._memlimit.Budget.refuse`), when one does
+    (blocks of a twelfth of the work, lines of two blocks, at most 64 MiB a block): outputs are published
+    only once every piece is scored, so nothing is written."""
+    from .store.input_rules import LINE_CHUNKS, max_line_bytes
+
+    try:
+        yield from chunks
+    except InputError as exc:
+        length = getattr(exc, "line_bytes", None)
+        if length is None or length > max_line_bytes(64 << 20):
+            raise
+        need = max(MIN_WORK, 12 * -(-length // LINE_CHUNKS))
+        budget.refuse(budget.work - work + need,
+                      f"line {exc.line} of {source} is {length} bytes, longer than its blocks hold (lines of "
+                      f"{max_line_bytes(work // 12)} bytes at most)")
+        raise
 
 
 def _announce(progress, total, unit: str) -> None:
@@ -291,7 +386,7 @@ def _check_labels(model: LinearModel, source: str, piece: _Piece) -> None:
 
 
 def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", threads: int = 0,
-                     progress=None, options=None) -> Iterator[np.ndarray]:
+                     progress=None, options=None, text: bool = True) -> Iterator[np.ndarray]:
     """Predicted labels (or, with ``proba``, class probabilities: ``(rows, classes)``, each row summing
     to 1, :meth:`~ooc.model.LinearModel.predict_proba`) of ``source``, piece by piece.
 
@@ -299,7 +394,8 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
     labels); its labels are not used. Input of another width than the model's is refused
     (:class:`~ooc.store.readers.InputError`, see the module docstring); ``options``
     (:class:`ooc.store.recipe.Options`) must agree with the recipe. ``progress``: called with each
-    piece's :func:`progress_event`.
+    piece's :func:`progress_event`. ``text``: the caller writes each piece as text (as ``ooc predict``
+    does), which the rows yielded at once leave room for (:func:`scored_row_bytes`).
     """
     model = LinearModel.load(run)
     nthreads = resolve_threads(threads)  # rows over threads: the same margins whatever the count
@@ -308,7 +404,8 @@ def iter_predictions(run: str, source: str, proba: bool = False, memory="auto", 
         raise ValueError(f"--proba: {why}")
     budget = command_memory(model, memory, "this prediction", source, options)
     with _governed(budget):
-        yield from _with_streams_closed(_predictions(model, source, proba, budget, nthreads, progress, options))
+        yield from _with_streams_closed(_predictions(model, source, proba, budget, nthreads, progress, options,
+                                                     scored_rows(budget, _classes(model), proba=proba, text=text)))
 
 
 def _with_streams_closed(pieces):
@@ -321,17 +418,17 @@ def _with_streams_closed(pieces):
         forget_streams()
 
 
-def _predictions(model, source, proba, memory, nthreads, progress, options=None):
+def _predictions(model, source, proba, memory, nthreads, progress, options=None, at_once: int = 1 << 62):
     rows = 0
-    for piece in _iter_rows(model, source, memory, labels=False, options=options, progress=progress):
-        m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
-        rows += len(m)
-        if progress is not None:
-            progress(progress_event(piece, rows))
-        if proba:
-            yield proba_from_margins(m)
-        else:
-            yield model.predict_from_margins(m)
+    for whole in _iter_rows(model, source, memory, labels=False, options=options, progress=progress):
+        for piece in _scored_parts(whole, at_once):
+            m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
+            rows += len(m)
+            if progress is not None:
+                progress(progress_event(piece, rows))
+            out = proba_from_margins(m) if proba else model.predict_from_margins(m)
+            del m  # not held while the caller writes them
+            yield out
 
 
 #: The share of ``--memory`` (1 / this) that ``evaluate`` lets its ROC AUC scores take.
@@ -389,47 +486,97 @@ def _evaluate_pieces(model, source, budget, nthreads, options, progress, scores,
                      has_proba) -> dict:
     n = 0
     correct = 0
-    loss_sum = 0.0
-    logloss = 0.0
-    for piece in _with_streams_closed(_iter_rows(model, source, budget, options=options, progress=progress)):
-        _check_labels(model, source, piece)
-        y = piece.labels
-        m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
-        n += len(y)
-        if classify:
-            pred = model.predict_from_margins(m)
-            correct += int(np.sum(pred == y))
-            yi = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
-            # ROC AUC's scores: the margins, or the probabilities of a multiclass logistic model
-            auc_scores = proba_from_margins(m) if model.task == L.MULTICLASS and has_proba and not cs else m
-            scores.add(yi, np.searchsorted(model.classes_, pred), auc_scores)
-        if model.task == L.BINARY:
-            pos = model.classes_[-1]
-            ys = np.where(y == pos, 1.0, -1.0)
-            loss_sum += float(np.sum(loss.value(m, ys)))
-            if has_proba:
-                logloss += float(np.sum(np.logaddexp(0.0, -ys * m)))
-        elif model.task == L.MULTICLASS and cs:
-            loss_sum += float(np.sum(cs_loss.value(np.ascontiguousarray(m), yi)))
-        elif model.task == L.MULTICLASS:
-            for c, cls in enumerate(model.classes_):
-                loss_sum += float(np.sum(loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))))
-            if has_proba:  # the logarithms of what predict_proba gives
-                logloss += float(-np.sum(log_proba_from_margins(m)[np.arange(len(y)), yi]))
-        else:
-            loss_sum += float(np.sum(loss.value(m, y)))
-            scores.add(y, m)
+    loss_sum = RowSum()
+    logloss = RowSum()
+    at_once = scored_rows(budget, _classes(model), metrics=True)
+    for whole in _with_streams_closed(_iter_rows(model, source, budget, options=options, progress=progress)):
+        _check_labels(model, source, whole)
+        for piece in _scored_parts(whole, at_once):
+            n, correct, loss_sum, logloss = _score_part(model, piece, nthreads, scores, loss, cs, cs_loss, classify,
+                                                        has_proba, n, correct, loss_sum, logloss)
         if progress is not None:
-            progress(progress_event(piece, n))
+            progress(progress_event(whole, n))
+    return _metrics(model, source, scores, n, correct, loss_sum.value(), logloss.value(), classify, has_proba, cs)
+
+
+class RowSum:
+    """A sum over rows whose value does not depend on how the rows come in parts (the parts' sizes follow
+    ``--memory``; the metrics must not): each :data:`GROUP` consecutive rows are summed together
+    (``np.sum``), the groups' sums added in order."""
+
+    #: Rows summed together.
+    GROUP = 4096
+
+    def __init__(self):
+        self._total = 0.0
+        self._buf = np.empty(self.GROUP)
+        self._n = 0
+
+    def add(self, values) -> None:
+        """Add the rows' ``values`` (in row order)."""
+        v = np.asarray(values, dtype=np.float64).reshape(-1)
+        i = 0
+        while i < len(v):
+            k = min(self.GROUP - self._n, len(v) - i)
+            self._buf[self._n:self._n + k] = v[i:i + k]
+            self._n, i = self._n + k, i + k
+            if self._n == self.GROUP:
+                self._total += float(np.sum(self._buf))
+                self._n = 0
+
+    def value(self) -> float:
+        """The sum of every row added."""
+        return self._total + float(np.sum(self._buf[:self._n]))
+
+
+def _score_part(model, piece, nthreads, scores, loss, cs, cs_loss, classify, has_proba, n, correct, loss_sum,
+                logloss):
+    """The running counts after scoring ``piece`` (at most :func:`scored_rows` rows); ``loss_sum`` and
+    ``logloss`` are :class:`RowSum`."""
+    y = piece.labels
+    m = model.decision_csr(piece.indptr, piece.indices, piece.data, nthreads)
+    n += len(y)
+    if classify:
+        pred = model.predict_from_margins(m)
+        correct += int(np.sum(pred == y))
+        yi = np.searchsorted(model.classes_, y)  # every label is a class (_check_labels)
+        # ROC AUC's scores: the margins, or the probabilities of a multiclass logistic model
+        auc_scores = proba_from_margins(m) if model.task == L.MULTICLASS and has_proba and not cs else m
+        scores.add(yi, np.searchsorted(model.classes_, pred), auc_scores)
+        del auc_scores  # not held while the logloss's logarithms are computed
+    if model.task == L.BINARY:
+        pos = model.classes_[-1]
+        ys = np.where(y == pos, 1.0, -1.0)
+        loss_sum.add(loss.value(m, ys))
+        if has_proba:
+            logloss.add(np.logaddexp(0.0, -ys * m))
+    elif model.task == L.MULTICLASS and cs:
+        loss_sum.add(cs_loss.value(np.ascontiguousarray(m), yi))
+    elif model.task == L.MULTICLASS:
+        row_loss = np.zeros(len(y))  # each row's loss over the classes, summed in class order
+        for c, cls in enumerate(model.classes_):
+            row_loss += loss.value(np.ascontiguousarray(m[:, c]), np.where(y == cls, 1.0, -1.0))
+        loss_sum.add(row_loss)
+        if has_proba:  # the logarithms of what predict_proba gives
+            logloss.add(-log_proba_from_margins(m)[np.arange(len(y)), yi])
+    else:
+        loss_sum.add(loss.value(m, y))
+        scores.add(y, m)
+    return n, correct, loss_sum, logloss
+
+
+def _metrics(model, source, scores, n, correct, loss_sum, logloss, classify, has_proba, cs) -> dict:
+    """The metrics of :func:`evaluate_model` from the counts of every part scored."""
     if n == 0:
         raise ValueError(f"{source}: no rows to evaluate")
     meta = model.meta
     bias = float(meta.get("bias", 0.0))
     W = np.atleast_2d(model.coef_)
-    if bias > 0:
-        W = np.hstack([W, np.atleast_1d(model.intercept_).reshape(-1, 1) / bias])
+    b = np.broadcast_to(np.atleast_1d(model.intercept_), (len(W),))
     pen = ElasticNet(float(meta.get("l2", 0.0)), float(meta.get("l1", 0.0)))
-    out = {"n_rows": n, "primal": loss_sum / n + sum(primal_value(pen, w, bias) for w in W)}
+    # a class's weights with its intercept column at a time: never a copy of the (classes x d) coefficients
+    penalty = sum(primal_value(pen, np.append(w, b[c] / bias) if bias > 0 else w, bias) for c, w in enumerate(W))
+    out = {"n_rows": n, "primal": loss_sum / n + penalty}
     if classify:
         out["accuracy"] = correct / n
         if has_proba and not cs:

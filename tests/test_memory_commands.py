@@ -292,3 +292,145 @@ def test_column_arrays_stay_within_the_width_charged(tops, n_extra):
     nnz, sq = acc.finish(seen + n_extra)
     assert len(nnz) == len(sq) == seen + n_extra and nnz[seen - 1] >= 1
     assert len(acc._nnz) == len(acc._sqnorm) == seen + n_extra
+
+
+# -- many classes: the (rows x classes) arrays of a scored block --------------------------------------
+#
+# A one-vs-rest model's rows cost a block of margins, probabilities, their logarithms and (predict --proba)
+# the text of k numbers a row: the rows scored at once are chosen by that cost (ooc.evaluate.scored_row_bytes),
+# not by the block's entries alone. Before, a 100-class model's blocks of thousands of rows made predict --proba
+# and evaluate peak tens of MiB past the figure they named.
+
+MANY = {"rows": 12000, "cols": 512, "nnz": 6, "classes": 100}
+
+
+@pytest.fixture(scope="module")
+def many_classes(tmp_path_factory):
+    """A store and a one-vs-rest model of 100 classes (a model that holds little: the blocks' rows dominate)."""
+    d = tmp_path_factory.mktemp("many")
+    store, run = d / "m.zarr", d / "run"
+    ooc.synth(str(store), MANY["rows"], MANY["cols"], MANY["nnz"], task="multiclass", n_classes=MANY["classes"], seed=1)
+    ooc.train(str(store), str(run), max_epochs=1, l2=1e-3)
+    return store, run
+
+
+def _named_then_peak(args: list, out) -> tuple[str, int]:
+    """The figure ``args`` name at ``--memory 1B`` (refused, nothing written), then the peak at that figure."""
+    r, _ = _peak([*args, "--memory", "1B"])
+    m = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr)
+    assert r.returncode != 0 and m, r.stderr[-2000:]
+    assert out is None or not out.exists()
+    named = m.group(1)
+    r, peak = _peak([*args, "--memory", named.replace(" ", "")])
+    assert r.returncode == 0, (args, named, r.stderr[-2000:])
+    return named, peak
+
+
+@pytest.mark.parametrize("cmd", ["predict-proba", "evaluate"])
+def test_many_classes_under_the_figure_named(many_classes, tmp_path, cmd):
+    store, run = many_classes
+    out = tmp_path / "p.txt"
+    args = (_ooc("predict", run, store, "--proba", "--out", out) if cmd == "predict-proba"
+            else _ooc("evaluate", run, store, "--json"))
+    named, peak = _named_then_peak(args, out if cmd != "evaluate" else None)
+    assert peak <= parse_bytes(named), f"{cmd} of a 100-class model at {named}: peak {peak / 2**20:.1f} MiB"
+
+
+# -- an .npz is read whole: its decoded arrays are charged before the buffers -------------------------
+#
+# Before, predict/evaluate/append read an .npz whole without charging it: at the figure they named, the
+# arrays (about 55 MiB here) came on top of it.
+
+NPZ_ROWS, NPZ_COLS, NPZ_NNZ = 450_000, 256, 12
+
+
+def _write_npz(path, rows: int, seed: int = 0) -> None:
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    ids = (np.arange(NPZ_NNZ) * (NPZ_COLS // NPZ_NNZ) + rng.integers(0, NPZ_COLS // NPZ_NNZ, (rows, NPZ_NNZ)))
+    X = sp.csr_matrix((rng.normal(size=rows * NPZ_NNZ), ids.ravel().astype(np.int32),
+                       np.arange(rows + 1, dtype=np.int64) * NPZ_NNZ), shape=(rows, NPZ_COLS))
+    np.savez(path, data=X.data, indices=X.indices, indptr=X.indptr, shape=np.array(X.shape), format="csr",
+             y=np.where(rng.random(rows) < 0.5, 1.0, -1.0))
+
+
+@pytest.fixture(scope="module")
+def npz_inputs(tmp_path_factory):
+    """A large .npz (its arrays ~55 MiB decoded), and a store and model of a small one of the same width."""
+    d = tmp_path_factory.mktemp("npz")
+    big, small, store, run = d / "big.npz", d / "small.npz", d / "small.zarr", d / "run"
+    _write_npz(big, NPZ_ROWS)
+    _write_npz(small, 2000, seed=1)
+    ooc.convert(str(small), str(store))
+    ooc.train(str(store), str(run), max_epochs=1)
+    return big, store, run
+
+
+@pytest.mark.parametrize("cmd", ["predict", "evaluate"])
+def test_npz_read_whole_is_charged(npz_inputs, tmp_path, cmd):
+    big, store, run = npz_inputs
+    out = tmp_path / "p.txt"
+    args = _ooc("predict", run, big, "--out", out) if cmd == "predict" else _ooc("evaluate", run, big, "--json")
+    named, peak = _named_then_peak(args, out)
+    assert peak <= parse_bytes(named), f"{cmd} of a {NPZ_ROWS}-row .npz at {named}: peak {peak / 2**20:.1f} MiB"
+
+
+def test_whole_input_bytes_is_the_decoded_size(tmp_path):
+    """What an .npz is charged is what loading it holds: the sum of its arrays' bytes (and headers)."""
+    from ooc.store.ingest import whole_input_bytes
+
+    p = tmp_path / "a.npz"
+    _write_npz(p, 1000)
+    z = np.load(p)
+    arrays = sum(z[k].nbytes for k in z.files)
+    assert arrays <= whole_input_bytes(str(p)) <= arrays + 128 * len(z.files)
+    np.savez_compressed(p, **{k: z[k] for k in z.files})
+    assert arrays <= whole_input_bytes(str(p)) <= arrays + 128 * len(z.files)
+    assert whole_input_bytes(str(tmp_path / "missing.npz")) == 0
+
+
+# -- lines longer than the blocks of the figure named ---------------------------------------------------
+#
+# A text reader holds lines of up to two blocks (a twelfth of the work each): at the figure named before
+# reading, a line of 2^20 features (~9 MB) is longer. Before, predict failed partway with 'line longer than
+# N bytes' and no figure; now it is refused naming one whose blocks hold the line (nothing written), under
+# which it succeeds.
+
+LONG_D = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def long_lines(tmp_path_factory):
+    d = tmp_path_factory.mktemp("long")
+    rng = np.random.default_rng(0)
+    long, small, store, run = d / "long.svm", d / "small.svm", d / "small.zarr", d / "run"
+    ids = " ".join(f"{j}:1" for j in range(1, LONG_D + 1))
+    long.write_text("1 " + ids + "\n-1 " + ids + "\n")
+    with open(small, "w") as f:
+        for i in range(200):
+            f.write(f"{1 if i % 2 else -1} " + " ".join(f"{j}:1" for j in np.sort(rng.choice(LONG_D, 5, False)) + 1)
+                    + "\n")
+    ooc.convert(str(small), str(store), n_features=LONG_D)
+    ooc.train(str(store), str(run), max_epochs=1)
+    return long, run
+
+
+def test_long_lines_refused_naming_a_figure_that_holds_them(long_lines, tmp_path):
+    long, run = long_lines
+    out = tmp_path / "p.txt"
+    args = _ooc("predict", run, long, "--out", out)
+    r, _ = _peak([*args, "--memory", "1B"])
+    first = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr).group(1)
+    r, _ = _peak([*args, "--memory", first.replace(" ", "")])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    m = re.search(r"line 1 of .* bytes, longer than .* the smallest --memory that works here is ([0-9.]+ [KMGT]iB)",
+                  lines[-1] if lines else "")
+    assert r.returncode != 0 and len(lines) == 1 and m, r.stderr[-2000:]
+    assert not out.exists()
+    second = m.group(1)
+    assert parse_bytes(second) > parse_bytes(first)
+    r, peak = _peak([*args, "--memory", second.replace(" ", "")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert out.read_text().count("\n") == 2
+    assert peak <= parse_bytes(second), f"lines of {LONG_D} features at {second}: peak {peak / 2**20:.1f} MiB"

@@ -58,6 +58,7 @@ from .ingest import (
     convert,
     load_kernels,
     unknown_width_bytes,
+    whole_input_bytes,
     writer_bytes,
 )
 from .readers import InputError
@@ -185,6 +186,9 @@ def _append(store, source, out, opened, y, sample_weight, memory, input_format, 
     least = column_bytes(old.n_cols) + 2 * MIN_WORK
     if reading is not None and reading.format in (None, "svmlight"):  # the new rows' width is read, not said
         least = max(least, unknown_width_bytes(old.n_cols))
+    # an .npz of new rows is read whole by their conversion (ingest.whole_input_bytes), beside its columns
+    whole = whole_input_bytes(source, reading.format if reading is not None else input_format)
+    least = max(least, whole + column_bytes(old.n_cols) + MIN_WORK)
     budget.require(writer + least, f"this append (with {old.n_cols} columns, chunks of {chunk_len} entries)")
     budget = budget._replace(work=max(0, budget.work - writer))
     remove_stale_temporaries(out)

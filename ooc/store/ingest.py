@@ -157,6 +157,28 @@ def command_budget(memory, option: str = "--memory", held: int | None = None) ->
 #: and a pass is slow, not smaller).
 MIN_WORK = 16 << 20
 
+def whole_input_bytes(source, fmt: str | None = None) -> int:
+    """What reading ``source`` holds at once whatever the buffers: an .npz file's arrays, decoded whole
+    (:func:`load_npz`: a member of a zip cannot be memory-mapped), their sizes read from the zip's directory
+    (``fmt``: the format it is read as, None: its own, :func:`~ooc.store.readers.detect_format`). 0 for
+    what is read a piece at a time, an in-memory matrix (already held) and a stream (not known before it
+    is read)."""
+    from .readers import is_local
+
+    if not isinstance(source, (str, os.PathLike)):
+        return 0
+    path = os.fspath(source)
+    if is_stream(path) or not is_local(path) or not os.path.isfile(path):
+        return 0
+    try:
+        if (fmt or detect_format(path)) != "npz" or not zipfile.is_zipfile(path):
+            return 0
+        with zipfile.ZipFile(path) as z:
+            return sum(i.file_size for i in z.infolist())
+    except (OSError, ValueError, zipfile.BadZipFile, InputError):  # unreadable: refused as it is read
+        return 0
+
+
 #: Bytes a column costs a conversion at once: its nonzero count and squared norm while rows are read
 #: (8 + 8), then its count, its pointer of the column layout and a cut's running sums (8 + 8 + 8).
 COLUMN_BYTES = 24
@@ -1093,6 +1115,9 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     # the buffers get what the per-column statistics leave (column_bytes): their width is known once the
     # source is open (a CSV's header, a hashed format's bits); until then (and for svmlight, which does not
     # say) a third of the budget is kept for them
+    # an .npz is read whole: charged first, the buffers sized from what it leaves
+    budget = budget.hold(whole_input_bytes(source, input_format or getattr(recipe, "format", None)), MIN_WORK,
+                         f"reading {source} (an .npz: its arrays decoded whole)")
     mem = buffer_budget(budget, None)
     bb, (make_chunks, total, source_desc, known_zero, recipe) = opened(mem)
     if n_features is None:

@@ -535,7 +535,9 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
             # a block starts a line; the others it holds are shorter than the block's new bytes (at most
             # ``longest``): only the first can be too long, refused before its buffer doubles again
             if n > longest and buf.find(b"\n", 0, longest + 1) < 0:
-                raise InputError(path, line_too_long(longest), line=lines + 1)
+                exc = InputError(path, line_too_long(longest), line=lines + 1)
+                exc.line_bytes = _line_length(f, path, buf, n, chunk_bytes)  # what a figure that works must hold
+                raise exc
             if n == len(carry):  # the end of the input
                 if carry:
                     tail = carry if carry.endswith(b"\n") else carry + b"\n"
@@ -550,6 +552,23 @@ def _read_blocks(f, path, chunk_bytes, out, stop, consumer):
         put(None)
     except BaseException as e:  # handed to the consumer, which re-raises it
         put(e)
+
+
+def _line_length(f, path, buf, n: int, chunk_bytes: int) -> int:
+    """The length of the line ``buf[:n]`` starts (with its newline), read on from ``f`` a ``chunk_bytes``
+    piece at a time, none kept: a refusal of a line too long names the memory that reads it."""
+    end = buf.find(b"\n", 0, n)
+    if end >= 0:
+        return end + 1
+    length, piece = n, bytearray(max(int(chunk_bytes), 1 << 16))
+    while True:
+        got = _read_into(f, path, memoryview(piece))
+        end = piece.find(b"\n", 0, got)
+        if end >= 0:
+            return length + end + 1
+        length += got
+        if got < len(piece):  # the end of the input: its last line has no newline
+            return length + 1
 
 
 def _read_into(f, path, view) -> int:
