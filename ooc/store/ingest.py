@@ -1116,8 +1116,11 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     # source is open (a CSV's header, a hashed format's bits); until then (and for svmlight, which does not
     # say) a third of the budget is kept for them
     # an .npz is read whole: charged first, the buffers sized from what it leaves
+    # (the source named only when it is a path: formatting an in-memory matrix converts it, and scipy's
+    # checks would then raise before ooc's name what is wrong with it)
+    named = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the input"
     budget = budget.hold(whole_input_bytes(source, input_format or getattr(recipe, "format", None)), MIN_WORK,
-                         f"reading {source} (an .npz: its arrays decoded whole)")
+                         f"reading {named} (an .npz: its arrays decoded whole)")
     mem = buffer_budget(budget, None)
     bb, (make_chunks, total, source_desc, known_zero, recipe) = opened(mem)
     if n_features is None:
