@@ -30,6 +30,7 @@ from test_fuzz import (
     _fits_float32,
     _number,
     _py_is_number,
+    _value_fits_float32,
     assert_nothing_opens,
     check_one_line_error,
     check_svmlight_case,
@@ -251,7 +252,7 @@ def valid_vw(content: bytes):
             v = 1.0 if not colon else _number(value)
             if v is None and colon and value and not VW_STARTS_AS_NUMBER.match(value):
                 v = 1.0  # a string feature 'name:text': value 1 (a hash of the text is its column)
-            if v is None or not _fits_float32(v):
+            if v is None or not _value_fits_float32(v):
                 return None, no
             total += v
         rows.append((label, weight, total))
@@ -418,7 +419,7 @@ def reference_npz(arrays: dict):
     vals = np.concatenate([M.data, arrays.get("X", np.zeros((0,))).ravel()])
     if n == 0 or len(y) != n or not np.isfinite(vals).all() or not np.isfinite(y).all():
         return None
-    if not all(_fits_float32(float(v)) for v in np.concatenate([vals, y])):
+    if not all(_value_fits_float32(float(v)) for v in vals) or not all(_fits_float32(float(v)) for v in y):
         return None
     M.eliminate_zeros()
     return M, y

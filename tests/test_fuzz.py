@@ -88,6 +88,13 @@ def _fits_float32(v: float) -> bool:
         return bool(np.isfinite(np.float32(v)))
 
 
+def _value_fits_float32(v: float) -> bool:
+    """A feature value a float32 store holds: finite there, and not a nonzero it would hold as 0 (refused as
+    too small; labels are not checked for that)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return _fits_float32(v) and (v == 0 or np.float32(v) != 0)
+
+
 def _tokens(line: bytes) -> list[bytes]:
     """Whitespace-separated tokens before a '#' (a comment ends the line anywhere)."""
     return [t for t in re.split(rb"[ \t\r\v\f]+", line.split(b"#", 1)[0]) if t]
@@ -116,7 +123,7 @@ def valid_svmlight(content: bytes, dtype_f32: bool = True):
                 return None, no
             idx = int(m.group(1))
             v = _number(m.group(2))
-            if idx >= 2**63 or idx <= prev or v is None or (dtype_f32 and not _fits_float32(v)):
+            if idx >= 2**63 or idx <= prev or v is None or (dtype_f32 and not _value_fits_float32(v)):
                 return None, no
             feats.append((idx, v))
             prev = idx
@@ -183,7 +190,8 @@ def valid_csv(content: bytes):
             continue
         cells = split(s)
         vals = [_number(c) for c in cells]
-        if len(cells) != ncols or any(v is None for v in vals) or not all(_fits_float32(v) for v in vals):
+        if len(cells) != ncols or any(v is None for v in vals) or not _fits_float32(vals[0]) or \
+                not all(_value_fits_float32(v) for v in vals[1:]):
             return None, no
         labels.append(vals[0])
         X.append(vals[1:])

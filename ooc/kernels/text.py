@@ -43,6 +43,13 @@ ERR_TOO_MANY_COLUMNS = 17
 ERR_EMPTY_CELL = 18
 ERR_VALUE_TOO_LARGE = 19
 ERR_LABEL_TOO_LARGE = 20
+ERR_VALUE_TOO_SMALL = 21
+
+#: Where ``max_abs`` (the parsers' value limit) is float32's, a nonzero value of at most this magnitude
+#: rounds to 0 in float32 (half of its smallest subnormal, 2**-149: ties go to the even 0): refused, as a
+#: value too large for it is, rather than stored as an explicit 0 counted as a nonzero.
+FLOAT32_MAX_ABS = 2.0**128 - 2.0**103
+FLOAT32_ZERO_BELOW = 2.0**-150
 
 # Status of _parse_float.
 _F_OK = 0
@@ -261,6 +268,13 @@ def _value_error(st, ends):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def rounds_to_zero(v, max_abs):
+    """Whether the nonzero value ``v`` rounds to 0 in the store's type, told by its limit ``max_abs``
+    (float32's: :data:`FLOAT32_MAX_ABS`; float64's is ``inf`` and keeps every value a float64 parse gives)."""
+    return max_abs <= FLOAT32_MAX_ABS and v != 0.0 and abs(v) <= FLOAT32_ZERO_BELOW
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _parse_features(buf, i, n, max_abs, out_indices, out_data, nnz):
     """The ``index:value`` pairs of one svmlight row, from after its label to its newline.
 
@@ -308,6 +322,8 @@ def _parse_features(buf, i, n, max_abs, out_indices, out_data, nnz):
         v, i, st = _parse_float(buf, i, n)
         if st != _F_OK or not _ends_token(buf[i]) or abs(v) >= max_abs:
             return i, nnz, _value_error(st, _ends_token(buf[i])), vtok
+        if rounds_to_zero(v, max_abs):
+            return i, nnz, ERR_VALUE_TOO_SMALL, vtok
         out_indices[nnz] = idx
         out_data[nnz] = v
         nnz += 1
@@ -429,6 +445,8 @@ def _parse_cells(buf, i, n, sep, ws, ncols, label_col, max_abs, out_indices, out
             y = v
         elif abs(v) >= max_abs:
             return i, nnz, y, col, ERR_VALUE_TOO_LARGE, tok
+        elif rounds_to_zero(v, max_abs):
+            return i, nnz, y, col, ERR_VALUE_TOO_SMALL, tok
         elif v != 0.0:
             out_indices[nnz] = col - (col > label_col)
             out_data[nnz] = v

@@ -14,7 +14,7 @@ return an ``ERR_*`` code with the byte position, line and column of the offendin
 import numpy as np
 from numba import njit
 
-from .text import _F_BAD, _F_NONFINITE, _F_OK, ERR_TOO_FEW_COLUMNS, _is_digit, _parse_float, _result
+from .text import _F_BAD, _F_NONFINITE, _F_OK, ERR_TOO_FEW_COLUMNS, _is_digit, _parse_float, _result, rounds_to_zero
 
 # Error codes; readers.py maps each one to a message. Numbered apart from kernels.text's.
 OK = 0
@@ -38,6 +38,7 @@ ERR_CARRIAGE_RETURN = 116
 ERR_UNTERMINATED_QUOTE = 118
 ERR_TEXT_AFTER_QUOTE = 119
 ERR_LABEL_TOO_LARGE = 120
+ERR_VALUE_TOO_SMALL = 121
 
 #: rows up to this many entries are insertion-sorted (no allocation), longer ones by argsort
 _INSERTION_MAX = 48
@@ -411,6 +412,8 @@ def _parse_vw_features(buf, i, e, mask, max_abs, out_indices, out_data, nnz):
                     v = cv * x
                     if abs(v) >= max_abs or v - v != 0.0:
                         return nnz, ERR_VALUE_TOO_LARGE, vt
+                    if rounds_to_zero(v, max_abs):
+                        return nnz, ERR_VALUE_TOO_SMALL, vt
                     h = ch + anon if name_end == t else hashstring(buf, t, name_end, ch)
                     if name_end == t:
                         anon += 1

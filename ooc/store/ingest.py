@@ -887,9 +887,21 @@ def values_as(chunks: Iterator[RowChunk], dtype, source: str) -> Iterator[RowChu
                 k = int(bad[0])
                 raise InputError(source, f"value {ch.data[k]!r} (feature {ch.indices[k]}) overflows {dtype}; store "
                                          "float64 values instead", line=_line_of(ch, k))
-            ch = ch._replace(data=ch.data.astype(dtype))
+            cast = ch.data.astype(dtype)
+            _refuse_rounded_to_zero(ch, cast, dtype, source)
+            ch = ch._replace(data=cast)
         _check_label_range(ch, dtype, source)
         yield ch
+
+
+def _refuse_rounded_to_zero(ch, cast: np.ndarray, dtype, source) -> None:
+    """Refuse a nonzero value of ``ch`` (an array's entries) that ``cast`` (its values as ``dtype``) holds as 0,
+    with its row, as the text readers refuse one (:func:`ooc.kernels.text.rounds_to_zero`)."""
+    tiny = np.flatnonzero((cast == 0) & (ch.data != 0))
+    if len(tiny):
+        k = int(tiny[0])
+        raise InputError(source, f"value {float(ch.data[k])!r} (feature {ch.indices[k]}) is too small for {np.dtype(dtype)}: "
+                                 "it would be stored as 0; store float64 values instead", line=_line_of(ch, k))
 
 
 def _matrix_source(rows: MatrixRows, y, chunk_bytes: int, rows_per_chunk: int, weights=None):
@@ -1334,6 +1346,8 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
                 # text readers refuse these themselves, with the column; arrays end up here
                 raise InputError(source_desc, f"value {chunk.data[bad]!r} (feature {chunk.indices[bad]}) overflows "
                                  f"{out_dtype}; store float64 values instead", line=_line_of(chunk, bad))
+            if out_dtype != chunk.data.dtype:
+                _refuse_rounded_to_zero(chunk, data, out_dtype, source_desc)
             _check_label_range(chunk, out_dtype, source_desc)
             if n_features is None and budget.ceiling is not None and len(ind) and hi - shift + 1 > width:
                 width = hi - shift + 1

@@ -890,6 +890,14 @@ _MESSAGES = {
         "value {tok!r} overflows {dtype} (largest {largest:.8g}); store float64 values "
         "instead (--dtype float64)"
     ),
+    _k.ERR_VALUE_TOO_SMALL: (
+        "value {tok!r} is too small for {dtype}: it would be stored as 0 (the smallest nonzero is about "
+        "1.4e-45); store float64 values instead (--dtype float64)"
+    ),
+    _kv.ERR_VALUE_TOO_SMALL: (
+        "value {tok!r} (times its namespace scale) is too small for {dtype}: it would be stored as 0 (the "
+        "smallest nonzero is about 1.4e-45); store float64 values instead (--dtype float64)"
+    ),
     _kv.ERR_NO_LABEL: "no label: ooc trains on labeled examples only (a token touching the '|' is VW's tag)",
     _kv.ERR_BAD_LABEL: "bad label {tok!r}: expected a number",
     _kv.ERR_NONFINITE_LABEL: "label {tok!r} is not finite (NaN and inf are not allowed)",
