@@ -132,15 +132,20 @@ def test_info_names_the_figure_of_the_options_given(big, tmp_path, options):
     """``ooc info`` takes train's options: the figure it names for them is the one train's refusal names (to
     what the two processes hold beside the work), and a run at it trains under it."""
     store, _, _ = big
+    cmd = _ooc("train", store, "--out", tmp_path / "r", "--solver", "sdca", "--max-epochs", 1, *options)
+    # the kernels of these options in Numba's cache first (a cache holding some of a family's kernels, as the
+    # suite's shared one may, is charged by share: what compiling costs is test_a_fresh_kernel_cache_is_charged's)
+    subprocess.run([*cmd, "--overwrite"], check=True, capture_output=True, env=_env())
     fit = json.loads(subprocess.run(_ooc("info", store, "--json", "--solver", "sdca", *options), check=True,
                                     capture_output=True, text=True, env=_env()).stdout)["memory_fit"]
     least = int(fit["families"]["sdca"]["smallest_memory"])
-    cmd = _ooc("train", store, "--out", tmp_path / "r", "--solver", "sdca", "--max-epochs", 1, *options)
-    r = subprocess.run([*cmd, "--memory", str(least - (24 << 20))], capture_output=True, text=True, env=_env())
+    r = subprocess.run([*cmd, "--overwrite", "--memory", str(least - (24 << 20))], capture_output=True, text=True,
+                       env=_env())
     named = re.search(r"smallest --memory that works here is ([0-9.]+) MiB", r.stderr)
     assert r.returncode != 0 and named, r.stderr[-2000:]
-    assert abs(float(named.group(1)) * (1 << 20) - least) < 4 << 20, (named.group(0), least >> 20)
-    r, peak = _peak([*cmd, "--memory", str(least)])
+    # the two processes' own sizes apart (predicted by info, measured by train): as scripts/fuzz_memory.py's AGREE
+    assert abs(float(named.group(1)) * (1 << 20) - least) < 8 << 20, (named.group(0), least >> 20)
+    r, peak = _peak([*cmd, "--overwrite", "--memory", str(least)])
     assert r.returncode == 0 and peak <= least, (r.stderr[-2000:], peak >> 20, least >> 20)
 
 
