@@ -21,17 +21,17 @@ estimators) pass what training may add to their process as it is.
 
 from __future__ import annotations
 
-import math
 import os
 import resource
 from typing import NamedTuple
 
 from ._cgroup import control_files, read_text
+from .units import format_bytes  # noqa: F401 (named in this module's messages)
 
 __all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "peak_rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
            "held_bytes", "kernels_loaded", "smallest_limit",
            "MARGIN_MIN", "KERNELS_BYTES", "COMPILE_BYTES", "kernels_uncached", "kernels_bytes", "governor_reserve",
-           "TRAIN_PROCESS_BYTES", "limit_that_works", "Budget", "resolve_budget", "MemoryTooSmall", "format_bytes"]
+           "TRAIN_PROCESS_BYTES", "limit_that_works", "Budget", "resolve_budget", "MemoryTooSmall"]
 
 #: Bytes left unplanned under ``auto`` at least (Numba's compiler, allocator slack, stacks).
 MARGIN_MIN = 32 << 20
@@ -243,22 +243,6 @@ def held_bytes(modules=()) -> int:
     """What the process holds before training plans: its resident size, plus what loading the kernels
     of ``modules`` adds until a training in this process has loaded them (:func:`kernels_bytes`)."""
     return rss_bytes() + kernels_bytes(modules)
-
-
-def format_bytes(n, up: bool = False) -> str:
-    """Bytes -> ``'512 B'``, ``'1.5 MiB'``, ``'2.0 GiB'`` (what :func:`ooc.store.ingest.parse_bytes` reads back).
-
-    ``up``: rounded up, never down, for a limit named as one that works (``1.23 GiB`` is ``1.3 GiB``:
-    a user who passes the figure back gets at least what was asked for).
-    """
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            if unit == "B":
-                return f"{int(math.ceil(n)) if up else int(n)} B"
-            return f"{math.ceil(n * 10) / 10 if up else n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover - the loop returns at TiB
 
 
 class MemoryTooSmall(ValueError):

@@ -516,7 +516,7 @@ def _format_fit(f: dict) -> list[str]:
 
 
 def _fmt_bytes(n, up: bool = False) -> str:
-    from .store.ingest import format_bytes
+    from .units import format_bytes
 
     return format_bytes(n, up=up)
 

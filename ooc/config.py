@@ -23,7 +23,7 @@ from .solvers.problem import normalize_class_weight
 from .solvers.registry import AUTO, CRAMMER_SINGER, OVR, SOLVER_NAMES, solver_spec
 from .solvers.registry import DGPD_DEFAULTS as _DGPD
 from .solvers.registry import DGPD_DUAL_STEPS as DUAL_STEPS
-from .store.ingest import AUTO_MEMORY, parse_bytes, parse_memory
+from .units import AUTO_MEMORY, parse_bytes, parse_memory
 
 #: Options whose ``None`` is a value (not "use the default").
 NONE_IS_A_VALUE = ("class_weight", "multiclass", "distributed")

@@ -22,6 +22,7 @@ import re
 import click
 
 from .kernels.hash_bits import MAX_HASH_BITS
+from .units import parse_bytes, plain
 
 #: The largest integer any option takes (a signed 64-bit count).
 INT64_MAX = 2**63 - 1
@@ -48,14 +49,6 @@ class _Typed(click.ParamType):
             return self.check(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
-
-
-def _plain(text: str) -> bool:
-    """Whether an option's text is written plainly: ASCII, no space around it, no ``_``. Python's ``int`` and
-    ``float`` read ``' 3'``, ``'٣'`` (Arabic-Indic), ``'３'`` (full width) as 3 and ``'1e-3_0'`` as 1e-30; the
-    docs say digits, and the input readers refuse those in data, so an option does too rather than read a
-    number the user may not have meant."""
-    return text.isascii() and text == text.strip() and text != "" and "_" not in text
 
 
 class Number(_Typed):
@@ -108,7 +101,7 @@ class Number(_Typed):
             return None
         if isinstance(value, (str, bytes)):
             text = value.decode() if isinstance(value, bytes) else value
-            if not _plain(text):
+            if not plain(text):
                 return None
             if self.integer:
                 # an integer's text is its digits: "1e3" or "1.0" is a real number's spelling, refused rather
@@ -145,7 +138,7 @@ class Number(_Typed):
 
 
 class Bytes(_Typed):
-    """A size in bytes: an integer or ``512MiB``, ``2GB``, ... (:func:`ooc.store.ingest.parse_bytes`), at least
+    """A size in bytes: an integer or ``512MiB``, ``2GB``, ... (:func:`ooc.units.parse_bytes`), at least
     ``low``; with ``auto`` (``--memory``'s what-the-process-may-use) or another word when ``words`` lists it.
     The value is kept as written (the commands parse it again where they need the bytes)."""
 
@@ -160,12 +153,10 @@ class Bytes(_Typed):
 
     def check(self, value, name: str | None = None):
         """``value`` if it is a size in range (or one of the words); else :class:`ValueError` naming ``name``."""
-        from .store.ingest import parse_bytes
-
         if isinstance(value, str) and value.lower() in self.words:
             return value
         try:
-            n = parse_bytes(value) if not isinstance(value, str) or _plain(value) else None
+            n = parse_bytes(value) if not isinstance(value, str) or plain(value) else None
         except (ValueError, TypeError, OverflowError):
             n = None
         if n is None or isinstance(value, bool) or not self.low <= n <= INT64_MAX:

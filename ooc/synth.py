@@ -231,7 +231,8 @@ def check_size(store, rows, cols, nnz_per_row, *, n_classes=3, task="binary", me
     import os
     import shutil
 
-    from .store.ingest import format_bytes, memory_budget
+    from .store.ingest import memory_budget
+    from .units import format_bytes
 
     rows, cols, k = (SYNTH[n].check(v, n) for n, v in (("rows", rows), ("cols", cols), ("nnz_per_row", nnz_per_row)))
     if k > cols:

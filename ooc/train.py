@@ -76,7 +76,7 @@ from .solvers.row_threads import ROW_THREADS_SCHEME
 from .store import layout as L
 from .store import open_store
 from .store.append import starts_with
-from .store.ingest import format_bytes
+from .units import format_bytes
 from .validation import check as check_validation
 from .validation import watch as validation_watch
 

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import ooc
-import ooc.store.ingest
+import ooc.units
 from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dgpd import DGPDSolver
@@ -104,7 +104,7 @@ def bench_set(name, X, y, l2, l1, work, args):
     memory = args.memory or str(max(4096, int(args.memory_frac * decoded)))
     opts = dict(loss="smooth-hinge", gamma=1.0, l2=l2, l1=l1, memory=memory, seed=0)
     out = {"n": st.n_rows, "d": st.n_cols, "nnz": st.nnz, "classes": len(st.classes), "l2": l2, "l1": l1,
-           "bytes_decoded_both_layouts": decoded, "memory": int(ooc.store.ingest.parse_bytes(memory))}
+           "bytes_decoded_both_layouts": decoded, "memory": int(ooc.units.parse_bytes(memory))}
     layout_bytes = st.nnz * 8 + (st.n_rows + 1) * 8
     # the reference optimum: DGPD to a tight gap
     ref, _ = run(DGPDSolver, st, os.path.join(work, f"{name}-ref"), dict(opts, tol=args.ref_tol, memory="8GiB"), 10000)

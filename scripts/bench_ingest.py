@@ -107,8 +107,8 @@ def main():
     args = ap.parse_args()
 
     sys.path.insert(0, os.path.join(HERE, ".."))
-    from ooc.store.ingest import parse_bytes
     from ooc.synth import write_textlike_svmlight
+    from ooc.units import parse_bytes
 
     work = args.dir or tempfile.mkdtemp(prefix="ooc-bench-ingest-")
     os.makedirs(work, exist_ok=True)

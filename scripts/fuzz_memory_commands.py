@@ -120,7 +120,7 @@ def _peak(argv: list[str]) -> tuple[int, int, str]:
 
 
 def _bytes(text: str) -> int:
-    from ooc.store.ingest import parse_bytes
+    from ooc.units import parse_bytes
 
     return parse_bytes(text.replace(" ", ""))
 

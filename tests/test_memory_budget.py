@@ -32,7 +32,7 @@ from ooc import _memlimit
 from ooc.config import DEFAULT_TRAIN_BLOCK, TrainConfig
 from ooc.schedule import planner
 from ooc.store import layout as L
-from ooc.store.ingest import parse_bytes
+from ooc.units import parse_bytes
 
 T = importlib.import_module("ooc.train")
 N, D = 1200, 60

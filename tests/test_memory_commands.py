@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from test_memory_ceiling import _ooc, _peak
 
 import ooc
-from ooc.store.ingest import parse_bytes
+from ooc.units import parse_bytes
 
 ROWS = 3000
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ooc.solvers.problem import normalize_class_weight
-from ooc.store.ingest import parse_bytes
+from ooc.units import parse_bytes
 
 
 @pytest.mark.parametrize("text", ["1=1_0,-1=1", "1_0=2", "1=٣", "1=３", "1=1e-3_0"])

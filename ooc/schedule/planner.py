@@ -44,7 +44,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..store import layout as L
-from ..store.ingest import format_bytes
+from ..units import format_bytes
 
 
 class MemoryBudgetWarning(UserWarning):

@@ -605,7 +605,7 @@ def check_local_workers(store, distributed: str, dim: int, budget: int, held: in
     if need > budget and held:
         from .._memlimit import limit_that_works
         from ..schedule.planner import MemoryLimitError
-        from ..store.ingest import format_bytes
+        from ..units import format_bytes
 
         src = f"this process may use {format_bytes(limit.bytes)} ({limit.source})" if limit is not None else \
             "--memory is less than this run holds at once"

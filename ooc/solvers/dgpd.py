@@ -665,7 +665,7 @@ class DGPDSolver(StoreSolver):
         # a Python caller's memory (no process size given: what training adds) goes on above it, as its plan does
         if need <= room or not int(self.opt.get("memory_held") or 0):
             return
-        from ..store.ingest import format_bytes
+        from ..units import format_bytes
 
         msg = (f"dgpd: {what} would need about {format_bytes(need, up=True)} at epoch {epoch}, more than --memory "
                f"leaves it ({format_bytes(room)})")

@@ -14,6 +14,7 @@ import numpy as np
 from ..objectives.losses import make_loss
 from ..objectives.penalties import ElasticNet
 from ..store.layout import BINARY, MULTICLASS, REGRESSION, WEIGHTS_ATTR
+from ..units import plain
 
 
 class Problem(NamedTuple):
@@ -102,7 +103,7 @@ def normalize_class_weight(value, option: str = "--class-weight"):
     for k, v in parts:
         k, v = str(k).strip(), str(v).strip()
         try:
-            if not (k + v).isascii() or "_" in k + v:  # float() reads '1_0' as 10 and '٣' as 3: not plain digits
+            if not (plain(k) and plain(v)):  # float() reads '1_0' as 10 and '٣' as 3: not plain digits
                 raise ValueError
             label, weight = float(k), float(v)
         except ValueError:

@@ -39,11 +39,12 @@ import numpy as np
 from .. import owned
 from .._cpu import Behind, map_threads, resolve_threads
 from .._memguard import governed
-from .._memlimit import Budget, format_bytes, governor_reserve, peak_rss_bytes, resolve_budget, rss_bytes, work_budget  # noqa: F401
+from .._memlimit import Budget, governor_reserve, peak_rss_bytes, resolve_budget, rss_bytes, work_budget  # noqa: F401
 from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
+from ..units import parse_bytes, parse_memory
 from . import input_rules
 from . import layout as L
 from .backend import MemoryBackend, StoreError
@@ -95,45 +96,6 @@ class _Restart(Exception):
     def __init__(self, **changes):
         super().__init__(changes)
         self.changes = changes
-
-
-def parse_bytes(text: str | int | None, default: int = 1 << 30) -> int:
-    """``'1GiB'``, ``'512M'``, ``'2e9'`` or an int -> bytes."""
-    if text is None:
-        return default
-    if isinstance(text, (int, np.integer)):
-        return int(text)
-    s = str(text).strip().upper().replace(" ", "")
-    if not s.isascii() or "_" in s:  # float() reads '3_00' as 300 and '٣' as 3: not a size as written
-        raise ValueError(f"cannot read a memory size from {text!r} (try 512MiB, 2GiB)")
-    units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
-             "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30, "T": 1 << 40, "TB": 10**12,
-             "TIB": 1 << 40}
-    i = len(s)
-    while i and not (s[i - 1].isdigit() or s[i - 1] == "."):
-        i -= 1
-    num, unit = s[:i], s[i:]
-    if unit not in units or not num:
-        raise ValueError(f"cannot read a memory size from {text!r} (try 512MiB, 2GiB)")
-    return int(float(num) * units[unit])
-
-
-#: A memory option's value for "what this process may use" (:mod:`ooc._memlimit`).
-AUTO_MEMORY = "auto"
-
-
-def parse_memory(text, option: str = "--memory") -> int | None:
-    """A memory option's bytes, or None for ``auto`` (resolved when the work is planned:
-    :func:`memory_budget`)."""
-    if text is None or str(text).strip().lower() == AUTO_MEMORY:
-        return None
-    try:
-        value = parse_bytes(text)
-    except ValueError as exc:
-        raise ValueError(f"{option}: {exc} or 'auto'") from None
-    if value <= 0:
-        raise ValueError(f"{option} must be > 0 bytes or 'auto' (got {text!r})")
-    return value
 
 
 def memory_budget(text, option: str = "--memory") -> int:
