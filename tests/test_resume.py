@@ -504,15 +504,29 @@ def test_resume_refused_when_store_changed(setup, shm_path):
     assert "s.zarr" in err
 
 
-def test_resume_refused_for_other_state_format(setup, shm_path):
+@pytest.mark.parametrize("version, made", [(1, "an earlier version"), (2, "an earlier version"),
+                                           (4, "a later version"), ("x", "no version")])
+@pytest.mark.parametrize("command", ["resume", "info"])
+def test_a_run_of_another_state_format_is_refused_naming_it(setup, shm_path, version, made, command):
+    """One run state format: a run of another (the development versions' 1 and 2, a later one) is refused by every
+    command that reads it, in one line naming the version that made it and that training again is needed; its
+    files stay as they are."""
+    from ooc.fsutil import seal_json
+    from ooc.runs.rundir import STATE_FORMAT
+
     run = _partial_run(setup, shm_path)
     with open(run / "run.json") as f:
         cfg = json.load(f)
-    cfg["state_format"] = cfg["state_format"] + 1
-    with open(run / "run.json", "w") as f:
-        json.dump(cfg, f)
-    err = one_line_error(cli("resume", run, ok=False))
-    assert "state format" in err
+    assert cfg["state_format"] == STATE_FORMAT
+    cfg.pop("checksum")
+    cfg["state_format"] = version
+    (run / "run.json").write_bytes(seal_json(cfg))  # sealed: the version alone is what differs
+    before = sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*"))
+    args = {"resume": [run], "info": [run]}[command]
+    err = one_line_error(cli(command, *args, ok=False))
+    assert f"run state format {version!r}" in err if version == "x" else f"run state format {version})" in err, err
+    assert made in err and "ooc train" in err, err
+    assert sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*")) == before
 
 
 def test_torn_history_line_is_refused_by_number_and_kept(setup, shm_path):

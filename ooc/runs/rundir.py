@@ -47,22 +47,19 @@ from ..fsutil import (
     seal_json,
 )
 
-#: Bumped whenever the meaning of saved state changes; resume refuses other versions. Format 2 is
-#: format 1 with checksums: ``run.json``, every checkpoint's ``meta.json`` (which holds the CRC-32 of
-#: every array of its ``state.npz``, of its side files and of the paged dual files it refers to).
-STATE_FORMAT = 2
-#: Version of the proofs a run's generated files carry, recorded in its manifest (``run_proofs``): 3, every
-#: checkpoint records the run's identity and trajectory (:func:`checkpoint_run_error`) and every history line
-#: its place in the file (:func:`history_lines`); 2, its scratch vectors end with the run's identity
-#: (:func:`open_scratch_vector`); absent (1), a run of the previous format, whose scratch vectors are proven by
-#: their form only. A run keeps the version it was made with: the proofs it added are required of it only.
-RUN_PROOFS = 3
+#: The one format of a run's saved state; a run of any other is refused with one line naming its version
+#: (:meth:`RunDir.config`): a new ``ooc train`` is needed (no compatibility branches). Format 3: ``run.json`` and
+#: every checkpoint's ``meta.json`` sealed with their checksum (the metadata holds the CRC-32 of every array of
+#: its ``state.npz``, of its side files and of the paged dual files it refers to); every checkpoint, certificate
+#: and history line records the run's identity (its manifest's token), checkpoints and certificates its
+#: trajectory (:func:`checkpoint_run_error`, :func:`certificate_run_error`), history lines their place in the
+#: file (:func:`history_lines`); scratch vectors end with the run's identity (:func:`open_scratch_vector`).
+#: Formats 1 and 2 were the development versions before those records.
+STATE_FORMAT = 3
 #: The ``run.json`` entries that define a run's trajectory (its iterates, beside the store's content): every
 #: checkpoint records them (:meth:`RunDir.trajectory`); one recording other values than the run's is refused.
 TRAJECTORY_OPTIONS = ("loss", "gamma", "multiclass", "l2", "l1", "bias", "fit_intercept", "class_weight", "seed",
                       "solver_used", "sampling")
-#: Formats this ooc resumes (1: written before checksums; resumed unverified).
-READABLE_STATE_FORMATS = (1, 2)
 
 
 class CheckpointWarning(UserWarning):
@@ -170,7 +167,7 @@ class RunDir:
             ident = owned.new_token()  # the run's identity: its manifest's token, recorded in run.json too
             atomic_write_bytes(os.path.join(tmp.path, "run.json"),
                                seal_json(dict(config, state_format=STATE_FORMAT, run_id=ident)))
-            owned.seal_dir(tmp.path, "run", RUN_GENERATED, token=ident, extra={"run_proofs": RUN_PROOFS})
+            owned.seal_dir(tmp.path, "run", RUN_GENERATED, token=ident)
             if replace:
                 with cls(path).lock():  # never replace a run another process is training
                     # verified again as it is exchanged, now that no ooc writes there (ooc.owned.put)
@@ -207,16 +204,13 @@ class RunDir:
             except ValueError:
                 with open(p) as f:  # a run.json of another format has other rules: say that first
                     fmt = json.load(f).get("state_format")
-                if fmt in READABLE_STATE_FORMATS:
+                if fmt == STATE_FORMAT:
                     raise
                 cfg = {"state_format": fmt}
             fmt = cfg.get("state_format")
-            if fmt not in READABLE_STATE_FORMATS:
-                raise RunError(f"{self.path}: saved with state format {fmt}, this ooc reads "
-                               f"format {STATE_FORMAT}; it cannot be resumed ('ooc train ... --overwrite' trains "
-                               "it again)")
-            if fmt >= 2:
-                read_sealed_json(p)  # format 2 is always sealed: a missing checksum is damage too
+            if fmt != STATE_FORMAT:
+                raise RunError(state_format_error(self.path, fmt))
+            read_sealed_json(p)  # always sealed: a missing checksum is damage too
         except (ValueError, AttributeError) as exc:
             raise RunError(f"{p}: damaged ({exc}); the run cannot be resumed, nor replaced (ooc cannot prove it "
                            "wrote it): remove the run yourself and train again") from None
@@ -231,7 +225,7 @@ class RunDir:
 
     def write_config(self, config: dict) -> None:
         """Replace ``run.json`` (sealed with its checksum) atomically."""
-        config = {**config, "state_format": config.get("state_format", STATE_FORMAT)}  # a format-1 run stays one
+        config = {**config, "state_format": STATE_FORMAT}
         atomic_write_bytes(os.path.join(self.path, "run.json"), seal_json(config))
         owned.record(self.path, ["run.json"])
 
@@ -558,11 +552,10 @@ class RunDir:
         made, so the check holds no ``O(d)`` array; the arrays returned are then None.
         """
         try:
-            sealed = read_sealed_json(os.path.join(ck, "meta.json"), required=self.config["state_format"] >= 2)
-        except (OSError, ValueError) as exc:
+            sealed = read_sealed_json(os.path.join(ck, "meta.json"))
+            sealed["meta"], sealed["arrays"], sealed["files"]  # noqa: B018 - every field of the format, or damage
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunError(f"{ck}: checkpoint unreadable ({exc})") from None
-        if "arrays" not in sealed:  # state format 1: the metadata alone, no checksums
-            sealed = {"meta": sealed, "arrays": None, "files": {}, "duals": []}
         meta, sums = dict(sealed["meta"]), sealed["arrays"]
         recorded = meta.pop(CHECKPOINT_RUN_KEY, None)
         expected = dict(sums or {}, **sealed["files"])
@@ -706,8 +699,7 @@ class RunDir:
 
         Every line ooc writes is whole (the file is replaced atomically) and sealed, so any line that
         does not verify, a last one without its newline included, is not ooc's: refused
-        (:class:`RunError` naming the line), never skipped nor dropped. Lines of a run of state format 1
-        (made before they were sealed) have no checksum: accepted only when no line of the file has one.
+        (:class:`RunError` naming the line), never skipped nor dropped.
         """
         try:
             with open(self.history_path, "rb") as f:
@@ -716,8 +708,7 @@ class RunDir:
             return []
         except OSError as exc:
             raise RunError(f"{self.history_path}: unreadable ({exc.strerror or exc})") from None
-        why, out = history_lines(self.history_path, raw, legacy=self.config.get("state_format") == 1,
-                                 run=self._manifest())
+        why, out = history_lines(self.history_path, raw, run=self._manifest())
         if why is not None:
             raise RunError(why)
         return out if limit is None else out[:limit]
@@ -913,14 +904,27 @@ def scratch_vector_error(path: str, end: int, run_id: str | None) -> str | None:
     return None
 
 
+def state_format_error(path: str, fmt) -> str:
+    """The line refusing the run directory ``path`` whose ``run.json`` records state format ``fmt`` (not
+    :data:`STATE_FORMAT`): which version made it, and that a new ``ooc train`` is needed."""
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt < STATE_FORMAT:
+        made = f"an earlier version of ooc (run state format {fmt})"
+    elif isinstance(fmt, int) and not isinstance(fmt, bool):
+        made = f"a later version of ooc (run state format {fmt})"
+    else:
+        made = f"no version of ooc this one knows (run state format {fmt!r})"
+    return (f"{path}: made by {made}; this ooc reads format {STATE_FORMAT} only, so the run cannot be resumed or "
+            "continued: train it again with 'ooc train ... --overwrite'")
+
+
 def run_json_error(path: str, cfg: dict, manifest: dict | None) -> str | None:
     """Why ``cfg``, the ``run.json`` read at ``path``, is not its run's own (one line naming it), or None: a
-    link; or, in a run of :data:`RUN_PROOFS` 2, a ``run_id`` that is not the run's identity (its manifest's
-    token: a ``run.json`` copied from another run). Runs of the previous format record none."""
+    link, or a ``run_id`` that is not the run's identity (its manifest's token: a ``run.json`` copied from
+    another run). A run without a manifest is :mod:`ooc.owned`'s to refuse."""
     if os.path.islink(path):
         return f"{path}: is a symbolic link (a run's run.json is its own file, never a link to another's)"
     rid = cfg.get("run_id")
-    if manifest is None or (rid is None and int(manifest.get("run_proofs") or 1) < 2):
+    if manifest is None:
         return None
     if rid != manifest.get("token"):
         return f"{path}: is the run.json of another run (its run identity is not this run's: copied from another run?)"
@@ -943,13 +947,12 @@ def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | N
     (one line naming ``path``), or None.
 
     A certificate records its run's identity (``run_id``: the run's manifest's token, :attr:`RunDir.identity`),
-    which must be ``run``'s; one without it is accepted only in a run of the previous format (a manifest
-    without ``run_proofs``, or none). ``manifest``: ``run``'s, when the caller has it read already.
+    which must be ``run``'s; one without it only where there is no run manifest to match (a model directory on
+    its own). ``manifest``: ``run``'s, when the caller has it read already.
 
     With ``current`` (a model about to be used), the trajectory it records (``trajectory``,
     :func:`trajectory_of`) must be the one ``run``'s ``run.json`` holds now: a model of the same run continued on
-    another store or with other options (a copy of it) is not this run's model. One recording none is accepted
-    only in a run made before certificates recorded it (:data:`RUN_PROOFS` below 3).
+    another store or with other options (a copy of it) is not this run's model; one recording none is not.
     """
     if manifest is False:
         try:
@@ -958,7 +961,7 @@ def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | N
             return str(exc)
     rid = metrics.get("run_id")
     if rid is None:
-        if manifest is not None and int(manifest.get("run_proofs") or 1) >= 2:
+        if manifest is not None:
             return (f"{path}: records no run identity, so it is not this run's certificate (copied from another "
                     "run?)")
         return None
@@ -972,9 +975,7 @@ def certificate_run_error(run: str, path: str, metrics: dict, manifest: dict | N
         return None
     recorded = metrics.get(CERTIFICATE_TRAJECTORY_KEY)
     if not isinstance(recorded, dict):
-        if int(manifest.get("run_proofs") or 1) >= 3:
-            return f"{path}: records no trajectory, so it is not this run's certificate (copied from another run?)"
-        return None
+        return f"{path}: records no trajectory, so it is not this run's certificate (copied from another run?)"
     try:
         cfg = read_sealed_json(os.path.join(run, "run.json"), required=False)
     except (OSError, ValueError) as exc:
@@ -1007,18 +1008,13 @@ def checkpoint_run_error(ck: str, recorded: dict | None, manifest: dict | None,
     """Why the checkpoint directory ``ck``, whose metadata records ``recorded`` of its run
     (:meth:`RunDir.trajectory`), is not of its run (one line naming it), or None.
 
-    Its ``run_id`` must be the run's identity (``manifest``'s token); a checkpoint recording none is accepted
-    only in a run made before checkpoints recorded it (:data:`RUN_PROOFS` below 3). With ``current`` (the run's
+    Its ``run_id`` must be the run's identity (``manifest``'s token). With ``current`` (the run's
     trajectory now), its store fingerprint and trajectory options must be those too: a state of the same run
     on another store (a copy continued elsewhere) or of other options is not one to continue from.
     """
-    if manifest is None:
-        return None  # a run made before manifests: nothing to match
     if not isinstance(recorded, dict) or recorded.get("run_id") is None:
-        if int(manifest.get("run_proofs") or 1) >= 3:
-            return f"{ck}: records no run identity, so it is not a checkpoint of this run (copied from another run?)"
-        return None
-    if recorded["run_id"] != manifest.get("token"):
+        return f"{ck}: records no run identity, so it is not a checkpoint of this run (copied from another run?)"
+    if manifest is None or recorded["run_id"] != manifest.get("token"):
         return f"{ck}: is a checkpoint of another run (its run identity is not this run's: copied from another run?)"
     return None if current is None else trajectory_error(ck, "a checkpoint", recorded, current)
 
@@ -1050,40 +1046,33 @@ HISTORY_RUN_KEY = "run_id"
 HISTORY_LINE_KEY, HISTORY_PREV_KEY = "line", "prev_crc"
 
 
-def history_lines(path: str, raw: bytes, legacy: bool = False,
-                  run: dict | None = None) -> tuple[str | None, list[dict]]:
+def history_lines(path: str, raw: bytes, run: dict | None = None) -> tuple[str | None, list[dict]]:
     """``(why, entries)``: the verified entries of the history file ``path`` holding ``raw``, or why one of its
-    lines is not ooc's (one line naming it). ``legacy``: a run of state format 1, whose lines may all lack
-    their checksum. ``run``: the run's manifest: a line recording a run identity (:data:`HISTORY_RUN_KEY`)
-    must record this run's (its token); a line without one is accepted only in a run of the previous format
-    (a manifest without ``run_proofs``, or none). The order is verified too: a line recording its place
-    (:data:`HISTORY_LINE_KEY`, :data:`HISTORY_PREV_KEY`) must be at that line number, after the line whose CRC-32
-    it records, so lines swapped, repeated or removed (but the last ones) are refused; a line without them is
-    accepted only in a run made before lines recorded it (:data:`RUN_PROOFS` below 3)."""
+    lines is not ooc's (one line naming it). Every line is sealed with its checksum. ``run``: the run's
+    manifest: every line records this run's identity (:data:`HISTORY_RUN_KEY`, its token) and its place
+    (:data:`HISTORY_LINE_KEY`, :data:`HISTORY_PREV_KEY`): it must be at that line number, after the line whose
+    CRC-32 it records, so lines swapped, repeated or removed (but the last ones) are refused."""
     rid = None if run is None else run.get("token")
-    tied = run is not None and int(run.get("run_proofs") or 1) >= 2
-    placed = run is not None and int(run.get("run_proofs") or 1) >= 3
     lines = raw.split(b"\n")
     tail = lines.pop()  # empty unless the last line has no newline: ooc writes whole lines only
-    sealed = not legacy or any(fsutil.CHECKSUM_KEY.encode() in line for line in lines)
     then = "(not a line ooc wrote, or damaged: ooc keeps it; remove it, or move the file out of the run, yourself)"
     out = []
     for i, line in enumerate(lines, 1):
         try:
-            entry = fsutil.unseal_json_line(line, required=sealed)
-            if sealed and line != seal_json(entry, indent=None):  # the very bytes ooc writes for it
+            entry = fsutil.unseal_json_line(line, required=True)
+            if line != seal_json(entry, indent=None):  # the very bytes ooc writes for it
                 raise ValueError("changed since ooc wrote it")
         except ValueError as exc:
             return f"{path}: line {i}: {exc or 'empty'} {then}", []
         mine = entry.pop(HISTORY_RUN_KEY, None)
-        if (mine is None and tied) or (mine is not None and mine != rid):
+        if mine is None or mine != rid:
             return f"{path}: line {i}: is not a line of this run (another run's history?) {then}", []
         number, prev = entry.pop(HISTORY_LINE_KEY, None), entry.pop(HISTORY_PREV_KEY, None)
-        if number is None and placed:
+        if number is None:
             return f"{path}: line {i}: records no place in the history {then}", []
-        if number is not None and number != i:
+        if number != i:
             return f"{path}: line {i}: was written as line {number} (lines reordered, repeated or removed) {then}", []
-        if number is not None and prev != zlib.crc32(lines[i - 2] if i > 1 else b""):
+        if prev != zlib.crc32(lines[i - 2] if i > 1 else b""):
             return f"{path}: line {i}: does not follow the line before it (lines swapped or replaced) {then}", []
         out.append(entry)
     if tail:
@@ -1138,7 +1127,7 @@ class _RunProof:
                     raw = f.read()
             except OSError as exc:
                 return f"{full}: unreadable ({exc.strerror or exc})"
-            return history_lines(full, raw, legacy=self._legacy(), run=self.manifest)[0]
+            return history_lines(full, raw, run=self.manifest)[0]
         if rel == "LATEST":
             with open(full, "rb") as f:
                 text = f.read(64)
@@ -1177,19 +1166,13 @@ class _RunProof:
             return f"{full}: changed since ooc wrote it (its bytes are not those ooc writes for its content)"
         return None
 
-    def _legacy(self) -> bool:
-        try:
-            return read_sealed_json(os.path.join(self.path, "run.json"), required=False).get("state_format") == 1
-        except (OSError, ValueError):
-            return False
-
     def _checkpoint(self, ck: str) -> tuple[str | None, set]:
         """``(why, names)``: why the checkpoint directory ``ck`` is not ooc's (None: it is), and its files."""
         if ck in self._ckpt:
             return self._ckpt[ck]
         names = set(os.listdir(ck))
         try:
-            sealed = read_sealed_json(os.path.join(ck, "meta.json"), required=not self._legacy())
+            sealed = read_sealed_json(os.path.join(ck, "meta.json"))
             listed = {"meta.json", "state.npz", *(f"{k}.npy" for k in sealed.get("files") or {})}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             why = f"{os.path.join(ck, 'meta.json')}: does not verify ({fsutil.os_error_line(exc) or exc})"
@@ -1228,10 +1211,8 @@ class _RunProof:
         return refs
 
     def _certified(self, full: str) -> str | None:
-        """In a run of :data:`RUN_PROOFS` 2, ``model/model.json`` is ooc's when the run's certificate (its
-        ``metrics.json``) certifies its coefficients."""
-        if int(self.manifest.get("run_proofs") or 1) < 2:
-            return None
+        """``model/model.json`` is ooc's when the run's certificate (its ``metrics.json``) certifies its
+        coefficients."""
         try:
             want = read_sealed_json(os.path.join(os.path.dirname(full), "metrics.json")).get("coef_crc")
             got = read_sealed_json(full).get("coef_crc")
@@ -1262,8 +1243,6 @@ class _RunProof:
             return f"{full}: nothing proves ooc wrote it ({type(exc).__name__})"
         if a.dtype != np.float64 or a.shape[-1:] != (n,):
             return f"{full}: not a vector of the run's {n} rows (not a file ooc wrote)"
-        if int(self.manifest.get("run_proofs") or 1) < 2:
-            return None  # a run of the previous format: its scratch vectors carry no trailer (form only)
         end = a.offset + a.nbytes
         del a
         return scratch_vector_error(full, end, self.manifest.get("token"))
