@@ -321,7 +321,10 @@ def _made_for_error(run_dir: str, options: dict) -> str | None:
                 f"point's {store}): ooc leaves it as it is; move it back, or remove it, and run the batch again")
     point = {k: v for k, v in options.items() if k in SPEC_KEYS and k != "store" and k not in _NOT_THE_POINT}
     want = TrainConfig.from_options(point).options()
-    have = TrainConfig.from_run_config(cfg).options()
+    try:
+        have = TrainConfig.from_run_config(cfg).options()
+    except ValueError as exc:
+        return f"{run_dir}: {exc}: ooc leaves it as it is; remove it, and run the batch again"
     for k in sorted(point):
         if have[k] != want[k]:
             return (f"{run_dir}: was made for another grid point (its run.json's {k} is {have[k]!r}, this point's "

@@ -171,19 +171,16 @@ class TrainConfig:
 
     @classmethod
     def from_run_config(cls, config: dict, **override) -> TrainConfig:
-        """The configuration a ``run.json`` was written with; options added since take their defaults.
+        """The configuration a ``run.json`` was written with (``override``: options this process changes).
 
-        But ``block_bytes``: a run made before it existed visited the store's own blocks, and
-        goes on doing so (its iterates must not change on resume); ``threads``, 1 for such a run; and
-        ``exchange`` and ``sync_rows``, 0 for a distributed run made before them (fixed partitions,
-        one synchronization a round).
+        ``run.json`` records every option (one run state format, :data:`ooc.runs.rundir.STATE_FORMAT`, bumped
+        when the options change): one missing is damage, never filled in with a default that may not be the
+        one the run was made with.
         """
-        old = {"block_bytes": STORE_BLOCKS} if "block_bytes" not in config else {}
-        if "threads" not in config:  # made before --threads: one thread
-            old["threads"] = 1
-        if config.get("distributed"):  # made before --exchange, --sync-rows: fixed partitions, once a round
-            old.update({k: 0 for k in ("exchange", "sync_rows") if k not in config})
-        return cls.from_options({**old, **{k: config[k] for k in option_names() if k in config}, **override})
+        missing = [k for k in option_names() if k not in config and k not in override]
+        if missing:
+            raise ValueError(f"run.json records no {missing[0]!r} (every option is recorded)")
+        return cls.from_options({**{k: config[k] for k in option_names() if k in config}, **override})
 
     def options(self) -> dict:
         """The fields as a dict (``run.json``'s ``config`` keys, in order)."""

@@ -521,10 +521,6 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
             st, cfg["store_fingerprint"]) else ""
         raise RunError(f"{run}: the store {cfg['store']} changed since training started (fingerprint "
                        f"{st.fingerprint} != {cfg['store_fingerprint']}); resume refused{grown}")
-    if cfg.get("distributed") and "local_passes" not in cfg:
-        raise RunError(f"{run}: a distributed run made by an older ooc, whose rounds visited the rows in another "
-                       "order: it cannot be resumed exactly; train it again (a finished run's model stays in "
-                       f"{os.path.join(run, 'model')})")
     finished = finished_metrics(rd)
     if finished is not None and model_generation(finished) != current_generation(cfg):
         finished = None  # the previous store's model, kept until this trajectory certifies one: its epochs are not ours
@@ -532,8 +528,10 @@ def resume(run: str, max_epochs: int | None = None, progress=None, store=None, t
         raise RunError(f"{run}: the run finished at epoch {finished['epochs']} ({_certificate_words(finished)}); "
                        f"--max-epochs {max_epochs} would not go past it and its model stays: give more than "
                        f"{finished['epochs']}")
-    # options added after the run was made take their defaults (the state format is the same)
-    opts = TrainConfig.from_run_config(cfg).options()
+    try:
+        opts = TrainConfig.from_run_config(cfg).options()
+    except ValueError as exc:
+        raise RunError(f"{os.path.join(run, 'run.json')}: {exc}; the run cannot be resumed") from None
     if max_epochs is not None:
         opts["max_epochs"] = max_epochs
     if memory is not None:  # this process's, not the run's (run.json keeps the one it was made with)

@@ -100,12 +100,14 @@ def test_bad_values_are_one_line_errors_naming_the_option(opts, text):
     assert text in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_from_run_config_fills_options_added_later():
-    old = {k: v for k, v in defaults().items() if not k.startswith("dgpd_")}
-    old.update(l2=1e-3, solver="sdca", store="x", n_rows=5)  # run.json has more than the options
-    cfg = TrainConfig.from_run_config(old, max_epochs=3)
-    assert cfg.l2 == 1e-3 and cfg.solver == "sdca" and cfg.max_epochs == 3
-    assert cfg.dgpd_rounds == defaults()["dgpd_rounds"]
+def test_from_run_config_needs_every_option():
+    """run.json records every option: one missing is damage, named, never filled in with today's default."""
+    cfg = dict(defaults(), l2=1e-3, solver="sdca", store="x", n_rows=5)  # run.json has more than the options
+    assert TrainConfig.from_run_config(cfg, max_epochs=3).options() == dict(defaults(), l2=1e-3, solver="sdca",
+                                                                          max_epochs=3)
+    for gone in ("threads", "block_bytes", "dgpd_rounds"):
+        with pytest.raises(ValueError, match=f"run.json records no '{gone}'"):
+            TrainConfig.from_run_config({k: v for k, v in cfg.items() if k != gone})
 
 
 def test_registries_cover_the_choices():

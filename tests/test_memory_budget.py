@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 import ooc
 from ooc import _memlimit
-from ooc.config import DEFAULT_TRAIN_BLOCK, TrainConfig
+from ooc.config import TrainConfig
 from ooc.schedule import planner
 from ooc.store import layout as L
 from ooc.units import parse_bytes
@@ -121,13 +121,6 @@ def test_resume_keeps_the_training_blocks(big_blocks, tmp_path):
         ooc.train(big_blocks, out, block_bytes="4KiB", **dict(OPTS, max_epochs=3))
     done = ooc.resume(out, max_epochs=OPTS["max_epochs"])
     assert np.array_equal(_coef(done), _coef(full))
-
-
-def test_runs_made_before_block_bytes_keep_the_stores_blocks():
-    old = dict(T.DEFAULTS)
-    del old["block_bytes"]
-    assert TrainConfig.from_run_config(old).train_block_bytes is None
-    assert TrainConfig.from_run_config(dict(T.DEFAULTS)).train_block_bytes == parse_bytes(DEFAULT_TRAIN_BLOCK)
 
 
 @pytest.mark.parametrize("bad", ["0", "12", "lots", "-4KiB"])

@@ -92,9 +92,6 @@ def test_default_is_every_core_and_run_json_keeps_the_count(multi, tmp_path):
 
     assert RunDir.open(run.path).config["threads"] == _cpu.available_cpus()  # the count, not 0
     assert TrainConfig(threads=3).threads == 3
-    old = dict(T.DEFAULTS)
-    del old["threads"]
-    assert TrainConfig.from_run_config(old).threads == 1  # made before --threads: one thread
     with pytest.raises(ValueError, match="--threads"):
         TrainConfig(threads=-1)
     with pytest.raises(ValueError, match="--threads"):

@@ -54,7 +54,8 @@ from ..fsutil import (
 #: and history line records the run's identity (its manifest's token), checkpoints and certificates its
 #: trajectory (:func:`checkpoint_run_error`, :func:`certificate_run_error`), history lines their place in the
 #: file (:func:`history_lines`); scratch vectors end with the run's identity (:func:`open_scratch_vector`).
-#: Formats 1 and 2 were the development versions before those records.
+#: Formats 1 and 2 were the development versions before those records. Bumped whenever what the state means
+#: changes, the options ``run.json`` records included (every option is recorded: :meth:`ooc.TrainConfig.from_run_config`).
 STATE_FORMAT = 3
 #: The ``run.json`` entries that define a run's trajectory (its iterates, beside the store's content): every
 #: checkpoint records them (:meth:`RunDir.trajectory`); one recording other values than the run's is refused.
