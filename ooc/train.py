@@ -72,7 +72,6 @@ from .solvers.registry import (
     solver_modules,
     solver_spec,
 )
-from .solvers.row_threads import ROW_THREADS_SCHEME
 from .store import layout as L
 from .store import open_store
 from .store.append import starts_with
@@ -431,7 +430,6 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
         "ooc_version": __version__,
         "n_rows": st.n_rows, "n_cols": st.n_cols,
         "warm_start": os.path.abspath(warm_start) if warm_start else None,
-        "row_threads": ROW_THREADS_SCHEME,  # how one problem's rows go over the threads (a resume keeps it)
     })
     if "l2_added" in o:  # pure L1 through a dual solver: the L2 it added (recomputed on resume)
         config.update(l2_added=o["l2_added"], l1_radius=o["l1_radius"])
@@ -622,7 +620,6 @@ def continue_on(rd: RunDir, st, max_epochs: int | None = None, progress=None, th
     cfg = rd.config
     if threads is not None:  # the new trajectory's compute threads (a resolved count)
         cfg["threads"] = threads
-    cfg["row_threads"] = ROW_THREADS_SCHEME  # a new trajectory: today's threads
     old_fp = cfg["store_fingerprint"]
     entry = starts_with(st, old_fp)
     if entry is None:
@@ -777,7 +774,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
                  "checkpoint_every": o["checkpoint_every"], "distributed": o["distributed"], "warm_start": warm,
                  "inner_passes": o["inner_passes"], "local_passes": o["local_passes"], "exchange": o["exchange"],
                  "sync_rows": o["sync_rows"], "gamma": o["gamma"], "mix_blocks": o["mix_blocks"],
-                 "threads": o["threads"], "resumed": resume, "row_threads_scheme": rd.config.get("row_threads", 1),
+                 "threads": o["threads"], "resumed": resume,
                  "sampling": o["sampling"], "paging": o["paging"],
                  # --duals: the O(n) vectors' place forced (auto: the memory plan decides)
                  **_vector_places(o.get("duals", "auto")),

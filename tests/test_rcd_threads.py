@@ -217,19 +217,3 @@ def test_one_vs_rest_classes_over_threads_change_nothing(store, tmp_path):
     assert np.array_equal(_coef(one), _coef(two)) and _history(one) == _history(two)
 
 
-def test_a_run_made_before_the_scheme_keeps_one_thread(store, tmp_path):
-    """``row_threads`` 3 in ``run.json``: rcd-primal ran on one thread; resumed on 3 it goes on as it ran."""
-    from ooc.runs.rundir import RunDir
-    from ooc.solvers.row_threads import RCD_PRIMAL_SCHEME
-
-    full = ooc.train(store, str(tmp_path / "full"), threads=1, **OPTS)
-    out = str(tmp_path / "old")
-    with pytest.warns(ooc.ConvergenceWarning):
-        ooc.train(store, out, threads=1, **dict(OPTS, max_epochs=2))
-    rd = RunDir.open(out)
-    cfg = rd.config
-    cfg["row_threads"] = RCD_PRIMAL_SCHEME - 1
-    cfg["threads"] = 3
-    rd.write_config(cfg)
-    done = ooc.resume(out, max_epochs=OPTS["max_epochs"])
-    assert np.array_equal(_coef(done), _coef(full)) and _history(done) == _history(full)

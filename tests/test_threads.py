@@ -200,14 +200,6 @@ def test_rcd_dual_draws_over_threads_reach_the_optimum_and_resume_bit_exact(bina
     _assert_resumed_run_matches(binary, tmp_path, opts, 3, three)
 
 
-def test_rcd_dual_runs_made_before_its_threads_keep_one():
-    from ooc.solvers.rcd import RCDDualSolver
-    from ooc.solvers.row_threads import RCD_DUAL_SCHEME
-
-    assert RCDDualSolver.row_threads(1, 4) == 4 and RCDDualSolver.row_threads(1, 4, RCD_DUAL_SCHEME - 1) == 1
-    assert RCDDualSolver.row_threads(3, 4) == 1  # one-vs-rest: the classes take the threads
-
-
 def test_owner_split_keeps_each_row_on_one_thread():
     """Draws with repeats go to the thread owning their row, in their order; the cuts say where."""
     from ooc.kernels.sdca_threads import owner_split
@@ -294,28 +286,6 @@ def test_epoch_checkpoint_writes_w_once(binary, tmp_path):
     done = ooc.resume(out, max_epochs=OPTS["max_epochs"])
     full = ooc.train(binary, str(tmp_path / "full"), threads=1, **OPTS)
     assert np.array_equal(_coef(done), _coef(full))
-
-
-def test_a_run_made_before_the_replicas_resumes_as_it_ran(binary, tmp_path):
-    """A run whose ``run.json`` has no ``row_threads`` was made when one problem ran on one thread
-    below 3 threads: with 2 it goes on with the one-thread iterates, bit for bit."""
-    from ooc.runs.rundir import RunDir
-
-    opts = dict(OPTS, tol=1e-10)
-    full = ooc.train(binary, str(tmp_path / "full"), threads=1, **opts)
-    out = str(tmp_path / "old")
-    with pytest.warns(ooc.ConvergenceWarning):
-        ooc.train(binary, out, threads=2, **dict(opts, max_epochs=2))
-    # what that version wrote: the first two epochs on one thread, no row_threads key
-    with pytest.warns(ooc.ConvergenceWarning):
-        ooc.train(binary, out, threads=1, overwrite=True, **dict(opts, max_epochs=2))
-    rd = RunDir.open(out)
-    cfg = rd.config
-    del cfg["row_threads"]
-    cfg["threads"] = 2
-    rd.write_config(cfg)
-    done = ooc.resume(out, max_epochs=opts["max_epochs"])
-    assert np.array_equal(_coef(done), _coef(full)) and _history(done) == _history(full)
 
 
 @pytest.mark.parametrize("hot", [1, 7, 64])

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import NamedTuple
@@ -50,10 +49,7 @@ from ..store import layout as L
 from . import intercept as icpt
 from .row_threads import (
     MIN_ROW_THREADS,
-    REPLICAS_SCHEME,
-    ROW_THREADS_SCHEME,
     RowThreads,
-    pass_overhead,
     problem_split_pays,
     threaded_primal_loss,
 )
@@ -228,11 +224,6 @@ class BlockLoopSolver(StoreSolver):
         self.k = problem.n_sub
         #: an unregularized intercept per problem, fixed during a pass (ooc.solvers.intercept)
         self.fit_intercept = bool(problem.fit_intercept)
-        if int(options.get("row_threads_scheme") or ROW_THREADS_SCHEME) < REPLICAS_SCHEME \
-                and self.row_threads(self.k, self.threads, 1) > 1:
-            warnings.warn(f"{rundir.path}: made by an older ooc, whose passes split one problem's rows over the "
-                          "threads in another way: it goes on with today's (the same certified optimum, not the "
-                          "bits of an uninterrupted run of that version)", stacklevel=2)
         #: blocks whose rows are visited in one permutation (see :meth:`_gather`)
         self.mix = min(max(1, int(options.get("mix_blocks") or 1)), max(self.nb, 1))
         #: the split of --memory (ooc.schedule.planner): duals in memory or paged, the group being worked
@@ -276,13 +267,11 @@ class BlockLoopSolver(StoreSolver):
         return cls.state_vectors + 1
 
     @classmethod
-    def row_threads(cls, k: int, threads: int, scheme: int = ROW_THREADS_SCHEME) -> int:
+    def row_threads(cls, k: int, threads: int) -> int:
         """Threads that share one problem's pass: ``threads`` for a single problem (binary,
         regression) when the solver can and ``threads >= MIN_ROW_THREADS``, else 1 (one-vs-rest
-        classes go on the threads instead). ``scheme`` 1: a run made before the replicas, which
-        kept one problem on one thread below 3 threads (its iterates must not change)."""
-        least = MIN_ROW_THREADS if scheme >= REPLICAS_SCHEME else 3
-        return threads if cls.threads_one_problem and k == 1 and threads >= least else 1
+        classes go on the threads instead)."""
+        return threads if cls.threads_one_problem and k == 1 and threads >= MIN_ROW_THREADS else 1
 
     @classmethod
     def fixed_for(cls, store, k: int, dim: int, mix: int, l1: float, threads: int = 1, replica: bool = True) -> int:
@@ -310,13 +299,11 @@ class BlockLoopSolver(StoreSolver):
         return self.fixed_for(self.store, self.k, self.dim, self.mix, float(self.pb.penalty.l1), threads, replica)
 
     def one_problem_threads(self) -> int:
-        """Threads that share this run's one problem: :meth:`row_threads` (``run.json`` says which scheme
-        made the run), and 1 where the threads would not pay (:func:`~ooc.solvers.row_threads.rows_split_pays`)."""
+        """Threads that share this run's one problem: :meth:`row_threads`, and 1 where the threads would not
+        pay (:func:`~ooc.solvers.row_threads.rows_split_pays`)."""
         if getattr(self, "_one_problem_threads", None) is None:
-            scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
-            t = self.row_threads(self.k, self.threads, scheme)
-            if t > 1 and scheme >= REPLICAS_SCHEME and not problem_split_pays(t, self.pb, self.step_l2(), self.n,
-                                                                              pass_overhead(scheme)):
+            t = self.row_threads(self.k, self.threads)
+            if t > 1 and not problem_split_pays(t, self.pb, self.step_l2(), self.n):
                 t = 1
             self._one_problem_threads = t
         return self._one_problem_threads

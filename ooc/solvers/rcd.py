@@ -51,8 +51,7 @@ Problem (``docs/training.rst``), ``X`` is ``n x d`` with rows = examples (the pa
     over the threads; from ``LIGHT_ROUND_THREADS`` threads on, the draws between two heavy ones go
     over the threads in rounds, each row's curvature multiplied by the threads touching it (a step
     safe for every draw); below, one thread steps them. The gap pass splits the rows, each thread
-    with its own ``A^T phi'``. One-vs-rest puts the classes on the threads (the same bits). Runs of
-    ``row_threads`` scheme below :data:`~ooc.solvers.row_threads.RCD_PRIMAL_SCHEME` keep one thread.
+    with its own ``A^T phi'``. One-vs-rest puts the classes on the threads (the same bits).
 
 ``rcd-primal --sampling working-set`` (pure L1; ``auto``'s choice for ``--l2 0``)
     Not random: after the gap pass of an epoch (the certificate above, which also gives every
@@ -203,7 +202,7 @@ from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock
 from .registry import RCD_DUAL_SOLVER, RCD_PRIMAL_SOLVER, acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
-from .row_threads import MIN_ROW_THREADS, RCD_DUAL_SCHEME, RCD_PRIMAL_SCHEME, ROW_THREADS_SCHEME
+from .row_threads import MIN_ROW_THREADS
 
 PAGINGS = ("shuffled", "gap")
 #: the working-set method's constants (pure L1): the first size, the inner gap asked for (a
@@ -266,11 +265,6 @@ class RCDDualSolver(BlockLoopSolver):
                              "shuffled paging): its step theta / q_i depends on the sampling probabilities")
         self._scan_blocks()
         self._gaps = (-1, None)
-
-    @classmethod
-    def row_threads(cls, k: int, threads: int, scheme: int = ROW_THREADS_SCHEME) -> int:
-        """Threads sharing one problem's draws; a run made before :data:`RCD_DUAL_SCHEME` keeps one."""
-        return super().row_threads(k, threads, scheme) if scheme >= RCD_DUAL_SCHEME else 1
 
     def one_problem_threads(self) -> int:
         """:meth:`BlockLoopSolver.one_problem_threads` for a fixed or per-epoch sampling with exact steps;
@@ -502,20 +496,18 @@ class RCDPrimalSolver(StoreSolver):
 
     def gap_threads(self) -> int:
         """Threads that share one problem's gap pass (its rows in ``T`` ranges, each with its own
-        ``A^T phi'``, added in order): ``--threads`` for a single problem in runs of
-        :data:`RCD_PRIMAL_SCHEME` and later; else 1 (one-vs-rest classes go on the threads instead)."""
-        scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
-        return self.threads if self.k == 1 and self.threads >= MIN_ROW_THREADS and scheme >= RCD_PRIMAL_SCHEME else 1
+        ``A^T phi'``, added in order): ``--threads`` for a single problem; else 1 (one-vs-rest
+        classes go on the threads instead)."""
+        return self.threads if self.k == 1 and self.threads >= MIN_ROW_THREADS else 1
 
     def col_threads(self) -> int:
         """Threads that share one problem's drawn columns (:mod:`ooc.kernels.rcd_threads`): ``--threads``
         for a single problem with a fixed or per-epoch sampling (the per-step samplings rescore after
-        every step, the working sets run Newton steps), in runs of :data:`RCD_PRIMAL_SCHEME` and later;
-        else 1. The heavy columns' steps split their rows over them; the light columns' rounds need
-        :data:`LIGHT_ROUND_THREADS` of them and the margins in memory (else one thread steps them)."""
-        scheme = int(self.opt.get("row_threads_scheme") or ROW_THREADS_SCHEME)
-        ok = (self.k == 1 and self.threads >= MIN_ROW_THREADS and scheme >= RCD_PRIMAL_SCHEME
-              and self.sampling not in PER_STEP and self.sampling != WORKING_SET)
+        every step, the working sets run Newton steps); else 1. The heavy columns' steps split their rows
+        over them; the light columns' rounds need :data:`LIGHT_ROUND_THREADS` of them and the margins in memory
+        (else one thread steps them)."""
+        ok = (self.k == 1 and self.threads >= MIN_ROW_THREADS and self.sampling not in PER_STEP
+              and self.sampling != WORKING_SET)
         return self.threads if ok else 1
 
     # -- O(n) vectors: margins, labels, weights -------------------------------------------------------------

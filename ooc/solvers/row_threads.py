@@ -28,20 +28,6 @@ from ..kernels.sdca_threads import (
 #: (the former scheme, a shared ``w`` beside each thread's change of ``v``, cost twice one
 #: thread's processor time a pass and needed 3 threads to pay).
 MIN_ROW_THREADS = 2
-#: ``run.json``'s ``row_threads``: how one problem's rows go over the threads; a change that changes
-#: the iterates takes a new number, and a resume keeps the run's. A run without it split one problem's
-#: rows from 3 threads on, with the former scheme; 2 (:data:`REPLICAS_SCHEME`): sdca and acc-sdca on
-#: the replicas (:mod:`ooc.kernels.sdca_threads`) where :func:`rows_split_pays`; 3: rcd-dual too
-#: (:data:`RCD_DUAL_SCHEME`; a run made before keeps rcd-dual on one thread); 4: rcd-primal's columns too
-#: (:data:`RCD_PRIMAL_SCHEME`).
-ROW_THREADS_SCHEME = 4
-#: The scheme from which sdca and acc-sdca split one problem's rows on the replicas from 2 threads on.
-REPLICAS_SCHEME = 2
-#: The scheme from which rcd-dual splits one problem's draws over the threads (rows owned by threads).
-RCD_DUAL_SCHEME = 3
-#: The scheme from which rcd-primal splits one problem's drawn columns over the threads
-#: (:mod:`ooc.kernels.rcd_threads`; a run made before keeps rcd-primal on one thread).
-RCD_PRIMAL_SCHEME = 4
 #: Fewest rows a thread's share of one problem must have for the threads to split it: below, a pass
 #: is a few mini-batches whose meetings and synchronizations cost more than they share (the tests'
 #: problems of hundreds of rows, split, made the suite run 2.5x longer).
@@ -49,20 +35,14 @@ MIN_ROWS_PER_THREAD = 8192
 #: A pass on ``T`` threads costs about this times ``1/T`` of one thread's: the synchronizations, the
 #: threads' uneven slices, the replicas sharing the caches. Measured on 2 cores, 1M x 2^20 hashed rows, L2
 #: logistic: 0.42-0.43 s against 0.55-0.56 s on one thread's replica (:class:`RowThreads` with ``T = 1``);
-#: rcd-dual's draws 0.98 s against 1.4 s. The rule of runs of :data:`RCD_DUAL_SCHEME` and later.
+#: rcd-dual's draws 0.98 s against 1.4 s.
 PASS_OVERHEAD = 1.5
 #: :data:`PASS_OVERHEAD` against the plain one-thread pass (separate ``w`` and snapshot: 0.5-0.6 s
-#: against 0.85 s): the rule of runs made before one thread had a replica, and of CoCoA+'s workers,
-#: whose one thread takes the plain pass.
+#: against 0.85 s): the rule of CoCoA+'s workers, whose one thread takes the plain pass.
 PASS_OVERHEAD_PLAIN = 1.2
 
 
-def pass_overhead(scheme: int) -> float:
-    """The :data:`PASS_OVERHEAD` a run of ``row_threads`` scheme ``scheme`` decides with (a resume keeps it)."""
-    return PASS_OVERHEAD if scheme >= RCD_DUAL_SCHEME else PASS_OVERHEAD_PLAIN
-
-
-def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int, overhead: float = PASS_OVERHEAD) -> bool:
+def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int, overhead: float | None = None) -> bool:
     r"""Whether splitting one problem's ``rows`` over ``threads`` threads should certify sooner than one thread.
 
     Prox-SDCA's passes to a given gap grow like ``(R^2 + lambda n gamma) / (lambda n gamma)`` (Shalev-Shwartz
@@ -86,9 +66,11 @@ def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int, overhead:
         the loss (0 for a non-smooth loss).
     rows : int
         The problem's rows.
-    overhead : float
-        A pass's cost on the threads times ``T`` over one thread's (:func:`pass_overhead`).
+    overhead : float, optional
+        A pass's cost on the threads times ``T`` over one thread's (None: :data:`PASS_OVERHEAD`, read when
+        called).
     """
+    overhead = PASS_OVERHEAD if overhead is None else overhead
     if rows < threads * MIN_ROWS_PER_THREAD:
         return False
     if sq_norm <= 0.0:
@@ -97,7 +79,7 @@ def rows_split_pays(threads: int, sq_norm: float, c: float, rows: int, overhead:
     return rho * overhead < threads
 
 
-def problem_split_pays(threads: int, pb, l2: float, rows: float, overhead: float = PASS_OVERHEAD) -> bool:
+def problem_split_pays(threads: int, pb, l2: float, rows: float, overhead: float | None = None) -> bool:
     """:func:`rows_split_pays` for problem ``pb`` (one problem): its store's mean squared row norm with the
     bias feature's, its loss's smoothness, and the L2 weight ``l2`` its steps use over ``rows`` rows."""
     st = pb.store
