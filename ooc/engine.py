@@ -383,8 +383,7 @@ class _Engine:
         self.seq = max(int(meta["seq"]), rd.last_seq())
         self.history_len = int(meta["history_len"])
         self.seconds0 = float(meta["seconds"])
-        # checkpoints of older versions of some solvers did not record it: the time of the checkpoint is close
-        self.state_seconds = float(meta.get("state_seconds", meta["seconds"]))
+        self.state_seconds = float(meta["state_seconds"])
         self.bytes0 = int(meta["bytes_read"])
         self.t_start = time.perf_counter()
         self.last_ck = self.t_start

@@ -184,21 +184,22 @@ class LinearModel:
         try:
             meta = read_sealed_json(mj, required=False)
             fmt = meta.get("model_format")
-            if fmt not in (1, MODEL_FORMAT):
-                raise ValueError(f"{mj}: model format {fmt!r} is not one this ooc reads ({MODEL_FORMAT})")
-            if fmt >= 2:
-                read_sealed_json(mj)  # sealed since format 2: a missing checksum is damage
+            if fmt != MODEL_FORMAT:
+                raise ValueError(f"{mj}: model format {fmt!r} is not the one this ooc reads ({MODEL_FORMAT}): "
+                                 "train it again")
+            read_sealed_json(mj)  # always sealed: a missing checksum is damage
+            crc = int(meta["coef_crc"])
             cp = os.path.join(path, "coef.npy")
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}: the model is unreadable ({exc})") from None
         try:
-            coef = read_npy(cp, meta.get("coef_crc") if fmt >= 2 else None)
+            coef = read_npy(cp, crc)
         except ValueError as exc:
             raise ValueError(f"{exc}; the model is damaged ('ooc train' again)") from None
         if coef.dtype.kind != "f":
             raise ValueError(f"{cp}: the coefficients are not finite numbers (the model is damaged)")
         if run is not None:
-            _check_certified(run, path, meta.get("coef_crc") if fmt >= 2 else None)
+            _check_certified(run, path, crc)
         icpt = meta["intercept"]
         icpt = np.asarray(icpt) if isinstance(icpt, list) else float(icpt)
         return cls(coef, icpt, meta["classes"], meta["loss"], meta["task"], meta.get("meta"))
@@ -206,8 +207,7 @@ class LinearModel:
 
 def _check_certified(run: str, path: str, coef_crc: int | None) -> None:
     """Refuse (one line naming the run) the model of ``run`` at ``path`` unless its ``metrics.json``, the
-    certificate of a finished run, is there, verifies and certifies this model (its ``coef_crc``; runs
-    made before it was recorded: the certificate's presence)."""
+    certificate of a finished run, is there, verifies and certifies this model (its ``coef_crc``)."""
     from .runs.rundir import certificate_run_error, model_link_error
 
     why = model_link_error(run)
@@ -224,7 +224,7 @@ def _check_certified(run: str, path: str, coef_crc: int | None) -> None:
     why = certificate_run_error(run, mp, metrics, current=True)
     if why is not None:
         raise ValueError(f"{why}; the run's model is refused")
-    if "coef_crc" in metrics and metrics["coef_crc"] != coef_crc:
+    if metrics.get("coef_crc") != coef_crc:
         raise ValueError(f"{mp}: certifies other coefficients than {os.path.join(path, 'coef.npy')} (a run stopped "
                          f"while it wrote its model); 'ooc resume {run}' finishes it")
 

@@ -158,17 +158,17 @@ def final_duals_reader(run_dir: str, metrics: dict, row_ptr: np.ndarray):
 
 def final_block_reader(rd: RunDir, metrics: dict):
     """``read(b)``: block ``b``'s final duals of a finished run whose duals were paged, verified against the
-    CRC-32 its ``metrics.json`` records (runs made before it was recorded: readable and finite only)."""
+    CRC-32 its ``metrics.json`` records."""
     from ..fsutil import read_npy
 
-    buf, crcs = int(metrics["dual_buffer"]), metrics.get("dual_crcs")
+    buf, crcs = int(metrics["dual_buffer"]), list(metrics.get("dual_crcs") or [])
 
     def read(b):
         p = rd.dual_path(buf, b)
-        if crcs is not None and not 0 <= b < len(crcs):
+        if not 0 <= b < len(crcs):
             raise RunError(f"{p}: not one of the run's {len(crcs)} blocks of final duals")
         try:
-            return read_npy(p, None if crcs is None else crcs[b])
+            return read_npy(p, crcs[b])
         except ValueError as exc:
             raise RunError(f"{exc}; warm starts and continued runs cannot use it ('ooc train' the run again)") from None
 
@@ -177,10 +177,13 @@ def final_block_reader(rd: RunDir, metrics: dict):
 
 def read_final_duals(path: str, metrics: dict) -> np.ndarray:
     """A finished run's ``model/duals.npy``, verified against the CRC-32 its ``metrics.json`` records
-    (runs made before it was recorded: readable and finite only)."""
+    (one that records none is not a certificate of its duals)."""
     from ..fsutil import read_npy
 
+    if metrics.get("duals_crc") is None:
+        raise RunError(f"{path}: its run's certificate records no checksum of it; warm starts and continued runs "
+                       "cannot use it ('ooc train' the run again)")
     try:
-        return read_npy(path, metrics.get("duals_crc"))
+        return read_npy(path, metrics["duals_crc"])
     except ValueError as exc:
         raise RunError(f"{exc}; warm starts and continued runs cannot use it ('ooc train' the run again)") from None

@@ -47,8 +47,7 @@ outer step, which oscillated and stalled. With inexact inner problems (one pass)
 can still point uphill: the outer step restarts it (gradient restart of O'Donoghue & Candes
 2015, per problem) when ``<y(t-1) - w(t), w(t) - w(t-1)> > 0``, ``kappa (y(t-1) - w(t))``
 being the gradient of the Moreau envelope the outer loop minimises: the next center is
-``w(t)`` and the sequence starts again. A checkpoint of a run made before (no
-``accel_alpha`` array) goes on with the constant ``beta``, bit for bit.
+``w(t)`` and the sequence starts again.
 
 Smooth losses only (the registry refuses the hinge: ``--loss hinge`` trains with ``sdca``).
 The paper's Sec. 3.3 smoothing (updates on a smooth hinge of parameter ``G``, the hinge's own
@@ -124,24 +123,11 @@ class AccSDCASolver(BlockLoopSolver):
         state["accel_restarts"] = np.zeros(self.k, dtype=np.int64)
         return state
 
-    def restore_extra(self, meta: dict) -> None:
-        # a checkpoint made before the plain dual point was summed holds v~ at the pass's start
-        # instead: its pass (if one is under way) is certified from it the old way, the next are summed
-        snap = self.extra.pop("v_snap", None)
-        self._v_whole = snap is not None and int(meta.get("position", 0)) > 0
-        if "v_dual" not in self.extra:
-            self.extra["v_dual"] = (np.zeros_like(self.w) if snap is None else
-                                    (self.l2_inner * snap - self.params.kappa * self.extra["center"])
-                                    / float(self.pb.penalty.l2))
-
     def pass_start(self, w, v):
-        self._v_whole = False
         self.extra["v_dual"][:] = 0.0
 
     def gap_terms(self, blk: TrainBlock, alpha, w_state, psum, dsum) -> None:
         super().gap_terms(blk, alpha, w_state, psum, dsum)
-        if self._v_whole:
-            return
         scale, bias, acc = 1.0 / (float(self.pb.penalty.l2) * self.n), float(self.pb.bias), self.extra["v_dual"]
         if blk.rows is None:
             self.over_classes(lambda c: block_accumulate_v(blk.indptr, blk.indices, blk.data,
@@ -171,9 +157,7 @@ class AccSDCASolver(BlockLoopSolver):
 
     def _beta(self, c: int, w, w_last, center) -> float:
         """Problem ``c``'s momentum for this outer step (module docstring), advancing its sequence."""
-        alpha = self.extra.get("accel_alpha")
-        if alpha is None:  # a checkpoint of a run made before the sequence: Fig. 2's constant beta
-            return self.params.beta
+        alpha = self.extra["accel_alpha"]
         # the outer problem's gradient at the last center is kappa (y(t-1) - w(t)): momentum along it is uphill
         if float(np.dot(center - w, w - w_last)) > 0.0:
             alpha[c] = ALPHA_START
