@@ -202,7 +202,7 @@ from ..schedule.sampling import (
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock
-from .certificate import certify, l1_dual_scale, problem_bound
+from .certificate import certify, duality_gap, l1_dual_scale, problem_bound
 from .registry import RCD_DUAL_SOLVER, RCD_PRIMAL_SOLVER, acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
 from .row_threads import MIN_ROW_THREADS, RCD_DUAL_SCHEME, RCD_PRIMAL_SCHEME, ROW_THREADS_SCHEME
 
@@ -1149,7 +1149,7 @@ class RCDPrimalSolver(StoreSolver):
                 return
             if self.sampling == WORKING_SET:
                 t0 = time.perf_counter()
-                self._ws_epoch(R, P - D)
+                self._ws_epoch(R, duality_gap(P, D))  # the gap record() judged
                 self.cd_seconds += time.perf_counter() - t0
                 return
             if self.l2 <= 0 and self.sampling == "gap-per-epoch":
