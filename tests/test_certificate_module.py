@@ -171,6 +171,7 @@ SOLVER_RUNS = {
     "acc-sdca": ("binary", dict(solver="acc-sdca", l2=1e-3)),
     "dspdc": ("binary", dict(solver="dspdc", l2=1e-1)),
     "rcd-primal": ("binary", dict(solver="rcd-primal", l2=1e-2)),
+    "rcd-primal-pure-l1": ("binary", dict(solver="rcd-primal", l2=0.0, l1=2e-2, sampling="working-set")),
     "pure-l1": ("binary", dict(solver="sdca", l2=0.0, l1=0.1, tol=1e-2)),
     "one-vs-rest": ("multiclass", dict(solver="sdca", l2=1e-2, multiclass="ovr")),
     "crammer-singer": ("multiclass", dict(solver="sdca", l2=1e-2, multiclass="crammer-singer", loss="hinge")),
@@ -215,6 +216,22 @@ def _cs_bound(X, y, coef, alpha, l2):
     return cert.certify([psum], [dsum], N, [cs_penalty_value(pen, W)], [cs_conj_value(pen, V)])
 
 
+def _rcd_pure_l1_bound(X, y, w, alpha, l1):
+    r"""rcd-primal on pure L1 (logistic): the Lipschitzed dual, ``radius (|r_j| - l1)_+`` with
+    ``radius = P(0) / l1`` and ``r = X^T phi' / n``, against its duals rescaled into the feasible set."""
+    spec = SimpleNamespace(name="logistic", gamma=1.0)
+    from reference import phi
+
+    r = -(X.T @ alpha) / N
+    radius = float(phi(spec, np.zeros(N), y).sum()) / N / l1
+    s = min(1.0, l1 / np.abs(r).max())
+    rescaled = float(weighted_dual_term(spec, s * alpha, y, 1.0).sum()) / N
+    pen = ElasticNet(0.0, l1)
+    return cert.certify([float(phi(spec, X @ w, y).sum())], [float(weighted_dual_term(spec, alpha, y, 1.0).sum())],
+                        N, [primal_value(pen, w)], [radius * float(np.maximum(np.abs(r) - l1, 0.0).sum())],
+                        other_duals=[rescaled])
+
+
 def _cocoa_duals(run_path, store_path, epoch, cfg):
     """The duals that started CoCoA+'s round ``epoch`` (the state its history line certifies)."""
     from ooc.runs.rundir import RunDir
@@ -250,9 +267,14 @@ def test_each_solvers_reported_certificate_is_the_modules_at_its_final_state(sto
         elif run_name == "sdca-cocoa":  # the round's starting duals: buffer (round % buffers), block after block
             alpha = _cocoa_duals(run.path, path, last["epoch"], cfg)
         else:  # rcd-primal: the dual point of its certificate, a_i = -phi'(x_i . w)
-            assert run_name == "rcd-primal"
+            assert run_name.startswith("rcd-primal")
             z = X @ coef[0]
             alpha = np.atleast_2d(y * 0.5 * (1.0 - np.tanh(y * z / 2.0)))
+        if run_name == "rcd-primal-pure-l1":
+            bound = _rcd_pure_l1_bound(X, y, coef[0], alpha[0], opts["l1"])
+            assert abs(last["primal"] - bound.primal) <= 1e-10 and abs(last["dual"] - bound.dual) <= 1e-10, (
+                last, bound)
+            return
         pieces, pen = _state_pieces(kind, opts["loss"], X, y, coef, alpha, cfg)
         pure = None
         if cfg.get("l1_radius"):
