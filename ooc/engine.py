@@ -45,21 +45,15 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from . import interrupts
-
-#: How far below ``P`` a computed ``D`` may come by float64 rounding alone, relative to ``max(1, |P|)``.
-#: ``P`` and ``D`` are sums over the rows evaluated in float64 from the state the run saves, so
-#: ``D <= P* <= P`` holds up to the rounding of those sums (1e-15 measured, relative, on unscaled
-#: features and ``l2`` down to 1e-6: tests/test_certificate_honesty.py): a gap at most this far
-#: below zero is reported as 0 (the two bounds agree to the arithmetic's precision); further below
-#: is a wrong certificate (:class:`FalseCertificate`), never reported.
-GAP_ROUNDING = 1e-12
+from .solvers.certificate import GAP_ROUNDING, duality_gap, relative_gap  # noqa: F401  (GAP_ROUNDING re-exported)
 
 
 class Certificate(NamedTuple):
     """The objectives of a state and how far it is from optimal.
 
     ``gap = P - D`` (``inf`` when ``D`` is not finite; 0 when ``D`` is above ``P`` by no more than
-    :data:`GAP_ROUNDING`), and the relative gap ``gap / max(1, |P|)`` that ``tol`` is compared with.
+    :data:`ooc.solvers.certificate.GAP_ROUNDING`), and the relative gap ``gap / max(1, |P|)`` that ``tol``
+    is compared with: :func:`ooc.solvers.certificate.duality_gap`, :func:`~ooc.solvers.certificate.relative_gap`.
     """
 
     primal: float
@@ -67,14 +61,11 @@ class Certificate(NamedTuple):
 
     @property
     def gap(self) -> float:
-        if not math.isfinite(self.dual):
-            return math.inf
-        gap = self.primal - self.dual
-        return 0.0 if -GAP_ROUNDING * max(1.0, abs(self.primal)) <= gap < 0.0 else gap
+        return duality_gap(self.primal, self.dual)
 
     @property
     def rel_gap(self) -> float:
-        return self.gap / max(1.0, abs(self.primal))
+        return relative_gap(self.primal, self.dual)
 
 
 class Diverged(RuntimeError):

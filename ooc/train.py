@@ -261,7 +261,7 @@ def _add_l2_for_pure_l1(store, o: dict) -> None:
     ``P_L1* >= D_l2'(alpha) - l2'/2 r_c^2`` (since ``P_l2'* <= P_L1(w') + l2'/2 ||w'||^2``).
     The slack ``l2'/2 r_c^2 <= tol/2`` leaves half the requested gap to the optimisation.
     (The solvers also certify with the duals rescaled into the L1 dual's feasible set, which
-    has no slack: :meth:`ooc.solvers.base.BlockLoopSolver._l1_scale`.)
+    has no slack: :func:`ooc.solvers.certificate.rescaled_l1_dual`.)
     ``l2_added`` and ``l1_radius`` go in the run config.
     """
     if o["multiclass"] == CRAMMER_SINGER or o["distributed"] or o["bias"] > 0:

@@ -47,6 +47,7 @@ from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher, ReadAheadGate, block_order, row_order
 from ..store import layout as L
 from . import intercept as icpt
+from .certificate import Intercept, PureL1, certify, l1_dual_sup
 from .row_threads import (
     MIN_ROW_THREADS,
     RowThreads,
@@ -835,36 +836,34 @@ class BlockLoopSolver(StoreSolver):
         return res._replace(index=group[0], stop=len(rows), rows=rows), self.duals.alpha
 
     def _gap(self, psum: np.ndarray, dsum: np.ndarray, w_state: np.ndarray) -> tuple[float, float]:
-        """(P, D) summed over the problems of the state whose ``w`` is ``w_state``."""
+        """(P, D) summed over the problems of the state whose ``w`` is ``w_state`` (:func:`ooc.solvers.certificate.certify`)."""
         pb = self.pb
-        n = float(self.n)
-        p = d = 0.0
-        radius = self.opt.get("l1_radius")
         # each problem's penalty terms on the threads (O(k d)); then added in problem order
         terms = map_threads(lambda c: (primal_value(pb.penalty, w_state[c], pb.bias), self.dual_penalty(c, w_state)),
                             range(self.k), self.threads, work=w_state.size)
-        for c in range(self.k):
-            pc = psum[c] / n + terms[c][0]
-            p += pc
-            dc = dsum[c] / n - terms[c][1]
-            if self.fit_intercept:
-                # dc is D_0 of the pass's starting duals: a line in b; the bound is the lines' envelope
-                dc, self._inner_gap[c] = icpt.certify(self.extra, c, pc, dc, float(self._asum[0, c]) / n)
-            if radius:
-                # pure L1 solved with an added L2 (ooc.train._add_l2_for_pure_l1): certify the L1 problem
-                half = 0.5 * float(pb.penalty.l2)
-                p -= half * float(np.dot(w_state[c], w_state[c]))
-                dc -= half * radius[c] ** 2
-                # or the same duals rescaled into the L1 problem's feasible set, the tighter one
-                if self._loss_min_is_zero():
-                    dc = max(dc, self._l1_scale(c, w_state) * dsum[c] / n)
-            d += dc
-        return p, d
+        radius = self.opt.get("l1_radius")
+        bound = certify(psum, dsum, float(self.n), [t[0] for t in terms], [t[1] for t in terms], w=w_state,
+                        intercept=Intercept(self.extra, self._asum[0]) if self.fit_intercept else None,
+                        pure_l1=self._pure_l1(radius, w_state) if radius else None)
+        if self.fit_intercept:
+            self._inner_gap[:] = bound.inner_gaps
+        return bound.primal, bound.dual
 
     def _move_intercepts(self) -> None:
         """After an update pass: each problem's intercept for the next (:func:`ooc.solvers.intercept.move_offsets`)."""
         icpt.move_offsets(self.extra, self._asum[1] / float(self.n), self._inner_gap, self._csum, float(self.n),
                           self.pb.loss)
+
+    def _pure_l1(self, radius: list, w_state: np.ndarray) -> PureL1:
+        """Pure L1 with an added L2: what certifies the L1 problem (:class:`ooc.solvers.certificate.PureL1`)."""
+        pen = self.pb.penalty
+        sups = [self.dual_sup(c, w_state) for c in range(self.k)] if self._loss_min_is_zero() else None
+        return PureL1(float(pen.l1), float(pen.l2), radius, sups)
+
+    def dual_sup(self, c: int, w_state: np.ndarray) -> float:
+        r"""``||X^T alpha / n||_inf = l2 ||v||_inf`` of problem ``c`` at the pass's starting state, from the
+        snapshot of ``w = soft_threshold(v, l1 / l2)`` the kernels keep exactly (:func:`ooc.solvers.certificate.l1_dual_sup`)."""
+        return l1_dual_sup(w_state[c], float(self.pb.penalty.l1), float(self.pb.penalty.l2))
 
     def _loss_min_is_zero(self) -> bool:
         """Whether ``phi*(0, y) = -min_z phi(z, y)`` is 0 for the labels (checked once on a few ``y``):
@@ -872,33 +871,6 @@ class BlockLoopSolver(StoreSolver):
         if getattr(self, "_min_zero", None) is None:
             self._min_zero = loss_min_is_zero(self.pb.loss, self.store.label_kind)
         return self._min_zero
-
-    def _l1_scale(self, c: int, w_state: np.ndarray) -> float:
-        r"""Pure L1 with an added L2: ``s`` with ``s alpha`` feasible for the L1 problem's dual.
-
-        The L1 problem's dual is ``D(a) = -1/n sum_i c_i phi*(-a_i/c_i)`` on
-        ``||X^T a / n||_inf <= l1``; ``s = min(1, l1 / ||X^T alpha / n||_inf)`` puts the duals
-        there (celer, gap-safe rules). As ``phi*`` is convex with ``phi*(0) = -min phi = 0``
-        (every loss here is >= 0 and reaches 0), ``D(s alpha) >= s D_loss(alpha)``: the loss
-        part ``dsum / n`` of the pass, scaled, is a lower bound of the L1 optimum that needs no
-        other pass. It tends to the optimum as the added L2 does not move ``alpha`` far from
-        the L1 problem's dual (``s >= l1 / (l1 + l2 ||w||_inf)``), unlike the bound
-        ``D - l2/2 r^2`` whose slack ``tol/2`` is fixed.
-        """
-        sup = self.dual_sup(c, w_state)
-        l1 = float(self.pb.penalty.l1)
-        return 1.0 if sup <= l1 else l1 / sup
-
-    def dual_sup(self, c: int, w_state: np.ndarray) -> float:
-        r"""``||X^T alpha / n||_inf = l2 ||v||_inf`` of problem ``c`` at the pass's starting state.
-
-        ``w = soft_threshold(v, l1 / l2)`` (kept exactly by the kernels) gives it without
-        ``v``: ``l1 + l2 ||w||_inf`` when ``w != 0``; when ``w = 0``, ``||v||_inf <= l1 / l2``
-        and the duals are already feasible (``l1`` is returned). No bias entry (pure L1 with an
-        added L2 refuses ``--bias``).
-        """
-        wmax = float(np.max(np.abs(w_state[c]))) if w_state[c].size else 0.0
-        return float(self.pb.penalty.l1) + float(self.pb.penalty.l2) * wmax
 
 
 def _delta(now, then):

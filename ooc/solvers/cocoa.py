@@ -58,6 +58,7 @@ from ..schedule.scheduler import row_order
 from ..store import layout as L
 from . import intercept as icpt
 from .base import StoreSolver, TrainBlock, load_train_group
+from .certificate import Intercept, PureL1, certify, l1_dual_sup
 from .row_threads import MIN_ROW_THREADS, PASS_OVERHEAD_PLAIN, RowThreads, problem_split_pays, threaded_primal_loss
 
 #: Dual buffers a run's rounds rotate (see the module's docstring); ``run.json``'s ``dual_buffers``.
@@ -696,6 +697,18 @@ class CoCoASolver(StoreSolver):
             if cluster is not None:
                 cluster.close()
 
+    def _pure_l1(self, W: np.ndarray) -> PureL1 | None:
+        """Pure L1 with an added L2: what certifies the L1 problem (:class:`ooc.solvers.certificate.PureL1`),
+        as the block loop's; ``W = grad g*(v)`` is computed from ``v`` exactly."""
+        radius = self.opt.get("l1_radius")
+        if not radius:
+            return None
+        pen = self.pb.penalty
+        sups = None
+        if loss_min_is_zero(self.pb.loss, self.store.label_kind):
+            sups = [l1_dual_sup(W[c], float(pen.l1), float(pen.l2)) for c in range(len(W))]
+        return PureL1(float(pen.l1), float(pen.l2), radius, sups)
+
     def _connect(self) -> None:
         """The Dask client and the ``K`` partitions of the row blocks (block ``b`` in partition ``b mod K``).
 
@@ -881,21 +894,16 @@ class CoCoASolver(StoreSolver):
         V = v.reshape(kk, -1)
         W = np.stack([grad_conj(pb.penalty, V[c], pb.bias) for c in range(kk)])
         self._w = W.reshape(v.shape)
-        radius = self.opt.get("l1_radius")
-        p = d = 0.0
-        inner = np.zeros(kk)
-        for c in range(kk):  # partition after partition: the same sums whatever order they finished in
-            pc = math.fsum(e[0][c] for e in ends) / self.n + primal_value(pb.penalty, W[c], pb.bias)
-            dc = math.fsum(e[1][c] for e in ends) / self.n - 0.5 * pb.penalty.l2 * float(np.dot(W[c], W[c]))
-            if self.extra:  # dc is D_0 of the round's starting duals (ooc.solvers.intercept)
-                dc, inner[c] = icpt.certify(self.extra, c, pc, dc, math.fsum(e[5][0][c] for e in ends) / self.n)
-            p += pc
-            d += dc
-            if radius:
-                # pure L1 solved with an added L2 (ooc.train._add_l2_for_pure_l1): certify the L1 problem
-                half = 0.5 * float(pb.penalty.l2)
-                p -= half * float(np.dot(W[c], W[c]))
-                d -= half * radius[c] ** 2
+        # partition after partition: the same sums whatever order they finished in
+        loss_sums = [math.fsum(e[0][c] for e in ends) for c in range(kk)]
+        conj_sums = [math.fsum(e[1][c] for e in ends) for c in range(kk)]
+        half = 0.5 * pb.penalty.l2
+        bound = certify(loss_sums, conj_sums, self.n, [primal_value(pb.penalty, W[c], pb.bias) for c in range(kk)],
+                        [half * float(np.dot(W[c], W[c])) for c in range(kk)], w=W,
+                        # dc is D_0 of the round's starting duals (ooc.solvers.intercept)
+                        intercept=Intercept(self.extra, [math.fsum(e[5][0][c] for e in ends) for c in range(kk)])
+                        if self.extra else None, pure_l1=self._pure_l1(W))
+        p, d, inner = bound
         round_s = time.perf_counter() - t_round
         if ctx.record(p, d, {"pass_seconds": round_s, "rows_per_s": self.n / round_s if round_s > 0 else None,
                              "workers": len(self._parts0), "local_passes": int(self.opt.get("local_passes") or 1),

@@ -24,6 +24,7 @@ from ..objectives.multiclass import class_indices, cs_grad_conj, cs_penalty_valu
 from ..schedule.scheduler import row_order
 from ..store import layout as L
 from .base import BlockLoopSolver, TrainBlock
+from .certificate import certify
 
 
 class CrammerSingerSolver(BlockLoopSolver):
@@ -77,9 +78,8 @@ class CrammerSingerSolver(BlockLoopSolver):
         return w.T  # the state is (dim, classes): the model's rows are its columns
 
     def _gap(self, psum, dsum, w_state):
+        # one problem over the classes; W = grad g*(V) is kept exactly, so l2 g*(V) = l2/2 ||W||_F^2
         pb = self.pb
-        n = float(self.n)
-        p = psum[0] / n + cs_penalty_value(pb.penalty, w_state, pb.bias)
-        # W = grad g*(V) is kept exactly, so l2 g*(V) = l2/2 ||W||_F^2
-        d = dsum[0] / n - 0.5 * pb.penalty.l2 * float(np.sum(w_state * w_state))
-        return p, d
+        bound = certify(psum[:1], dsum[:1], float(self.n), [cs_penalty_value(pb.penalty, w_state, pb.bias)],
+                        [0.5 * pb.penalty.l2 * float(np.sum(w_state * w_state))])
+        return bound.primal, bound.dual

@@ -75,7 +75,6 @@ their values; ``[A]`` is rebuilt from the row blocks on resume).
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +94,7 @@ from ..schedule.planner import plan as plan_memory
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import ProblemRefused, StoreSolver
+from .certificate import certify, duality_gap
 from .registry import DGPD_DEFAULTS as DEFAULTS
 from .registry import DGPD_DUAL_STEPS as DUAL_STEPS
 from .registry import DGPD_SOLVER
@@ -529,18 +529,16 @@ class DGPDSolver(StoreSolver):
                 score = np.empty(hi - lo)
                 K.dual_scores(pb.loss, m, yc, cb, qb, active, score)
                 p["new"].add(lo, score, yc, cb)
-        P = D = 0.0
+        dsum = np.zeros(len(plan))
         for c, (s, p) in enumerate(zip(states, plan)):
             p["ay_y"] = np.concatenate([t[0] for t in p["old_yc"]] + [np.zeros(0)])
             p["ay_c"] = np.concatenate([t[1] for t in p["old_yc"]] + [np.zeros(0)])
-            dsum = block_dual_loss(pb.loss, p["ay_y"], p["ay_c"], np.ascontiguousarray(s.av))
-            P += psum[c] / n + p["pen"]
-            D += dsum / n - 0.5 * self.l2 * p["sq"]
+            dsum[c] = block_dual_loss(pb.loss, p["ay_y"], p["ay_c"], np.ascontiguousarray(s.av))
             p["new_y"], p["new_yv"], p["new_c"] = p["new"].ids, p["new"].y, p["new"].c
             for key in ("pos", "epos", "cur", "ecur", "old_yc", "new"):
                 del p[key]
-        gap = (P - D) if math.isfinite(D) else math.inf
-        return plan, (P, D, gap), rows, cols
+        P, D, _ = certify(psum, dsum, n, [p["pen"] for p in plan], [0.5 * self.l2 * p["sq"] for p in plan])
+        return plan, (P, D, duality_gap(P, D)), rows, cols
 
     def _update(self, states: list[ClassState], plan: list[dict], rows: LineSet, cols: LineSet, epoch: int,
                 done=None) -> int:

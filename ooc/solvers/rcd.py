@@ -201,6 +201,7 @@ from ..schedule.sampling import (
 from ..schedule.scheduler import Prefetcher
 from ..store import layout as L
 from .base import BlockLoopSolver, StoreSolver, TrainBlock
+from .certificate import certify, duality_gap, l1_dual_scale, problem_bound
 from .registry import RCD_DUAL_SOLVER, RCD_PRIMAL_SOLVER, acc_sdca_l2_threshold, auto_solver, explain_auto  # noqa: F401  (re-exported)
 from .row_threads import MIN_ROW_THREADS
 
@@ -627,10 +628,10 @@ class RCDPrimalSolver(StoreSolver):
         if parts is not None:
             for q in range(T):
                 t[0] += parts[q]
-        P = D = 0.0
         G = np.zeros(self.dim)
         R = t
         R /= self.n  # in place: the same numbers as t / n, one (k, dim) array fewer
+        pens, conjs, others = [], [], []
         for c in range(self.k):
             r = R[c]
             wc = w[c]
@@ -644,13 +645,13 @@ class RCDPrimalSolver(StoreSolver):
                 h = ex * ex / (2.0 * self.l2) if self.l2 > 0 else self.radius[c] * ex
                 hsum += float(h.sum())
                 G[sl] += h + self.l1vec[sl] * np.abs(wc[sl]) + 0.5 * self.l2 * wc[sl] * wc[sl] + wc[sl] * r[sl]
-            P += psum[c] / self.n + primal_value(pb.penalty, wc, self.bias)
-            dc = dsum[c] / self.n - hsum
+            pens.append(primal_value(pb.penalty, wc, self.bias))
+            conjs.append(hsum)
             if self.l2 <= 0:
                 # both dual points are feasible: the better bound certifies (the rescaled one is
                 # tight near the optimum; the Lipschitzing one is never worse at w = 0)
-                dc = max(dc, self._rescaled_dual(c, r))
-            D += dc
+                others.append(self._rescaled_dual(c, r))
+        P, D, _ = certify(psum, dsum, self.n, pens, conjs, other_duals=others if self.l2 <= 0 else None)
         return P, D, G, R
 
     def _prox_scores(self, R: np.ndarray) -> np.ndarray:
@@ -692,7 +693,7 @@ class RCDPrimalSolver(StoreSolver):
         the Lipschitzing term ``B_rad |s r_B|``.
         """
         rmax = max(float(r[: self.d].max()), -float(r[: self.d].min())) if self.d else 0.0  # no |r| temporary
-        s = 1.0 if rmax <= self.l1 else self.l1 / rmax
+        s = l1_dual_scale(rmax, self.l1)
         d = scaled_dual_loss(self.pb.loss, np.asarray(self.Z[c]), np.asarray(self.Y[c]), np.asarray(self.C), s)
         d /= self.n
         if self.bias > 0:
@@ -919,12 +920,13 @@ class RCDPrimalSolver(StoreSolver):
                 r = np.empty(len(g))
                 ws_col_grads(pb.loss, rows, Labels(y, C), z, float(self.n), r)
                 rmax = max(rmax, float(np.max(np.abs(r))))
-            s = 1.0 if rmax <= self.l1 else self.l1 / rmax
+            s = l1_dual_scale(rmax, self.l1)
             psum, gsum = margin_sums(pb.loss, z, y, C)
-            dual = scaled_dual_loss(pb.loss, z, y, C, s) / self.n
-            if self.bias > 0:
-                dual -= float(self.radius[c]) * abs(s * self.bias * gsum / self.n)
-            gap += psum / self.n + primal_value(pb.penalty, self.w[c], self.bias) - dual
+            # the intercept keeps the Lipschitzing term (as _rescaled_dual)
+            lip = float(self.radius[c]) * abs(s * self.bias * gsum / self.n) if self.bias > 0 else 0.0
+            pc, dc = problem_bound(psum, scaled_dual_loss(pb.loss, z, y, C, s), self.n,
+                                   primal_value(pb.penalty, self.w[c], self.bias), lip)
+            gap += pc - dc
         return gap
 
     def _ws_epoch(self, R: np.ndarray, gap: float) -> None:
@@ -1008,11 +1010,11 @@ class RCDPrimalSolver(StoreSolver):
             for q, (rows, _, _) in enumerate(self._ws_parts(blocks, resident)):
                 newton_prep(rows, g, h, float(n), grads[q], hdiag[q])
                 rmax = max(rmax, float(np.max(np.abs(grads[q]))))
-            p0 = psum / n + l1 * float(np.abs(w[ws]).sum())
-            s = 1.0 if rmax <= l1 else l1 / rmax
-            dual = scaled_dual_loss(pb.loss, z, y, C, s) / n
-            if B > 0:
-                dual -= float(self.radius[c]) * abs(s * B * gsum / n)
+            s = l1_dual_scale(rmax, l1)
+            # the restricted problem's certificate (rescaled duals; the intercept's Lipschitzing term)
+            lip = float(self.radius[c]) * abs(s * B * gsum / n) if B > 0 else 0.0
+            p0, dual = problem_bound(psum, scaled_dual_loss(pb.loss, z, y, C, s), n, l1 * float(np.abs(w[ws]).sum()),
+                                     lip)
             if p0 - dual <= target:
                 break
             wt[:] = w
@@ -1139,7 +1141,7 @@ class RCDPrimalSolver(StoreSolver):
                 return
             if self.sampling == WORKING_SET:
                 t0 = time.perf_counter()
-                self._ws_epoch(R, P - D)
+                self._ws_epoch(R, duality_gap(P, D))  # the gap record() judged
                 self.cd_seconds += time.perf_counter() - t0
                 return
             if self.l2 <= 0 and self.sampling == "gap-per-epoch":
