@@ -74,6 +74,7 @@ from .recipe import (
     check_path,
     fmt_name,
     from_options,
+    header_order,
     pass_base,
 )
 from .stats import max_columns, too_many_columns
@@ -840,9 +841,20 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
         said = recipe.csv_header_source == "option" and recipe.csv_header is not None
         lay = csv_layout(path, recipe.csv_delimiter, label_col, recipe.csv_header if said else "auto",
                          recipe.csv_weight_column)
-        # the weight column as the user gave it (-1: the last, in every file), the rest as found
-        recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
-                                 csv_header=bool(lay.header_line), csv_header_source=lay.header_why)
+        order = None
+        if lay.names is not None and recipe.csv_names is not None:
+            # a header read against recorded names: the columns are found by name (refused if they differ)
+            order = header_order(path, lay.header_line, lay.names, recipe, owner)
+        if order is not None:
+            lay = csv_layout(path, lay.delimiter, order.label_col, True, order.weight_col)._replace(
+                header_why=lay.header_why)
+            # the rows come in the recipe's column order: its names and label column describe them
+            recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_header=True, csv_header_source=lay.header_why)
+        else:
+            # the weight column as the user gave it (-1: the last, in every file), the rest as found
+            recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
+                                     csv_header=bool(lay.header_line), csv_header_source=lay.header_why,
+                                     csv_names=lay.names if lay.header_line else recipe.csv_names)
         if lay.header_why == HEADER_NUMBERED:
             # a row of numbers dropped as a header is a row lost if the guess is wrong: said, with the way out
             head = lay.head.decode("utf-8", "replace").strip()
@@ -856,9 +868,10 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
                           "file with df.to_csv(index=False)", HeaderGuessWarning, stacklevel=2)
 
         def make():
-            return iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
-                            header=bool(lay.header_line), value_dtype=dtype, weight_column=lay.weight_col,
-                            threads=threads)
+            chunks = iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
+                              header=bool(lay.header_line), value_dtype=dtype, weight_column=lay.weight_col,
+                              threads=threads)
+            return chunks if order is None else _columns_moved(chunks, order.features)
         return Source(make, size, lay.n_features, recipe)
     if fmt == "npz":
         if is_url(path):
@@ -872,6 +885,17 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
             return matrix_chunks(rows, y, chunk_bytes, rows_per_chunk, sw)
         return Source(make, None, rows.n_cols, recipe, rows.n_rows)
     raise ValueError(f"unknown input format {fmt!r}")
+
+
+def _columns_moved(chunks: Iterator[RowChunk], features: np.ndarray) -> Iterator[RowChunk]:
+    """``chunks`` with each column ``p`` renumbered ``features[p]`` (a CSV whose header has the recipe's names
+    in another order: :func:`ooc.store.recipe.header_order`), each row's columns sorted again. The values are
+    moved, not recomputed: the rows are those of the file written in the recipe's order, bit for bit."""
+    for ch in chunks:
+        cols = features[ch.indices]
+        rows = np.repeat(np.arange(len(ch.labels), dtype=np.int64), np.diff(ch.indptr))
+        sort = np.lexsort((cols, rows))
+        yield ch._replace(indices=cols[sort], data=ch.data[sort])
 
 
 def values_as(chunks: Iterator[RowChunk], dtype, source: str) -> Iterator[RowChunk]:

@@ -1173,6 +1173,13 @@ class CsvLayout(NamedTuple):
         """Feature columns: every column but the label's (and the weights'), zero or not."""
         return self.ncols - 1 - (self.weight_col is not None)
 
+    @property
+    def names(self) -> tuple | None:
+        """The header's cells (str, stripped, in column order), None when the first line is data."""
+        if not self.header_line:
+            return None
+        return tuple(c.decode("utf-8", "replace") for c in _split_cells(self.head, self.delimiter))
+
 
 def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_column=None) -> CsvLayout:
     """Find the delimiter, header and column count of a dense CSV/TSV file.
