@@ -51,6 +51,7 @@ from .input_rules import HEADER_NUMBERED, HeaderGuessWarning
 from .readers import (
     InputError,
     RowChunk,
+    compression_of,
     csv_layout,
     detect_format,
     forget_streams,
@@ -71,6 +72,7 @@ from .recipe import (
     Recipe,
     check_base_recorded,
     check_file_format,
+    check_not_binary,
     check_path,
     fmt_name,
     from_options,
@@ -618,8 +620,9 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
         One line naming the file and the key (and the row, for a value).
     """
     origin = _Origin(path)
+    file = _npz_file(path)  # (its own refusals are InputErrors, ValueErrors: not numpy's below)
     try:
-        z = np.load(_npz_file(path), allow_pickle=False)
+        z = np.load(file, allow_pickle=False)
     except ValueError:  # neither a zip nor an .npy: numpy would unpickle it
         raise origin.error("not an .npz archive (a zip of .npy arrays); pickled files are not read") from None
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
@@ -652,12 +655,23 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
 
 def _npz_file(path):
     """What ``np.load`` reads an .npz from: the path, or a stream input's bytes (a zip is read by
-    seeking; standard input and pipes cannot seek, and an .npz is loaded whole anyway)."""
+    seeking; standard input and pipes cannot seek, and an .npz is loaded whole anyway).
+
+    A compressed .npz (``gzip`` of one: its arrays are read whole, so it is not decompressed on the fly as
+    text is) is refused naming its compression, rather than as "not an .npz archive"."""
     if is_stream(path):
         import io
 
-        return io.BytesIO(read_whole(path))
-    return path
+        data = read_whole(path)
+        head, found = data[:6], io.BytesIO(data)
+    else:
+        with open(path, "rb") as f:
+            head, found = f.read(6), path
+    packed = compression_of(head)
+    if packed is not None:
+        raise InputError(path, f"is a {packed}-compressed file, not an .npz archive: an .npz is read uncompressed "
+                               "(decompress it first; numpy.savez_compressed compresses inside the archive)")
+    return found
 
 
 def load_npz_weights(path: str, n_rows: int) -> np.ndarray | None:
@@ -804,6 +818,7 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
     if fmt is None:
         fmt = detect_format(path)
         recipe = recipe._replace(format=fmt)
+    check_not_binary(path, fmt, owner)
     size = input_size(path)
     if fmt in HASHED:
         bits = recipe.hash_bits

@@ -407,6 +407,34 @@ def check_file_format(path: str, recipe: Recipe, owner: str, stated: str | None)
                            "is that")
 
 
+#: The formats read as text (their parsers would name a binary input's bytes as a bad first line).
+TEXT_FORMATS = ("svmlight", "csv", "vw", "text")
+
+
+def check_not_binary(path: str, fmt: str, owner: str | None) -> None:
+    """Refuse reading as text (``fmt``, one of :data:`TEXT_FORMATS`) an input whose start is not text:
+    an ``.npz`` piped to ``ooc predict RUN -`` against an svmlight recipe was reported as a bad label on
+    line 1. (A format sniffed from the content is never a text format for such an input:
+    :func:`ooc.store.readers.detect_format` refuses it.)
+
+    Raises
+    ------
+    InputError
+        One line: the input, what it is (:func:`ooc.store.readers.binary_head`) and what it is read as.
+    """
+    from .readers import binary_head
+
+    if fmt not in TEXT_FORMATS:
+        return
+    found = binary_head(path)
+    if found is None:
+        return
+    how = (f"{owner}'s input recipe says {fmt_name(fmt)} (its format): new input is read that way"
+           if owner else f"it is read as {fmt_name(fmt)} (as --input-format or its name says)")
+    raise InputError(path, f"is {found.kind}, but {how}; give the rows as {fmt_name(fmt)}", line=found.line,
+                     column=found.column)
+
+
 #: The delimiters a CSV file may use, for naming the one a file uses against the recipe's.
 CSV_DELIMITERS = (",", "\t", ";", "|")
 
