@@ -163,3 +163,18 @@ def test_append_finds_the_columns_by_name_or_refuses(tmp_path):
     assert r.exit_code != 0
     assert r.output.count("\n") == 1 and f"{c}:1:4:" in r.output and "'g3'" in r.output and "'f3'" in r.output, \
         r.output
+
+
+@pytest.mark.parametrize("ours, theirs", [(["label", "1", "2"], ["0", "1", "2"]),
+                                          (["0", "1", "2"], ["y", "1", "2"])])
+def test_a_numbered_header_names_positions(tmp_path, ours, theirs):
+    """A header guessed from numbers that count the columns (pandas' 0,1,2; label,1,2) names positions, not
+    columns: against it, or as it, a file is read by position (with the guess announced), not refused."""
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    _write(a, ",", ours, [["1", "3", "4"]])
+    _write(b, ",", theirs, [["1", "3", "4"]])
+    recipe = _store_recipe(a, None)
+    with pytest.warns(UserWarning):
+        want, got = _read(a, follow(recipe, Options(), OWNER)), _read(b, follow(recipe, Options(), OWNER))
+    for x, z in zip(want, got):
+        np.testing.assert_array_equal(x, z)

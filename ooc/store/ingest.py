@@ -857,8 +857,10 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
         lay = csv_layout(path, recipe.csv_delimiter, label_col, recipe.csv_header if said else "auto",
                          recipe.csv_weight_column)
         order = None
-        if lay.names is not None and recipe.csv_names is not None:
-            # a header read against recorded names: the columns are found by name (refused if they differ)
+        if lay.names is not None and recipe.csv_names is not None \
+                and HEADER_NUMBERED not in (lay.header_why, recipe.csv_header_source):
+            # a header read against recorded names: the columns are found by name (refused if they differ).
+            # A numbered header (0,1,2; label,1,2) names positions, not columns: read by position, as said
             order = header_order(path, lay.header_line, lay.names, recipe, owner)
         if order is not None:
             lay = csv_layout(path, lay.delimiter, order.label_col, True, order.weight_col)._replace(
