@@ -178,3 +178,19 @@ def test_a_numbered_header_names_positions(tmp_path, ours, theirs):
         want, got = _read(a, follow(recipe, Options(), OWNER)), _read(b, follow(recipe, Options(), OWNER))
     for x, z in zip(want, got):
         np.testing.assert_array_equal(x, z)
+
+
+def test_two_stores_of_other_header_names_are_other_columns():
+    """predict/evaluate of a store: its recipe's header names must be the model's training store's, where both
+    recorded names of columns (an older store has none; a numbered header's are positions)."""
+    from ooc.store.recipe import check_same_columns
+
+    base = Recipe("csv", csv_delimiter=",", csv_label_column=0, csv_header=True, csv_header_source="names",
+                  csv_names=("y", "a", "b"))
+    other = base._replace(csv_names=("y", "b", "a"))
+    with pytest.raises(ValueError, match=r"CSV header \('y', 'b', 'a'\).*\('y', 'a', 'b'\)"):
+        check_same_columns(base, other, "the model's store", "the store t.zarr")
+    check_same_columns(base, base, "the model's store", "the store t.zarr")
+    check_same_columns(base, other._replace(csv_names=None), "the model's store", "the store t.zarr")
+    numbered = other._replace(csv_names=("0", "1", "2"), csv_header_source="numbered")
+    check_same_columns(base, numbered, "the model's store", "the store t.zarr")

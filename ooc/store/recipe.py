@@ -352,9 +352,9 @@ def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner
               theirs.text_columns and tuple(map(str, theirs.text_columns))),
              ("CSV label column", ours.csv_label_column, theirs.csv_label_column),
              ("CSV weight column", ours.csv_weight_column, theirs.csv_weight_column),
-             # header names: compared where both stores recorded them (a store from before has none)
-             ("CSV header", ours.csv_names if theirs.csv_names is not None else None,
-              theirs.csv_names if ours.csv_names is not None else None))
+             # header names: compared where both stores recorded names of columns (a store from before has
+             # none; a numbered header's names are positions, header_order)
+             ("CSV header", *((ours.csv_names, theirs.csv_names) if _named(ours) and _named(theirs) else (None, None))))
     for what, a, b in diffs:
         if a != b and what == "index base":
             who = our_owner if ours.index_base_source == BASE_GUESSED else their_owner
@@ -489,6 +489,11 @@ def check_path(path: str) -> None:
 
     if is_local(path) and not os.path.exists(path):
         raise InputError(path, "no such file")
+
+
+def _named(recipe: Recipe) -> bool:
+    """Whether ``recipe`` recorded a CSV header whose names name columns (not a numbered one: positions)."""
+    return recipe.csv_names is not None and recipe.csv_header_source != "numbered"
 
 
 def _header_shown(names) -> str:
