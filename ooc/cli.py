@@ -22,6 +22,7 @@ from . import interrupts
 from . import options as T
 from ._version import __version__
 from .kernels.hash_bits import DEFAULT_HASH_BITS
+from .numtext import versus
 from .progress import ConvertProgress, EpochProgress, RowsProgress, wanted
 from .progress import echo as progress_echo
 
@@ -578,7 +579,7 @@ def _report(result: dict, as_json: bool) -> None:
     status = ("converged" if result["converged"] else "stopped early (validation no longer improving)"
               if result.get("early_stopped") else "NOT converged (max epochs reached)")
     click.echo(f"{status}: epochs {result['epochs']}, primal {result['primal']:.10g}, dual {result['dual']:.10g}, "
-               f"relative gap {result['rel_gap']:.3g} (tol {result['tol']:g}), nnz(w) {result['nnz_w']}, "
+               f"relative gap {versus(result['rel_gap'], result['tol'])} (tol {result['tol']:g}), nnz(w) {result['nnz_w']}, "
                f"{result['seconds']:.2f} s")
     if result.get("validation") is not None:
         stop = ("early stop: " if result.get("early_stopped") else "")

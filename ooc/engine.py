@@ -45,6 +45,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from . import interrupts
+from .numtext import distinct
 from .solvers.certificate import GAP_ROUNDING, duality_gap, relative_gap  # noqa: F401  (GAP_ROUNDING re-exported)
 
 
@@ -186,6 +187,27 @@ def _epochs_to(tol: float, gap: float, rate: float, rounding) -> int:
     return max(int(rounding(math.log(tol / gap) / math.log(rate))), 0)
 
 
+#: What :func:`diagnose`'s three rates are measured over, in their order.
+_RATE_SPANS = (f"the last {DIAGNOSE_WINDOW} certified states", "the last half of the run", "the last quarter of the run")
+
+
+def _unsettled(rates: list[float], falling: list[float]) -> str:
+    """Why the three rates of :func:`diagnose` (window, half, quarter) are not one settled rate: the span
+    the falling ones moved between (printed apart: :func:`ooc.numtext.distinct`), and each span over
+    which the gap did not fall (a rate of 1 or more) or that holds no earlier state to measure from (0)."""
+    lo, hi = min(falling), max(falling)
+    parts = []
+    if lo != hi:
+        a, b, _ = distinct(lo, hi, 1.0)
+        parts.append(f"it moved between {a} and {b} per epoch over the last half of the run")
+    for r, span in zip(rates, _RATE_SPANS):
+        if r >= 1.0 - 1e-9:
+            parts.append(f"the gap did not fall over {span}")
+        elif r <= 0.0:
+            parts.append(f"{span} holds no earlier state to measure a rate from")
+    return "; ".join(parts)
+
+
 def diagnose(history: list[dict], tol: float, unsteady: str | None = None) -> Stall:
     r"""Why the last certified state of ``history`` is not within ``tol``, from its last states.
 
@@ -233,9 +255,10 @@ def diagnose(history: list[dict], tol: float, unsteady: str | None = None) -> St
             why = f"only {len(states)} certified states"
         if why is None and (len(falling) < len(rates)
                             or math.log(rate) / math.log(min(falling)) < SETTLED_AGREEMENT):
-            why = f"it moved between {min(falling):.3g} and {rate:.3g} per epoch over the last half of the run"
+            why = _unsettled(rates, falling)
+        shown = distinct(rate, 1.0)[0]  # a rate just below 1 is not "1"
         if why is None:
-            what = (f"the gap shrinks by {rate:.3g} per epoch, steadily over the last half of the run: an "
+            what = (f"the gap shrinks by {shown} per epoch, steadily over the last half of the run: an "
                     f"estimated {more} more epochs reach tol")
             at_least = None
         else:
@@ -244,7 +267,7 @@ def diagnose(history: list[dict], tol: float, unsteady: str | None = None) -> St
             steps = [r for r in (_rate(a, b) for a, b in zip(tail, tail[1:])) if 0.0 < r < 1.0 - 1e-9]
             # less one: a hinge's gap may drop at once when the last margins settle (measured: 2 in 10977 stops)
             at_least = max(min(_epochs_to(tol, g1, min(steps), math.floor) - 1, more), 1) if steps else 1
-            what = (f"the gap shrinks by {rate:.3g} per epoch (its recent, slowest rate), but that rate is not "
+            what = (f"the gap shrinks by {shown} per epoch (its recent, slowest rate), but that rate is not "
                     f"settled ({why}): at least {at_least} more epochs reach tol, perhaps many more than the "
                     f"{more} estimated at that rate")
         if more > DIAGNOSE_MAX_FACTOR * max(int(last["epoch"]), 1):

@@ -47,6 +47,7 @@ import scipy.sparse as sp
 from ._cpu import resolve_threads
 from .config import TrainConfig
 from .model import proba_from_margins
+from .numtext import versus
 from .objectives.losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, loss_spec
 from .train import ConvergenceWarning as _OocConvergenceWarning
 
@@ -302,7 +303,7 @@ class _OOCLinear(BaseEstimator):
         if warn and not self.converged_:
             why = f": {res['stop_reason']}" if res.get("stop_reason") else ""
             warnings.warn(f"{type(self).__name__} stopped at max_epochs={self.max_epochs} with relative duality "
-                          f"gap {self.rel_gap_:.3g} > tol={self.tol:g}{why}; increase max_epochs (or l2)",
+                          f"gap {versus(self.rel_gap_, self.tol)} > tol={self.tol:g}{why}; increase max_epochs (or l2)",
                           ConvergenceWarning, stacklevel=3)
 
     def _sklearn_shapes(self, coef, intercept):

@@ -14,6 +14,7 @@ import numpy as np
 
 from .fsutil import read_sealed_json
 from .model import LinearModel
+from .numtext import versus
 from .objectives.losses import LOSS_REGISTRY, loss_spec
 from .runs.rundir import RunDir
 
@@ -112,9 +113,10 @@ def format_run_info(i: dict) -> str:
     if i.get("rel_gap") is None:
         lines.append("certificate  none yet (no certified state: 'ooc resume' continues the run)")
     else:
-        verdict = ("converged: relative duality gap {rel:.3g} <= tol {tol:g}" if i["converged"] else
-                   "NOT converged: relative duality gap {rel:.3g} > tol {tol:g}")
-        lines.append(f"certificate  {verdict.format(rel=i['rel_gap'], tol=i['tol'])} after {i['epochs']} epochs "
+        verdict = ("converged: relative duality gap {rel} <= tol {tol:g}" if i["converged"] else
+                   "NOT converged: relative duality gap {rel} > tol {tol:g}")
+        rel = versus(i["rel_gap"], i["tol"])
+        lines.append(f"certificate  {verdict.format(rel=rel, tol=i['tol'])} after {i['epochs']} epochs "
                      f"(primal {i['primal']:.10g}, dual {i['dual']:.10g}, {i['seconds']:.2f} s)")
     if not i["finished"]:
         lines.append(f"             not finished: ooc resume {i['run']} continues it")

@@ -38,6 +38,7 @@ from .fsutil import (
     temporary_sibling,
 )
 from .model import LinearModel
+from .numtext import versus
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_block_reader, final_duals_reader, read_final_duals
 from .runs.rundir import (
@@ -875,7 +876,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
         log.info("early stop: %d certified states without a better validation %s (best %.6g at epoch %d)",
                  o["early_stop"], res["validation_metric"], res["best_validation"], res["best_epoch"])
     elif not res["converged"]:
-        warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {res['rel_gap']:.3g} > tol "
+        warnings.warn(f"stopped at max_epochs={o['max_epochs']} with relative gap {versus(res['rel_gap'], o['tol'])} > tol "
                       f"{o['tol']:g}: {result['stop_reason']}; {result['advice']}", ConvergenceWarning)
     if keep_previous:
         warnings.warn(f"{rd.path}: {result['kept_model']}")

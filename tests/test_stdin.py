@@ -156,6 +156,23 @@ def test_predict_and_evaluate_read_every_format_from_a_stream(setup, tmp_path, h
         assert res.stdout == want.stdout and len(res.stdout.splitlines()) == N
 
 
+@pytest.mark.parametrize("how", ["-", "fifo"])
+@pytest.mark.parametrize("fmt", ["svm", "csv", "vw"])
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+@pytest.mark.parametrize("packed", [False, True], ids=["npz", "npz.gz"])
+def test_an_npz_piped_against_a_text_recipe_is_named(setup, tmp_path, how, fmt, command, packed):
+    """'ooc predict RUN -' of an .npz (gzip-compressed or not) whose model's recipe is a text format: one line
+    naming the stream, the .npz and the recipe's format (it was a bad label on line 1)."""
+    tmp, files, _ = setup
+    data = gzip.compress(files["npz"]) if packed else files["npz"]
+    res = _streamed(tmp_path, how, data, command, tmp / RUNS[fmt], "{}")
+    assert res.exit_code == 1, (res.stdout, res.stderr)
+    msg = res.stderr.strip()
+    assert "\n" not in msg and "Traceback" not in res.stderr, msg
+    assert "zip archive (an .npz)" in msg and ("gzip-compressed" in msg) == packed, msg
+    assert {"svm": "says svmlight", "csv": "says CSV", "vw": "says Vowpal Wabbit text"}[fmt] in msg, msg
+
+
 def ooc_exe():
     exe = os.path.join(os.path.dirname(sys.executable), "ooc")
     return exe if os.path.exists(exe) else shutil.which("ooc")

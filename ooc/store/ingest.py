@@ -52,6 +52,7 @@ from .input_rules import HEADER_NUMBERED, HeaderGuessWarning
 from .readers import (
     InputError,
     RowChunk,
+    compression_of,
     csv_layout,
     detect_format,
     forget_streams,
@@ -72,9 +73,11 @@ from .recipe import (
     Recipe,
     check_base_recorded,
     check_file_format,
+    check_not_binary,
     check_path,
     fmt_name,
     from_options,
+    header_order,
     pass_base,
 )
 from .stats import max_columns, too_many_columns
@@ -579,8 +582,9 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
         One line naming the file and the key (and the row, for a value).
     """
     origin = _Origin(path)
+    file = _npz_file(path)  # (its own refusals are InputErrors, ValueErrors: not numpy's below)
     try:
-        z = np.load(_npz_file(path), allow_pickle=False)
+        z = np.load(file, allow_pickle=False)
     except ValueError:  # neither a zip nor an .npy: numpy would unpickle it
         raise origin.error("not an .npz archive (a zip of .npy arrays); pickled files are not read") from None
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
@@ -613,12 +617,23 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
 
 def _npz_file(path):
     """What ``np.load`` reads an .npz from: the path, or a stream input's bytes (a zip is read by
-    seeking; standard input and pipes cannot seek, and an .npz is loaded whole anyway)."""
+    seeking; standard input and pipes cannot seek, and an .npz is loaded whole anyway).
+
+    A compressed .npz (``gzip`` of one: its arrays are read whole, so it is not decompressed on the fly as
+    text is) is refused naming its compression, rather than as "not an .npz archive"."""
     if is_stream(path):
         import io
 
-        return io.BytesIO(read_whole(path))
-    return path
+        data = read_whole(path)
+        head, found = data[:6], io.BytesIO(data)
+    else:
+        with open(path, "rb") as f:
+            head, found = f.read(6), path
+    packed = compression_of(head)
+    if packed is not None:
+        raise InputError(path, f"is a {packed}-compressed file, not an .npz archive: an .npz is read uncompressed "
+                               "(decompress it first; numpy.savez_compressed compresses inside the archive)")
+    return found
 
 
 def load_npz_weights(path: str, n_rows: int) -> np.ndarray | None:
@@ -765,6 +780,7 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
     if fmt is None:
         fmt = detect_format(path)
         recipe = recipe._replace(format=fmt)
+    check_not_binary(path, fmt, owner)
     size = input_size(path)
     if fmt in HASHED:
         bits = recipe.hash_bits
@@ -802,9 +818,22 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
         said = recipe.csv_header_source == "option" and recipe.csv_header is not None
         lay = csv_layout(path, recipe.csv_delimiter, label_col, recipe.csv_header if said else "auto",
                          recipe.csv_weight_column)
-        # the weight column as the user gave it (-1: the last, in every file), the rest as found
-        recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
-                                 csv_header=bool(lay.header_line), csv_header_source=lay.header_why)
+        order = None
+        if lay.names is not None and recipe.csv_names is not None \
+                and HEADER_NUMBERED not in (lay.header_why, recipe.csv_header_source):
+            # a header read against recorded names: the columns are found by name (refused if they differ).
+            # A numbered header (0,1,2; label,1,2) names positions, not columns: read by position, as said
+            order = header_order(path, lay.header_line, lay.names, recipe, owner)
+        if order is not None:
+            lay = csv_layout(path, lay.delimiter, order.label_col, True, order.weight_col)._replace(
+                header_why=lay.header_why)
+            # the rows come in the recipe's column order: its names and label column describe them
+            recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_header=True, csv_header_source=lay.header_why)
+        else:
+            # the weight column as the user gave it (-1: the last, in every file), the rest as found
+            recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
+                                     csv_header=bool(lay.header_line), csv_header_source=lay.header_why,
+                                     csv_names=lay.names if lay.header_line else recipe.csv_names)
         if lay.header_why == HEADER_NUMBERED:
             # a row of numbers dropped as a header is a row lost if the guess is wrong: said, with the way out
             head = lay.head.decode("utf-8", "replace").strip()
@@ -818,9 +847,10 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
                           "file with df.to_csv(index=False)", HeaderGuessWarning, stacklevel=2)
 
         def make():
-            return iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
-                            header=bool(lay.header_line), value_dtype=dtype, weight_column=lay.weight_col,
-                            threads=threads)
+            chunks = iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
+                              header=bool(lay.header_line), value_dtype=dtype, weight_column=lay.weight_col,
+                              threads=threads)
+            return chunks if order is None else _columns_moved(chunks, order.features)
         return Source(make, size, lay.n_features, recipe)
     if fmt == "npz":
         if is_url(path):
@@ -834,6 +864,17 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
             return matrix_chunks(rows, y, chunk_bytes, rows_per_chunk, sw)
         return Source(make, None, rows.n_cols, recipe, rows.n_rows)
     raise ValueError(f"unknown input format {fmt!r}")
+
+
+def _columns_moved(chunks: Iterator[RowChunk], features: np.ndarray) -> Iterator[RowChunk]:
+    """``chunks`` with each column ``p`` renumbered ``features[p]`` (a CSV whose header has the recipe's names
+    in another order: :func:`ooc.store.recipe.header_order`), each row's columns sorted again. The values are
+    moved, not recomputed: the rows are those of the file written in the recipe's order, bit for bit."""
+    for ch in chunks:
+        cols = features[ch.indices]
+        rows = np.repeat(np.arange(len(ch.labels), dtype=np.int64), np.diff(ch.indptr))
+        sort = np.lexsort((cols, rows))
+        yield ch._replace(indices=cols[sort], data=ch.data[sort])
 
 
 def values_as(chunks: Iterator[RowChunk], dtype, source: str) -> Iterator[RowChunk]:

@@ -16,10 +16,15 @@ locates; the rules shared by all of them are written here once:
   with the other errors; :func:`first_bad_label` for arrays: .npz and in-memory matrices);
 * a line longer than :func:`max_line_bytes` of the reading buffer (a bound that follows
   ``--memory``) is refused naming the file and line, instead of a buffer growing past the memory
-  the conversion was given.
+  the conversion was given;
+* an input read as text (svmlight, CSV, VW, raw text) whose start, once decompressed, is not text (a
+  zip: an ``.npz``; a ``.npy``; a NUL byte in its first line of data: :func:`binary_kind`) is refused
+  saying what it is and what it is read as, before a parser names its bytes as a bad label on line 1.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -125,3 +130,38 @@ def label_message(value: float, dtype) -> str:
         return f"label {value!r} is not finite (NaN and inf are not allowed)"
     return (f"label {value!r} overflows {np.dtype(dtype)} (largest {float(np.finfo(dtype).max):.8g}); "
             "store float64 values instead (--dtype float64)")
+
+
+#: Bytes at the start of a (decompressed) input that :func:`binary_kind` looks at.
+BINARY_HEAD_BYTES = 4096
+
+
+class Binary(NamedTuple):
+    """What :func:`binary_kind` found: the input in words, and where (1-based; None: its first bytes)."""
+
+    kind: str
+    line: int | None = None
+    column: int | None = None
+
+
+def binary_kind(head: bytes) -> Binary | None:
+    """What the start ``head`` of a decompressed input is when it is not text; None for text.
+
+    A zip archive (what ``numpy.savez`` writes: an ``.npz``) or a ``.npy`` array by their first bytes;
+    otherwise binary data when its first line that is not blank or a comment holds a NUL byte (before
+    any ``#``), located there: no text format ooc reads has one, and UTF-8 text never holds it. Only the
+    first such line is looked at, so that a NUL further on is the parser's error at its own line, in
+    file order with the others.
+    """
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return Binary("a zip archive (an .npz)")
+    if head.startswith(b"\x93NUMPY"):
+        return Binary("a NumPy .npy array")
+    for k, ln in enumerate(head.split(b"\n"), start=1):
+        cells = ln.split(b"#", 1)[0]
+        nul = cells.find(b"\0")
+        if nul >= 0:
+            return Binary("binary data (a NUL byte)", k, nul + 1)
+        if cells.strip():
+            return None
+    return None

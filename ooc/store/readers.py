@@ -34,7 +34,7 @@ from ooc.kernels import text as _k
 from ooc.kernels import vw as _kv
 from ooc.kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
 
-from .input_rules import header_guess, line_too_long, max_line_bytes, skip_bom
+from .input_rules import BINARY_HEAD_BYTES, binary_kind, header_guess, line_too_long, max_line_bytes, skip_bom
 
 __all__ = [
     "InputError",
@@ -423,7 +423,8 @@ def _open_url(url):
         raise InputError(url, f"cannot open: {e.strerror or e}") from e
 
 
-def _compression_of(head):
+def compression_of(head: bytes) -> str | None:
+    """The compression (``'gzip'``, ``'bz2'``, ``'xz'``) whose magic bytes ``head`` starts with, or None."""
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             return kind
@@ -471,7 +472,7 @@ def open_text(path):
     except (OSError, ValueError) as e:
         raw.close()
         raise InputError(path, f"cannot read: {getattr(e, 'strerror', None) or e}") from e
-    kind = _compression_of(head)
+    kind = compression_of(head)
     if kind is None:
         return _skip_bom(path, raw)
     return _skip_bom(path, io.BufferedReader(_Decompressed(path, raw, kind), buffer_size=1 << 20))
@@ -1173,6 +1174,13 @@ class CsvLayout(NamedTuple):
         """Feature columns: every column but the label's (and the weights'), zero or not."""
         return self.ncols - 1 - (self.weight_col is not None)
 
+    @property
+    def names(self) -> tuple | None:
+        """The header's cells (str, stripped, in column order), None when the first line is data."""
+        if not self.header_line:
+            return None
+        return tuple(c.decode("utf-8", "replace") for c in _split_cells(self.head, self.delimiter))
+
 
 def csv_layout(path, delimiter=None, label_column=0, header="auto", weight_column=None) -> CsvLayout:
     """Find the delimiter, header and column count of a dense CSV/TSV file.
@@ -1544,6 +1552,20 @@ _EXT_FORMATS = {
 }
 
 
+def binary_head(path):
+    """What the input ``path`` is when its start (decompressed) is not text
+    (:func:`ooc.store.input_rules.binary_kind`, its ``kind`` naming the compression too); None for text,
+    and for a URL (not opened twice for this). A stream's head is kept: reading it here loses nothing."""
+    if is_url(path):
+        return None
+    with open_text(path) as f:
+        head = f.read(BINARY_HEAD_BYTES)
+        raw = getattr(f, "raw", None)
+        packed = raw.kind if isinstance(raw, _Decompressed) else None
+    found = binary_kind(head)
+    return found if found is None or packed is None else found._replace(kind=f"{found.kind}, {packed}-compressed")
+
+
 def format_from_name(path) -> str | None:
     """The input format a file's name says (its extension, after .gz/.bz2/.xz), or None."""
     name = os.path.basename(os.fspath(path)).lower()
@@ -1567,7 +1589,8 @@ def detect_format(path):
         From the extension (after stripping .gz/.bz2/.xz: .svm .svmlight .libsvm -> svmlight,
         .csv .tsv -> csv, .npz -> npz, .vw -> vw); otherwise (.txt, no extension, ...) from the
         content: a zip archive is npz, a ``|`` means Vowpal Wabbit, ``id:value`` tokens mean
-        svmlight, numbers in columns mean csv. Raw text is never guessed (``--text``).
+        svmlight, numbers in columns mean csv. Raw text is never guessed (``--text``). Other binary
+        content (:func:`ooc.store.input_rules.binary_kind`) is refused.
 
     Raises
     ------
@@ -1579,9 +1602,13 @@ def detect_format(path):
     if fmt is not None:
         return fmt
     with open_text(path) as f:
-        head = f.read(4)
+        head = f.read(BINARY_HEAD_BYTES)
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
         return "npz"
+    found = binary_kind(head)
+    if found is not None:  # not text: no text format's parser is to name its bytes as a bad first line
+        raise InputError(path, f"is {found.kind}, which is none of the formats ooc reads (svmlight, CSV, Vowpal "
+                               "Wabbit text, raw text with --text, .npz)", line=found.line, column=found.column)
     lines = [(k, t.strip()) for k, t in _first_lines(path, 20)]
     if not lines:
         raise InputError(path, "no data rows")

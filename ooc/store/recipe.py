@@ -16,7 +16,8 @@ Rules for a file read with a recipe (docs/formats.rst, "Input recipe"):
 - A recipe of format ``svmlight``, ``csv``, ``vw`` or ``text`` fixes the format: the file is read
   as that format (a file whose name or content says another format is refused, naming the
   recipe's format, unless ``--input-format`` says it), with the recorded index base (a file
-  numbered the other way is read with ``--index-base``: same columns), hash bits, text columns and tokenizer, CSV delimiter and label/weight columns. The
+  numbered the other way is read with ``--index-base``: same columns), hash bits, text columns and tokenizer, CSV delimiter and label/weight columns, and
+  the CSV header's names: a later file's header is matched to them by name (:func:`header_order`). The
   header of a CSV is as ``--header``/``--no-header`` said, for the store's input and every later file;
   without them it is found per file (:func:`ooc.store.input_rules.header_guess`), a first line whose
   numbers count the columns announced as a guess.
@@ -80,6 +81,8 @@ class Recipe(NamedTuple):
     ``format`` None: not known (a store from before recipes were recorded). ``csv_header_source``:
     how ``csv_header`` was decided, ``'option'`` (``--header``/``--no-header``: every later file is
     read so too), else the guess of the file read (:attr:`ooc.store.readers.CsvLayout.header_why`).
+    ``csv_names``: the header's names, in column order (None: no header, or a store from before they
+    were recorded); a later file with a header is read by them (:func:`header_order`).
     """
 
     format: str | None = None
@@ -96,6 +99,7 @@ class Recipe(NamedTuple):
     label_values: list | None = None
     classes: list | None = None
     csv_header_source: str | None = None
+    csv_names: tuple | None = None
 
     # -- the attribute ------------------------------------------------------------------------
     def as_attr(self) -> dict:
@@ -111,7 +115,8 @@ class Recipe(NamedTuple):
                      if self.format == "text" else None),
             "csv": ({"delimiter": self.csv_delimiter, "label_column": self.csv_label_column,
                      "weight_column": self.csv_weight_column, "header": self.csv_header,
-                     "header_source": self.csv_header_source}
+                     "header_source": self.csv_header_source,
+                     "names": None if self.csv_names is None else list(self.csv_names)}
                     if self.format == "csv" else None),
             "dtype": self.dtype,
             "label_kind": self.label_kind,
@@ -144,7 +149,8 @@ class Recipe(NamedTuple):
         return cls(r.get("format"), r.get("index_base"), r.get("index_base_source"), r.get("hash_bits"),
                    (text["label"], text["text"]) if text else None, csv.get("delimiter"), csv.get("label_column"),
                    csv.get("weight_column"), csv.get("header"), r.get("dtype"), r.get("label_kind"),
-                   r.get("label_values"), r.get("classes"), csv.get("header_source"))
+                   r.get("label_values"), r.get("classes"), csv.get("header_source"),
+                   None if csv.get("names") is None else tuple(str(n) for n in csv["names"]))
 
     def finished(self, index_base: int | None, zero_based_option, attrs: dict) -> Recipe:
         """This recipe once a conversion is done: the index base it read svmlight ids with (and
@@ -345,7 +351,10 @@ def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner
              ("text columns", ours.text_columns and tuple(map(str, ours.text_columns)),
               theirs.text_columns and tuple(map(str, theirs.text_columns))),
              ("CSV label column", ours.csv_label_column, theirs.csv_label_column),
-             ("CSV weight column", ours.csv_weight_column, theirs.csv_weight_column))
+             ("CSV weight column", ours.csv_weight_column, theirs.csv_weight_column),
+             # header names: compared where both stores recorded names of columns (a store from before has
+             # none; a numbered header's names are positions, header_order)
+             ("CSV header", *((ours.csv_names, theirs.csv_names) if _named(ours) and _named(theirs) else (None, None))))
     for what, a, b in diffs:
         if a != b and what == "index base":
             who = our_owner if ours.index_base_source == BASE_GUESSED else their_owner
@@ -355,7 +364,7 @@ def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner
                              "with --index-base 0 or 1, whichever numbers it, so that the two stores' columns are "
                              "known to be the same features")
         if a != b:
-            shown = {"format": fmt_name}.get(what, repr)
+            shown = {"format": fmt_name, "CSV header": _header_shown}.get(what, repr)
             raise ValueError(f"{their_owner}: its input was read with {what} {shown(b)}, but {our_owner}'s with "
                              f"{shown(a)}: its columns are other features (convert its input again as {our_owner}'s "
                              "was)")
@@ -396,6 +405,34 @@ def check_file_format(path: str, recipe: Recipe, owner: str, stated: str | None)
     raise InputError(path, f"{how} {fmt_name(seen)}, but {owner}'s input recipe says {fmt_name(fmt)} (its format): "
                            f"new input is read that way; convert the file to {fmt_name(fmt)}, or pass {say} if it "
                            "is that")
+
+
+#: The formats read as text (their parsers would name a binary input's bytes as a bad first line).
+TEXT_FORMATS = ("svmlight", "csv", "vw", "text")
+
+
+def check_not_binary(path: str, fmt: str, owner: str | None) -> None:
+    """Refuse reading as text (``fmt``, one of :data:`TEXT_FORMATS`) an input whose start is not text:
+    an ``.npz`` piped to ``ooc predict RUN -`` against an svmlight recipe was reported as a bad label on
+    line 1. (A format sniffed from the content is never a text format for such an input:
+    :func:`ooc.store.readers.detect_format` refuses it.)
+
+    Raises
+    ------
+    InputError
+        One line: the input, what it is (:func:`ooc.store.readers.binary_head`) and what it is read as.
+    """
+    from .readers import binary_head
+
+    if fmt not in TEXT_FORMATS:
+        return
+    found = binary_head(path)
+    if found is None:
+        return
+    how = (f"{owner}'s input recipe says {fmt_name(fmt)} (its format): new input is read that way"
+           if owner else f"it is read as {fmt_name(fmt)} (as --input-format or its name says)")
+    raise InputError(path, f"is {found.kind}, but {how}; give the rows as {fmt_name(fmt)}", line=found.line,
+                     column=found.column)
 
 
 #: The delimiters a CSV file may use, for naming the one a file uses against the recipe's.
@@ -452,3 +489,74 @@ def check_path(path: str) -> None:
 
     if is_local(path) and not os.path.exists(path):
         raise InputError(path, "no such file")
+
+
+def _named(recipe: Recipe) -> bool:
+    """Whether ``recipe`` recorded a CSV header whose names name columns (not a numbered one: positions)."""
+    return recipe.csv_names is not None and recipe.csv_header_source != "numbered"
+
+
+def _header_shown(names) -> str:
+    """A CSV header's names for a message (the first 20)."""
+    more = ", ..." if len(names) > 20 else ""
+    return "(" + ", ".join(repr(n) for n in names[:20]) + more + ")"
+
+
+class HeaderOrder(NamedTuple):
+    """Where a new CSV file holds the columns of a recipe's header (:func:`header_order`): its label and
+    weight columns (0-based, in the file), and ``features[p]``, the recipe's feature column of the file's
+    ``p``-th feature column."""
+
+    label_col: int
+    weight_col: int | None
+    features: np.ndarray
+
+
+def header_order(path: str, line: int, names: tuple, recipe: Recipe, owner: str | None) -> HeaderOrder | None:
+    """How the CSV file ``path``, whose header (line ``line``) is ``names``, maps onto ``recipe``'s columns,
+    recorded by name (``recipe.csv_names``): None when the headers are the same (read by position), a
+    :class:`HeaderOrder` when the file has the same names in another order (read by name, exactly).
+
+    Raises
+    ------
+    InputError
+        One line naming the file, the header's line and cell, and both names: a name the recorded header
+        lacks (a column renamed or added), a recorded name the file lacks (a column dropped), or, where a
+        name occurs twice so that names cannot place the columns, the first cell where the order differs.
+    """
+    recorded = tuple(recipe.csv_names)
+    names = tuple(names)
+    if names == recorded:
+        return None
+    whose = f"{owner}'s input" if owner else "the input it follows"
+    said = f"new input's columns are found by the names of its header {_header_shown(recorded)}"
+    for i, name in enumerate(names):
+        if name not in recorded:
+            there = f" (its column {i + 1} was {recorded[i]!r})" if i < len(recorded) else ""
+            raise InputError(path, f"column {i + 1} is named {name!r}, but {whose} has no column of that name"
+                                   f"{there}; {said}", line=line, column=i + 1)
+    for j, name in enumerate(recorded):
+        if name not in names:
+            here = f", this file's column {j + 1} is {names[j]!r}" if j < len(names) else ""
+            raise InputError(path, f"no column named {name!r} ({whose}'s column {j + 1}{here}); {said}", line=line)
+    if len(set(names)) < len(names) or len(set(recorded)) < len(recorded):
+        i = next((k for k, (a, b) in enumerate(zip(names, recorded)) if a != b), None)
+        twice = "a name occurs twice in a header, so names cannot place the columns"
+        if i is None:
+            raise InputError(path, f"this header has {len(names)} columns and {whose} had {len(recorded)}, and {twice}; "
+                                   f"{said}", line=line)
+        raise InputError(path, f"column {i + 1} is named {names[i]!r}, but {whose}'s column {i + 1} is "
+                               f"{recorded[i]!r}, and {twice}: write them in the order of {whose}", line=line,
+                         column=i + 1)
+    where = {n: k for k, n in enumerate(names)}
+    label = 0 if recipe.csv_label_column is None else int(recipe.csv_label_column)
+    weight = recipe.csv_weight_column
+    if weight is not None and weight < 0:
+        weight += len(recorded)
+    ours = [k for k in range(len(recorded)) if k not in (label, weight)]  # the recipe's feature columns
+    theirs_label = where[recorded[label]]
+    theirs_weight = None if weight is None else where[recorded[weight]]
+    theirs = [k for k in range(len(names)) if k not in (theirs_label, theirs_weight)]
+    feature_of = {recorded[k]: f for f, k in enumerate(ours)}
+    features = np.array([feature_of[names[k]] for k in theirs], dtype=np.int64)
+    return HeaderOrder(theirs_label, theirs_weight, features)
