@@ -455,7 +455,7 @@ def info(store, top, as_json, **options):
     --fit-intercept, --multiclass, --threads, ...) fits --memory, per solver, naming the smallest --memory
     each needs. Or describe the run directory RUN: its objective, the certificate (duality gap against --tol),
     and the features of largest weight."""
-    from .runs.rundir import is_run_dir
+    from .runs.records import is_run_dir
     from .solvers.registry import explain_auto
     from .store import open_store
 

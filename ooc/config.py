@@ -173,7 +173,7 @@ class TrainConfig:
     def from_run_config(cls, config: dict, **override) -> TrainConfig:
         """The configuration a ``run.json`` was written with (``override``: options this process changes).
 
-        ``run.json`` records every option (one run state format, :data:`ooc.runs.rundir.STATE_FORMAT`, bumped
+        ``run.json`` records every option (one run state format, :data:`ooc.runs.records.STATE_FORMAT`, bumped
         when the options change): one missing is damage, never filled in with a default that may not be the
         one the run was made with.
         """

@@ -208,7 +208,7 @@ class LinearModel:
 def _check_certified(run: str, path: str, coef_crc: int | None) -> None:
     """Refuse (one line naming the run) the model of ``run`` at ``path`` unless its ``metrics.json``, the
     certificate of a finished run, is there, verifies and certifies this model (its ``coef_crc``)."""
-    from .runs.rundir import certificate_run_error, model_link_error
+    from .runs.records import certificate_run_error, model_link_error
 
     why = model_link_error(run)
     if why is not None:

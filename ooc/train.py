@@ -41,16 +41,14 @@ from .model import LinearModel
 from .numtext import versus
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
 from .runs.duals import final_block_reader, final_duals_reader, read_final_duals
-from .runs.rundir import (
+from .runs.records import (
     CERTIFICATE_TRAJECTORY_KEY,
-    RunDir,
-    RunError,
     certificate_run_error,
-    disk_full_is_run_error,
     model_link_error,
     save_sealed_npy,
     trajectory_of,
 )
+from .runs.rundir import RunDir, RunError, disk_full_is_run_error
 from .schedule.planner import MemoryLimitError, refuse_or_warn
 from .schedule.scheduler import row_order
 from .solvers.base import ProblemRefused

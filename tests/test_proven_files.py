@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import ooc
 from ooc.cli import main as cli
 from ooc.fsutil import seal_json
-from ooc.runs.rundir import RUN_GENERATED
+from ooc.runs.records import RUN_GENERATED
 
 TRAIN = ["--l2", "1e-2", "--tol", "1e-9", "--seed", "1", "--checkpoint-every", "0"]
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
@@ -333,8 +333,9 @@ def test_a_temporary_ooc_made_proves_itself():
 def test_a_scratch_vector_is_the_runs_only_when_it_carries_the_runs_identity(made, tmp_path_factory, name, rows,
                                                                               trailer, command):
     """A float array of the run's rows at ``state/primal/[zyc].npy`` is ooc's only when it ends with the run's
-    identity (:func:`ooc.runs.rundir.open_scratch_vector`); else it is refused by name, kept as it is."""
-    from ooc.runs.rundir import SCRATCH_TRAILER, RunDir, open_scratch_vector
+    identity (:func:`ooc.runs.records.open_scratch_vector`); else it is refused by name, kept as it is."""
+    from ooc.runs.records import SCRATCH_TRAILER, open_scratch_vector
+    from ooc.runs.rundir import RunDir
 
     case = tmp_path_factory.mktemp("scratch") / "run"
     shutil.copytree(made / "part", case)

@@ -512,7 +512,7 @@ def test_a_run_of_another_state_format_is_refused_naming_it(setup, shm_path, ver
     command that reads it, in one line naming the version that made it and that training again is needed; its
     files stay as they are."""
     from ooc.fsutil import seal_json
-    from ooc.runs.rundir import STATE_FORMAT
+    from ooc.runs.records import STATE_FORMAT
 
     run = _partial_run(setup, shm_path)
     with open(run / "run.json") as f:

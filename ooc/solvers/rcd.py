@@ -180,7 +180,8 @@ from ..kernels.rcd_threads import (
 from ..kernels.sdca import sdca_pass
 from ..objectives.losses import Logistic, has_curv
 from ..objectives.penalties import primal_value, require_l2
-from ..runs.rundir import OnDisk, RunDir, disk_full_is_run_error, open_scratch_vector
+from ..runs.records import open_scratch_vector
+from ..runs.rundir import OnDisk, RunDir, disk_full_is_run_error
 from ..schedule.cache import BlockCache
 from ..schedule.planner import RCD_PRIMAL, budget_option, fixed_bytes, refuse_or_warn
 from ..schedule.planner import plan as plan_memory
@@ -517,7 +518,7 @@ class RCDPrimalSolver(StoreSolver):
             return np.zeros(shape)
         d = os.path.join(self.rd.state, "primal")
         os.makedirs(d, exist_ok=True)
-        # the file ends with the run's identity: it proves it is this run's (ooc.runs.rundir._RunProof); its
+        # the file ends with the run's identity: it proves it is this run's (ooc.runs.proof.RunProof); its
         # blocks are allocated when made, so a full disk is one line here, not a SIGBUS in a pass
         path = os.path.join(d, f"{name}.npy")
         with disk_full_is_run_error(self.rd.path, path):
