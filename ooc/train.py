@@ -1049,7 +1049,8 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     line prints it): what ``auto`` chose, or what an explicit ``--memory`` leaves once the process's own
     size is counted.
     """
-    held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"])) + reader
+    held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"]),
+                      memfit.kernel_signatures(o)) + reader
     b = resolve_budget(o["memory_bytes"], held)  # the commands that read data resolve theirs the same way
     if b.limit is not None:
         if not quiet:
