@@ -128,9 +128,10 @@ def predicted_held(st, name: str, o: dict, process: int = TRAIN_PROCESS_BYTES) -
     """What a fresh ``ooc train`` process holds beside its work when it plans solver ``name``: the process
     (``process``: at least :data:`~ooc._memlimit.TRAIN_PROCESS_BYTES`), the store reader's buffers, the
     kernels (with what compiling them costs where Numba's cache lacks the specializations the run calls,
-    :func:`kernel_signatures`)."""
+    :func:`kernel_signatures`), and ``o["warm_held"]``: what a warm start's source holds from the start
+    (:func:`ooc.runs.duals.final_duals_held`; ``ooc train`` measures it, as it has read it when it plans)."""
     cls = driver_class(name, o.get("distributed"), o["multiclass"])
-    return (max(TRAIN_PROCESS_BYTES, int(process)) + st.reader_bytes()
+    return (max(TRAIN_PROCESS_BYTES, int(process)) + st.reader_bytes() + int(o.get("warm_held") or 0)
             + kernels_bytes(class_modules(cls), fresh=True, needed=kernel_signatures(o, name)))
 
 
