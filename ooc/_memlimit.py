@@ -30,7 +30,7 @@ from .units import format_bytes  # noqa: F401 (named in this module's messages)
 
 __all__ = ["Limit", "add_limit", "process_limit", "rss_bytes", "peak_rss_bytes", "auto_budget", "whole_process", "counts_whole_process", "work_budget",
            "held_bytes", "kernels_loaded", "smallest_limit",
-           "MARGIN_MIN", "KERNELS_BYTES", "COMPILE_BYTES", "kernels_uncached", "kernels_bytes", "governor_reserve",
+           "MARGIN_MIN", "KERNELS_BYTES", "COMPILE_BYTES", "COMPILE_FIRST", "kernels_uncached", "compile_bytes", "kernels_bytes", "governor_reserve",
            "TRAIN_PROCESS_BYTES", "limit_that_works", "Budget", "resolve_budget", "MemoryTooSmall"]
 
 #: Bytes left unplanned under ``auto`` at least (Numba's compiler, allocator slack, stacks).
@@ -51,6 +51,13 @@ KERNELS_BYTES = 64 << 20
 #: against the same run again); a 200k x 2**20 store at ``--memory`` = the named limit went 0.7 % over
 #: it with a fresh cache when this was not charged.
 COMPILE_BYTES = 48 << 20
+#: What compiling costs at least, however few kernels Numba must compile: the compiler's own state (code
+#: generation, type inference) is brought in for the first one. Measured: 11.4 MiB of resident size for
+#: one specialization (sdca's primal loss with ``--fit-intercept``'s shifted loss) in a process that had
+#: loaded the others from the cache; a run at the figure named went 9.5 MiB above the same run with the
+#: specialization cached, and 1.7 % over the figure (302 MiB at 297) in a CI run when it was charged by
+#: share (one kernel of five: not at all, as its index held the plain loss's).
+COMPILE_FIRST = 16 << 20
 #: What an ``ooc train`` process holds when it plans, before its kernels (measured: 124 MiB, Python 3.11,
 #: numpy 2, Numba, Zarr 3): ``ooc info --memory`` assumes it.
 TRAIN_PROCESS_BYTES = 128 << 20
@@ -204,11 +211,17 @@ def kernels_loaded() -> None:
     _kernels_loaded = True
 
 
-def kernels_uncached(modules=()) -> float:
+def kernels_uncached(modules=(), needed=None) -> float:
     """The share of the compiled kernels that the modules named in ``modules`` call (each module's
     ``@njit(cache=True)`` functions, its own and those it imported) that Numba's cache does not hold:
-    0.0 when every one's index exists and belongs to the source as installed (Numba's own check of the
-    source's time stamp), 1.0 on a fresh cache.
+    0.0 when every one's index exists, belongs to the source as installed (Numba's own check of the
+    source's time stamp) and holds a specialization the run calls, 1.0 on a fresh cache.
+
+    ``needed(name, signature) -> bool``: whether a cached ``signature`` (a tuple of Numba types) of kernel
+    ``name`` is one the run calls (:func:`ooc.memfit.kernel_signatures`: the loss it passes); None: any.
+    An index holds one entry per specialization compiled, so a kernel compiled for another loss (the
+    plain one where ``--fit-intercept`` passes it shifted, logistic where the run takes squared) has an
+    index and still compiles.
 
     Read through Numba's cache objects (``Dispatcher._cache``); a kernel whose cache is not readable
     that way (another Numba) counts as not cached, so that a limit named from it is never too low.
@@ -218,31 +231,44 @@ def kernels_uncached(modules=()) -> float:
     seen = missing = 0
     for name in modules:
         module = sys.modules.get(name)
-        for value in vars(module).values() if module is not None else ():
+        for attr, value in vars(module).items() if module is not None else ():
             cache = getattr(value, "_cache", None)
             if cache is None or not hasattr(value, "py_func"):
                 continue
             seen += 1
             try:
-                missing += not cache._cache_file._load_index()  # {} for a missing index or a changed source
+                index = cache._cache_file._load_index()  # {} for a missing index or a changed source
+                # keys: (signature, target key); the kernel's own name (a module may import it as another)
+                kernel = getattr(value.py_func, "__name__", attr)
+                missing += not any(needed is None or needed(kernel, key[0]) for key in index)
             except Exception:  # noqa: BLE001 - an unreadable or unknown cache: not cached
                 missing += 1
     return missing / seen if seen else 0.0
 
 
-def kernels_bytes(modules=(), fresh: bool = False) -> int:
+def compile_bytes(share: float) -> int:
+    """What compiling a ``share`` of a run's kernels adds (:func:`kernels_uncached`): nothing when Numba's
+    cache holds them all, else that share of :data:`COMPILE_BYTES`, at least :data:`COMPILE_FIRST`,
+    rounded up to a MiB."""
+    if share <= 0.0:
+        return 0
+    return -(-max(COMPILE_FIRST, int(COMPILE_BYTES * share)) // (1 << 20)) << 20
+
+
+def kernels_bytes(modules=(), fresh: bool = False, needed=None) -> int:
     """What loading the kernels of ``modules`` will add to this process (``fresh``: to a new process):
     :data:`KERNELS_BYTES` until a training here has loaded kernels (Numba's compiler context and the
-    first family's code), plus the share of :data:`COMPILE_BYTES` of the kernels Numba must compile
-    (:func:`kernels_uncached`: a second family after the first, dgpd's fallback to sdca, may)."""
-    compiling = -(-int(COMPILE_BYTES * kernels_uncached(modules)) // (1 << 20)) << 20
+    first family's code), plus what compiling those Numba's cache lacks costs (:func:`compile_bytes` of
+    :func:`kernels_uncached` with ``needed``: a second family after the first, dgpd's fallback to sdca,
+    another loss may)."""
+    compiling = compile_bytes(kernels_uncached(modules, needed))
     return compiling + (0 if _kernels_loaded and not fresh else KERNELS_BYTES)
 
 
-def held_bytes(modules=()) -> int:
+def held_bytes(modules=(), needed=None) -> int:
     """What the process holds before training plans: its resident size, plus what loading the kernels
     of ``modules`` adds until a training in this process has loaded them (:func:`kernels_bytes`)."""
-    return rss_bytes() + kernels_bytes(modules)
+    return rss_bytes() + kernels_bytes(modules, needed=needed)
 
 
 class MemoryTooSmall(ValueError):

@@ -445,11 +445,13 @@ def _store_info(st) -> dict:
 @main.command(cls=_ConfigOptions)
 @click.argument("store", metavar="STORE|RUN", type=click.Path())
 @_later(lambda: _train_options())  # ooc train's options (defined below, made when first read)
+@click.option("--warm-start", type=click.Path(file_okay=False), default=None,
+              help="As ooc train's: the figures of a run that a finished run's final duals start.")
 @click.option("--top", type=T.NONNEG_INT, default=10, show_default=True,
               help="RUN: how many of the largest weights to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_user_errors
-def info(store, top, as_json, **options):
+def info(store, top, as_json, warm_start, **options):
     """Describe STORE: shape, labels, norms, C_P/C_D and the side they recommend, blocks, bytes, and
     whether a run with the training options given (those of 'ooc train': --memory, --solver, --l1,
     --fit-intercept, --multiclass, --threads, ...) fits --memory, per solver, naming the smallest --memory
@@ -478,7 +480,9 @@ def info(store, top, as_json, **options):
     with open_store(store) as st:
         i = _store_info(st)
         i["auto"] = explain_auto(i, st.has_layout("cols"))
-        i["memory_fit"] = memory_fit(st, options, given)
+        if warm_start is not None and not os.path.isdir(warm_start):
+            raise UserError(f"--warm-start {warm_start}: no such run directory")
+        i["memory_fit"] = memory_fit(st, options, given, warm_start=warm_start)
         f = st.attrs.get("factor")
         # the factor (ooc.store.factorize) is reported here, not in Store.info, to keep it in one module
         i.update({"factorized": bool(f), "factor_k": f["k"] if f else None,

@@ -92,12 +92,47 @@ def fit_threads(st, o: dict, budget: int) -> int:
     return next((n for n in range(t - 1, 0, -1) if not plan_for(budget, n).warning), t)
 
 
+def kernel_signatures(o: dict, name: str | None = None):
+    """``needed(kernel, signature) -> bool`` (:func:`ooc._memlimit.kernels_uncached`) for a run of solver
+    ``name`` (default ``o["solver_used"]``) with validated options ``o``: whether a specialization in Numba's
+    cache is one the run calls. A signature whose first type is a loss must be the run's: the problem's
+    own loss, or under ``--fit-intercept`` the loss shifted by the intercept
+    (:class:`ooc.objectives.losses.Offset`) for every kernel but those the solver names in
+    ``own_loss_kernels`` (the dual terms, summed with the problem's own loss). Any other signature is
+    one the run may call (the dtypes of a store are not told apart)."""
+    from numba import typeof
+
+    from .objectives.losses import LOSS_REGISTRY, Offset, make_loss, with_offset
+    from .solvers.problem import intercept_mode
+
+    cls = driver_class(name or o["solver_used"], o.get("distributed"), o["multiclass"])
+    loss = o.get("loss_object")
+    if loss is None:
+        loss = make_loss(o["loss"], gamma=o["gamma"])
+    own = typeof(loss)
+    kernels = typeof(with_offset(loss, 0.0)) if intercept_mode(o)[1] else own
+    own_loss = frozenset(getattr(cls, "own_loss_kernels", ()))
+    # the loss classes told apart: the built-in ones, the run's (a registered one) and the shifted one
+    classes = {type(make_loss(n)) for n in LOSS_REGISTRY} | {type(loss), Offset}
+
+    def needed(kernel: str, signature) -> bool:
+        first = signature[0] if len(signature) else None
+        if getattr(first, "instance_class", None) not in classes:
+            return True  # not a loss of a class told apart (no loss, Crammer-Singer's multiclass one)
+        return first == (own if kernel in own_loss else kernels)
+
+    return needed
+
+
 def predicted_held(st, name: str, o: dict, process: int = TRAIN_PROCESS_BYTES) -> int:
     """What a fresh ``ooc train`` process holds beside its work when it plans solver ``name``: the process
     (``process``: at least :data:`~ooc._memlimit.TRAIN_PROCESS_BYTES`), the store reader's buffers, the
-    kernels (with what compiling them costs where Numba's cache lacks them)."""
+    kernels (with what compiling them costs where Numba's cache lacks the specializations the run calls,
+    :func:`kernel_signatures`), and ``o["warm_held"]``: what a warm start's source holds from the start
+    (:func:`ooc.runs.duals.final_duals_held`; ``ooc train`` measures it, as it has read it when it plans)."""
     cls = driver_class(name, o.get("distributed"), o["multiclass"])
-    return max(TRAIN_PROCESS_BYTES, int(process)) + st.reader_bytes() + kernels_bytes(class_modules(cls), fresh=True)
+    return (max(TRAIN_PROCESS_BYTES, int(process)) + st.reader_bytes() + int(o.get("warm_held") or 0)
+            + kernels_bytes(class_modules(cls), fresh=True, needed=kernel_signatures(o, name)))
 
 
 def _distributed_need(st, o: dict) -> int:

@@ -40,7 +40,7 @@ from .fsutil import (
 from .model import LinearModel
 from .numtext import versus
 from .objectives.losses import LOSS_NAMES, LOSS_REGISTRY, loss_spec
-from .runs.duals import final_block_reader, final_duals_reader, read_final_duals
+from .runs.duals import final_block_reader, final_duals_held, final_duals_reader, read_final_duals
 from .runs.records import (
     CERTIFICATE_TRAJECTORY_KEY,
     certificate_run_error,
@@ -335,9 +335,16 @@ def _sparse_duals_reader(duals: list, ptr: np.ndarray):
     return read
 
 
-def _warm_source(path: str, st, o: dict):
-    """``read(b)`` of the final duals of a finished run that can start this one."""
-    prev = RunDir.open(path)
+def _warm_source(path: str, st, o: dict, held: bool = False):
+    """``read(b)`` of the final duals of a finished run that can start this one (``held``: the bytes that
+    reader holds instead, :func:`ooc.runs.duals.final_duals_held`: what ``ooc info --warm-start`` charges).
+
+    Refuses (``RunError``, one line naming the run) what train refuses: not a finished run, other data,
+    another loss, bias, intercept or class weights, a distributed run, damaged final duals."""
+    try:
+        prev = RunDir.open(path)
+    except RunError as exc:  # its message starts with the path
+        raise RunError(f"warm start from {exc}") from None
     cfg = prev.config
     metrics = os.path.join(prev.model_dir, "metrics.json")
     if not os.path.exists(metrics):
@@ -358,8 +365,20 @@ def _warm_source(path: str, st, o: dict):
         raise RunError(f"warm start from {path}: warm starts from distributed runs are not supported")
     old_ptr = st.with_blocks(TrainConfig.from_run_config(cfg).train_block_bytes).block_ptr(L.ROWS)
     new_ptr = st.with_blocks(o["train_block_bytes"]).block_ptr(L.ROWS)
+    if held:
+        k = make_problem(st, o).n_sub
+        return final_duals_held(m, k, st.n_rows)
     read = final_duals_reader(prev.path, m, old_ptr)
     return read if np.array_equal(old_ptr, new_ptr) else _rows_as_blocks(read, old_ptr, new_ptr)
+
+
+def _warm_solver(o: dict) -> None:
+    """Refuse (``ValueError``) a warm start to a run of validated options ``o`` that cannot take one."""
+    if o["distributed"]:
+        raise ValueError("warm starts are for single-machine runs (not --distributed)")
+    if not solver_spec(o["solver_used"]).warm_start:
+        able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
+        raise ValueError(f"{o['solver_used']} does not take warm starts (a finished run's duals start {able} only)")
 
 
 def _rows_as_blocks(read, old_ptr: np.ndarray, new_ptr: np.ndarray, k: int = 1):
@@ -432,11 +451,8 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
     })
     if "l2_added" in o:  # pure L1 through a dual solver: the L2 it added (recomputed on resume)
         config.update(l2_added=o["l2_added"], l1_radius=o["l1_radius"])
-    if warm_start and o["distributed"]:
-        raise ValueError("warm starts are for single-machine runs (not --distributed)")
-    if warm_start and not solver_spec(o["solver_used"]).warm_start:
-        able = ", ".join(n for n, s in SOLVER_REGISTRY.items() if s.warm_start)
-        raise ValueError(f"{o['solver_used']} does not take warm starts (a finished run's duals start {able} only)")
+    if warm_start:
+        _warm_solver(o)
     warm = _warm_source(warm_start, st, o) if warm_start else None
     if _from_duals is not None:  # dgpd's active duals (its fallback, below)
         config["started_from"] = "dgpd's duals (a dense dual: --dgpd-fallback)"
@@ -1043,7 +1059,8 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     line prints it): what ``auto`` chose, or what an explicit ``--memory`` leaves once the process's own
     size is counted.
     """
-    held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"])) + reader
+    held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"]),
+                      memfit.kernel_signatures(o)) + reader
     b = resolve_budget(o["memory_bytes"], held)  # the commands that read data resolve theirs the same way
     if b.limit is not None:
         if not quiet:
@@ -1060,7 +1077,7 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     return {"memory": b.work, "memory_held": held, "ceiling": b.ceiling}
 
 
-def memory_fit(st, options: dict, given=None) -> dict:
+def memory_fit(st, options: dict, given=None, warm_start: str | None = None) -> dict:
     """``ooc info``'s memory figures: for the training options ``options`` (``ooc train``'s, validated as it
     validates them), whether a run of each solver fits ``--memory`` on ``st`` and the smallest that works
     (:func:`ooc.memfit.memory_fit`, the figure :func:`_refuse_before_run_dir` names).
@@ -1069,7 +1086,9 @@ def memory_fit(st, options: dict, given=None) -> dict:
     ``O(d)`` vectors differ), else the one named; a solver the options exclude is listed under ``refused``
     with the reason. ``auto_solver``: what ``--solver auto`` runs with these options. ``given``: the options
     set on the command line; without ``--loss``, a regression store is described for the squared loss (the
-    one its labels take).
+    one its labels take). ``warm_start``: a finished run that starts the run (``--warm-start``), refused as
+    :func:`train` refuses it (``RunError``, one line); what its final duals hold in the process is charged
+    (:func:`ooc.runs.duals.final_duals_held`, the ``warm_held`` of the options ``ooc.memfit`` reads).
     """
     base = {k: v for k, v in options.items() if v is not None or k in ("memory",)}
     if "loss" not in (given if given is not None else options) and st.label_kind == L.REGRESSION:
@@ -1089,11 +1108,16 @@ def memory_fit(st, options: dict, given=None) -> dict:
         hinge = base.get("loss") if loss_spec(first["loss"]).multiclass_hinge else "hinge"
         tries.append({**base, "solver": SDCA_SOLVER, "multiclass": CRAMMER_SINGER, "loss": hinge,
                       "fit_intercept": False})
+    if warm_start and first is not None:
+        _warm_source(warm_start, st, first, held=True)  # not a finished run of this store: refused as train does
     runs, refused = {}, {}
     for opts in tries:
         try:
             o = _validate(opts, st)
-        except ValueError as e:
+            if warm_start:
+                _warm_solver(o)
+                o["warm_held"] = _warm_source(warm_start, st, o, held=True)
+        except (ValueError, RunError) as e:
             refused[opts["solver"] if opts.get("multiclass") != CRAMMER_SINGER
                     else f"{opts['solver']}-{CRAMMER_SINGER}"] = str(e)
             continue

@@ -341,5 +341,5 @@ def test_train_help_lists_the_config_options_once():
     help_text = cli("train", "--help").stdout
     assert help_text.count("--dgpd-rounds") == 1 and "--max-epochs" in help_text
     info_names = [p.name for p in main.commands["info"].params]
-    # ooc info takes train's options: whether THAT run fits --memory
-    assert info_names == ["store", *TRAIN_OPTION_ORDER, "top", "as_json"]
+    # ooc info takes train's options (--warm-start too): whether THAT run fits --memory
+    assert info_names == ["store", *TRAIN_OPTION_ORDER, "warm_start", "top", "as_json"]

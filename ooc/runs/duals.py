@@ -156,6 +156,13 @@ def final_duals_reader(run_dir: str, metrics: dict, row_ptr: np.ndarray):
     raise RunError(f"{run_dir}: its final duals are not recorded")
 
 
+def final_duals_held(metrics: dict, k: int, n: int) -> int:
+    """Bytes :func:`final_duals_reader` holds for the run it reads (a warm start holds them from its start to
+    its end): the whole ``(k, n)`` final duals of a run that kept them in memory (``model/duals.npy``, read
+    and verified at once), none for paged ones (read a block at a time)."""
+    return 8 * int(k) * int(n) if metrics.get("dual_store") == "memory" else 0
+
+
 def final_block_reader(rd: RunDir, metrics: dict):
     """``read(b)``: block ``b``'s final duals of a finished run whose duals were paged, verified against the
     CRC-32 its ``metrics.json`` records."""

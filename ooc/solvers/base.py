@@ -216,6 +216,10 @@ class BlockLoopSolver(StoreSolver):
     name = "base"
     #: what the solver holds (ooc.schedule.planner): w, v, snapshot, result, the groups' duals; duals O(n k)
     footprint = ROW_GROUPS
+    #: kernels given the problem's own loss even with ``--fit-intercept`` (the dual terms ``D_0``,
+    #: :meth:`dual_loss`); every other kernel given a loss takes :meth:`loss_of`'s: the specializations a
+    #: run calls (:func:`ooc.memfit.kernel_signatures`), so that what compiling costs is charged
+    own_loss_kernels = ("block_dual_loss",)
     #: whether the solver's passes take a row group held in place (:meth:`_resident_groups`): its
     #: kernels visit ``visit_order``'s rows and sum the dual terms with :meth:`dual_loss`
     resident_ok = False
