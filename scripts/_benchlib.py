@@ -13,7 +13,8 @@ import ooc
 from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.problem import make_problem
-from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver
+from ooc.solvers.rcd_dual import RCDDualSolver
+from ooc.solvers.rcd_primal import RCDPrimalSolver
 
 # run an RCD solver as ooc.train._execute does
 T = importlib.import_module("ooc.train")

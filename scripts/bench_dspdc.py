@@ -39,7 +39,7 @@ from ooc.engine import run as run_solver
 from ooc.runs.rundir import RunDir
 from ooc.solvers.dspdc import DSPDCSolver
 from ooc.solvers.problem import make_problem
-from ooc.solvers.rcd import RCDPrimalSolver
+from ooc.solvers.rcd_primal import RCDPrimalSolver
 from ooc.solvers.sdca import SDCASolver
 from ooc.store.factorize import FactorView, convert_factorized
 from ooc.train import _validate

@@ -18,7 +18,8 @@ from scipy.optimize import minimize
 
 from ooc.kernels.rcd_lazy import lazy_draw
 from ooc.schedule.sampling import PER_STEP, SumTree
-from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver
+from ooc.solvers.rcd_dual import RCDDualSolver
+from ooc.solvers.rcd_primal import RCDPrimalSolver
 from tests import reference as R
 from tests.test_rcd import make_store, train
 

@@ -24,7 +24,7 @@ from ooc.runs.rundir import RunDir
 from ooc.schedule import planner
 from ooc.solvers.dgpd import DGPDSolver
 from ooc.solvers.problem import make_problem
-from ooc.solvers.rcd import RCDPrimalSolver
+from ooc.solvers.rcd_primal import RCDPrimalSolver
 from ooc.solvers.registry import resident_memory
 from ooc.solvers.sdca import SDCASolver
 

@@ -227,7 +227,7 @@ def test_loss_curvature_is_the_derivative_of_the_derivative():
 def test_working_set_newton_falls_back_to_prox_cd(wide, tmp_path, monkeypatch):
     """When the line search accepts no step (near the optimum, rounding; forced here by an Armijo
     constant no step meets), prox-CD passes carry the working set on to the certificate."""
-    import ooc.solvers.rcd as rcd
+    import ooc.solvers.rcd_working_set as rcd
 
     monkeypatch.setattr(rcd, "NEWTON_ARMIJO", 1e9)  # Armijo never holds: every Newton step is refused
     st, l1 = wide["binary"], 0.002
@@ -243,7 +243,7 @@ def test_working_set_newton_falls_back_to_prox_cd(wide, tmp_path, monkeypatch):
 
 def test_working_set_prox_cd_for_a_loss_without_curvature(wide, tmp_path, monkeypatch):
     """A loss registered without ``curv`` gets cyclic prox-CD passes on the working set."""
-    import ooc.solvers.rcd as rcd
+    import ooc.solvers.rcd_working_set as rcd
 
     monkeypatch.setattr(rcd, "has_curv", lambda loss: False)
     st, l1 = wide["regression"], 0.01

@@ -31,7 +31,9 @@ from ooc.kernels.rcd import dual_block_gaps
 from ooc.runs.rundir import RunDir
 from ooc.schedule.sampling import SAMPLINGS
 from ooc.solvers.problem import make_problem
-from ooc.solvers.rcd import RCDDualSolver, RCDPrimalSolver, acc_sdca_l2_threshold, auto_solver, explain_auto
+from ooc.solvers.rcd_dual import RCDDualSolver
+from ooc.solvers.rcd_primal import RCDPrimalSolver
+from ooc.solvers.registry import acc_sdca_l2_threshold, auto_solver, explain_auto
 
 T = importlib.import_module("ooc.train")
 #: run directories in memory when possible: checkpoints are fsynced at every block in the resume tests

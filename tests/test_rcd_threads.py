@@ -34,9 +34,9 @@ OPTS = dict(solver="rcd-primal", l2=1e-2, tol=1e-9, seed=4, max_epochs=300, loss
 def _small(monkeypatch):
     monkeypatch.setattr(T_, "plot_convergence", lambda rd: None)
     # small problems: a few columns heavy, many rounds, and the phases on the threads all the same
-    monkeypatch.setattr("ooc.solvers.rcd.HEAVY_NNZ", 200)
-    monkeypatch.setattr("ooc.solvers.rcd.ROUND_NNZ", 64)
-    monkeypatch.setattr("ooc.solvers.rcd.MIN_THREAD_WORK", 1)
+    monkeypatch.setattr("ooc.solvers.rcd_primal.HEAVY_NNZ", 200)
+    monkeypatch.setattr("ooc.solvers.rcd_primal.ROUND_NNZ", 64)
+    monkeypatch.setattr("ooc.solvers.rcd_primal.MIN_THREAD_WORK", 1)
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +197,7 @@ def test_elastic_net_on_three_threads_matches_sklearn(store, tmp_path):
 
 def test_heavy_columns_take_one_threads_step(store, tmp_path, monkeypatch):
     """Every column heavy: two threads take one thread's steps, split by rows (a sum's order differs)."""
-    monkeypatch.setattr("ooc.solvers.rcd.HEAVY_NNZ", 1)
+    monkeypatch.setattr("ooc.solvers.rcd_primal.HEAVY_NNZ", 1)
     opts = dict(OPTS, max_epochs=5, tol=1e-14)
     with pytest.warns(ooc.ConvergenceWarning):
         one = ooc.train(store, str(tmp_path / "one"), threads=1, **opts)

@@ -573,7 +573,7 @@ class RunDir:
         """
         try:
             sealed = read_sealed_json(os.path.join(ck, "meta.json"))
-            sealed["meta"], sealed["arrays"], sealed["files"]  # noqa: B018 - every field of the format, or damage
+            sealed["meta"], sealed["arrays"], sealed["files"], sealed["bytes"]  # noqa: B018 - every field of the format, or damage
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunError(f"{ck}: checkpoint unreadable ({exc})") from None
         meta, sums = dict(sealed["meta"]), sealed["arrays"]
@@ -583,7 +583,7 @@ class RunDir:
         if extra:  # ooc writes a checkpoint's directory whole: anything else in it is not ooc's
             raise RunError(f"{os.path.join(ck, extra[0])}: not a file of checkpoint {os.path.basename(ck)} (its "
                            "meta.json lists it not)")
-        for n, want in (sealed.get("bytes") or {}).items():  # checkpoints made before it was recorded: arrays only
+        for n, want in sealed["bytes"].items():
             try:
                 got = owned.file_entry(os.path.join(ck, n))
             except OSError as exc:

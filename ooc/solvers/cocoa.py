@@ -26,7 +26,7 @@ buffer ``r % B`` and writes ``(r + 1) % B``, and everything it computes depends 
 ``(seed, round, partition, pass)`` only, so a partition whose worker died mid-round is redone
 elsewhere with the same numbers.
 
-``B = 3`` buffers (:data:`DUAL_BUFFERS`; runs made before: 2, ``run.json``'s ``dual_buffers``) let
+``B = 3`` buffers (:data:`DUAL_BUFFERS`, ``run.json``'s ``dual_buffers``) let
 the driver write the checkpoint of round ``r`` while round ``r + 1`` runs: that round writes buffer
 ``(r + 2) % 3``, which neither the checkpoint being written (buffer ``(r + 1) % 3``) nor the one
 before it (``r % 3``) names, and round ``r + 2`` starts only once the checkpoint of round ``r`` is
@@ -132,7 +132,7 @@ def _context(store_path: str, fingerprint: str, opts: dict, memory: int, n_worke
         st = st.with_blocks(opts.get("block_bytes"))  # the driver's training blocks
         pb = make_problem(st, opts)
         dim = st.n_cols + (1 if pb.bias > 0 else 0)
-        t = split_rows(int(opts.get("worker_threads") or 1), st, pb, n_workers)
+        t = split_rows(int(opts["worker_threads"]), st, pb, n_workers)
         l1 = float(pb.penalty.l1)
         plan = plan_memory(COCOA_WORKER, st, memory, workers=n_workers, vectors="paged", warn=False,
                            fixed=fixed_bytes(COCOA_WORKER, st, 1, dim)
@@ -443,8 +443,8 @@ def _local_step(store_path, fingerprint, opts, memory, run_dir, blocks, v_msg, r
     if part is None:
         return None
     st, pb, cache, rows_pass = _context(store_path, fingerprint, opts, memory, n_workers)
-    threads = int(opts.get("worker_threads") or 1)
-    nbuf = int(opts.get("dual_buffers") or 2)
+    threads = int(opts["worker_threads"])
+    nbuf = int(opts["dual_buffers"])
     if rows_pass is not None:
         rows_pass.invalidate()  # the replicas are refilled from this step's local point and snapshot
     rd = RunDir(run_dir)
@@ -539,8 +539,8 @@ def _local_certificate(store_path, fingerprint, opts, memory, run_dir, blocks, v
     if v is None:
         return None
     st, pb, cache, rows_pass = _context(store_path, fingerprint, opts, memory, n_workers)
-    threads = int(opts.get("worker_threads") or 1)
-    nbuf = int(opts.get("dual_buffers") or 2)
+    threads = int(opts["worker_threads"])
+    nbuf = int(opts["dual_buffers"])
     rd = RunDir(run_dir)
     rd.note_dual_checksums(dual_sums)
     kk = pb.n_sub
@@ -654,10 +654,10 @@ class CoCoASolver(StoreSolver):
         self.fresh_counters()
         self.v = arrays["v"]
         self.extra = {k: a for k, a in arrays.items() if k.startswith("icpt_")}
-        # a run made before workers had threads: one; before three dual buffers: two
+        # chosen when the run first connected, before its first checkpoint: a resume keeps them
         cfg = self.rd.config
-        self._worker_threads = int(cfg.get("worker_threads") or 1)
-        self._nbuf = int(cfg.get("dual_buffers") or 2)
+        self._worker_threads = int(cfg["worker_threads"])
+        self._nbuf = int(cfg["dual_buffers"])
         self._connect()
 
     def fresh_counters(self) -> None:
