@@ -37,6 +37,29 @@ if os.environ.get("OOC_TEST_TMP", "memory") != "disk" and os.path.isdir("/dev/sh
 os.environ["OOC_STATE_DIR"] = tempfile.mkdtemp(prefix="ooc-state-")
 
 
+#: ``OOC_GENERATOR_SCALE=N``: every hypothesis test draws N times the examples its CI budget names (its
+#: ``@settings(max_examples=...)``), without the example database: how ``scripts/run_generators.py`` runs the
+#: suite's generators big. Hypothesis reads a test's settings when the test is called, so they are scaled here,
+#: once per test function (parametrized cases share it).
+_SCALE = float(os.environ.get("OOC_GENERATOR_SCALE", "1") or 1)
+
+
+def pytest_collection_modifyitems(config, items):
+    if _SCALE == 1:
+        return
+    from hypothesis import settings
+
+    done = set()
+    for item in items:
+        f = getattr(item, "obj", None)
+        s = getattr(f, "_hypothesis_internal_use_settings", None)
+        if s is None or not getattr(f, "is_hypothesis_test", False) or id(f) in done:
+            continue
+        done.add(id(f))
+        f._hypothesis_internal_use_settings = settings(s, max_examples=max(1, round(s.max_examples * _SCALE)),
+                                                       database=None)
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _SESSION_TMP is not None:
         shutil.rmtree(_SESSION_TMP, ignore_errors=True)
