@@ -16,12 +16,13 @@ inputs is ``scripts/bench_memory.py --cells cmd:...``.
 from __future__ import annotations
 
 import re
+import subprocess
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_memory_ceiling import _ooc, _peak
+from test_memory_ceiling import _env, _ooc, _peak
 
 import ooc
 from ooc.store.ingest import parse_bytes
@@ -434,3 +435,58 @@ def test_long_lines_refused_naming_a_figure_that_holds_them(long_lines, tmp_path
     assert r.returncode == 0, r.stderr[-2000:]
     assert out.read_text().count("\n") == 2
     assert peak <= parse_bytes(second), f"lines of {LONG_D} features at {second}: peak {peak / 2**20:.1f} MiB"
+
+
+# -- a conversion's columns are charged what the conversion holds for them ------------------------------
+#
+# Before, convert refused more than memory_available() / 64 columns (64 bytes a column "kept for training")
+# even where its own plan (COLUMN_BYTES a column) fitted: under a cgroup of the very figure it named, a VW
+# input hashed into 2**23 columns was refused by that cap. Now the cap is the machine's, at the conversion's
+# own bytes a column, and a memory too small for the columns is refused naming the figure that holds them.
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bits=st.integers(18, 21), factor=st.floats(0.6, 1.9), fmt=st.sampled_from(["vw", "n_features"]))
+def test_columns_limited_by_what_the_conversion_holds(tmp_path, monkeypatch, bits, factor, fmt):
+    """On a machine of M bytes (patched), 2**bits columns convert iff their arrays and the smallest buffers
+    fit M (a Python caller holds nothing else); else refused with the hint to hash, nothing written. The
+    machines drawn lie around that need, below the 64 bytes a column of the cap before."""
+    import uuid
+
+    from ooc.store import ingest, stats
+
+    need = ingest.column_bytes(1 << bits) + ingest.MIN_WORK
+    machine = int(need * factor)
+    for mod in (stats, ingest):
+        monkeypatch.setattr(mod, "physical_memory", lambda: machine, raising=False)
+    monkeypatch.setattr(stats, "memory_available", lambda: machine)
+    src = tmp_path / ("a.vw" if fmt == "vw" else "a.svm")
+    src.write_text("1 |f a b:2\n-1 |f c\n" if fmt == "vw" else "1 1:1 3:2\n-1 2:1\n")
+    # a Python caller's explicit memory: its buffers', nothing held beside them (Budget.held 0)
+    kw = {"hash_bits": bits, "memory": 64 << 20} if fmt == "vw" else {"n_features": 1 << bits, "memory": 64 << 20}
+    out = tmp_path / f"{uuid.uuid4().hex}.zarr"  # a new store for each example drawn
+    if need <= machine:
+        assert ooc.convert(str(src), str(out), **kw).n_cols == 1 << bits
+    else:
+        with pytest.raises(ValueError, match=r"makes [0-9,]+ columns.*hash the features"):
+            ooc.convert(str(src), str(out), **kw)
+        assert not out.exists()
+
+
+def test_wide_convert_under_a_cgroup_of_its_figure(tmp_path):
+    """``convert --hash-bits 23`` under a memory cgroup of the figure ``--memory 1B`` names: ``auto``
+    converts, no OOM kill (before: refused by the 64-bytes-a-column cap on the cgroup's memory)."""
+    from test_capped import require_run_capped
+
+    capper = require_run_capped()
+    src = tmp_path / "a.vw"
+    src.write_text("".join(f"{1 if i % 2 else -1} |f a{i}:1 b{i % 7}:0.5\n" for i in range(200)))
+    out = tmp_path / "s.zarr"
+    r, _ = _peak(_ooc("convert", src, out, "--hash-bits", "23", "--memory", "1B"))
+    m = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr)
+    assert r.returncode and m, r.stderr[-2000:]
+    named = parse_bytes(m.group(1).replace(" ", ""))
+    r = subprocess.run([capper, str(named), "--", *_ooc("convert", src, out, "--hash-bits", "23")],
+                       capture_output=True, text=True, env=_env(), timeout=900)
+    assert r.returncode == 0 and "oom_kills=0" in r.stderr, r.stderr[-2000:]
+    assert out.exists()

@@ -76,7 +76,7 @@ from .recipe import (
     from_options,
     pass_base,
 )
-from .stats import max_columns, too_many_columns
+from .stats import physical_memory
 from .store import BACKENDS, Store, open_store
 from .writer import (
     Appender,
@@ -187,6 +187,51 @@ COLUMN_BYTES = 24
 def column_bytes(n_cols: int) -> int:
     """What ``n_cols`` columns' statistics and pointers hold during a conversion (:data:`COLUMN_BYTES`)."""
     return COLUMN_BYTES * int(n_cols)
+
+
+def column_limit(held: int = 0) -> int:
+    """The most columns a conversion can hold on this machine at all: what its physical memory
+    (:func:`ooc.store.stats.physical_memory`) leaves beside what the process holds (``held``: a resolved
+    budget's) and the smallest buffers (:data:`MIN_WORK`), at :data:`COLUMN_BYTES` a column.
+
+    A feature id is a promise of memory (``d = largest id + 1`` columns, :func:`column_bytes` of them), so
+    one past this (an id of ``3e9`` on a small machine) is refused up front, naming the line that holds it
+    and a hint to hash: no memory option or limit can hold it. Below it, a ``--memory`` or a limit (a
+    cgroup's, ``RLIMIT_AS``) too small for the columns is refused naming the figure that holds them
+    (:func:`require_columns`). The per-column vectors a training of the store keeps are the training's to
+    say (``ooc info``, ``ooc train``), not the conversion's.
+    """
+    room = (physical_memory() or 1 << 62) - int(held) - MIN_WORK
+    return max(0, room) // COLUMN_BYTES
+
+
+def too_many_columns(n_cols: int, limit: int, cause: str) -> str:
+    """The message for a store of ``n_cols`` columns (because of ``cause``) when ``limit`` fit
+    (:func:`column_limit`)."""
+    return (f"{cause} makes {n_cols:,} columns, more than the {limit:,} a conversion can hold on this machine "
+            f"({(physical_memory() or 0) / 2**30:.3g} GiB of memory, at {COLUMN_BYTES} bytes per column); hash the "
+            "features into fewer columns (e.g. id % 2**24) or use a machine with more memory")
+
+
+def require_columns(budget: Budget, n_cols: int, what: str) -> None:
+    """Refuse (:class:`~ooc._memlimit.MemoryTooSmall`) a budget whose work cannot hold ``n_cols`` columns'
+    arrays (:func:`column_bytes`) beside the smallest buffers, naming the smallest figure that works: an
+    explicit ``--memory`` (:meth:`~ooc._memlimit.Budget.require`) and ``auto`` under a limit found
+    (:meth:`~ooc._memlimit.Budget.refuse`: no buffer shrinks the columns' arrays)."""
+    need = column_bytes(n_cols) + MIN_WORK
+    budget.require(need, what)
+    if budget.work < need:
+        budget.refuse(need, f"{what} holds {format_bytes(need)} at once")
+
+
+def check_columns(budget: Budget, n_cols: int, cause: str, what: str) -> None:
+    """``n_cols`` columns (because of ``cause``: ``--hash-bits 24``, ``n_features=...``) checked against
+    the conversion's own needs: refused with the hint to hash beyond :func:`column_limit`, else naming the
+    figure that holds them when ``budget`` does not (:func:`require_columns`)."""
+    limit = column_limit(budget.held)
+    if n_cols > limit:
+        raise ValueError(too_many_columns(n_cols, limit, cause))
+    require_columns(budget, n_cols, what)
 
 
 def writer_bytes(chunk_len: int, dtype, index_dtype) -> int:
@@ -341,8 +386,8 @@ def _check_shape(shape, name: str, origin: _Origin) -> tuple[int, int]:
     if shape.shape != (2,) or shape.dtype.kind not in "iu" or int(shape.min()) < 0:
         raise origin.error(f"{name} must be two integers >= 0 (rows, columns), got {shape.tolist()!r}")
     n, d = int(shape[0]), int(shape[1])
-    if d > max_columns():
-        raise origin.error(too_many_columns(d, max_columns(), f"{name} {(n, d)}"))
+    if d > column_limit():  # what no budget here holds; a conversion checks its own (check_columns)
+        raise origin.error(too_many_columns(d, column_limit(), f"{name} {(n, d)}"))
     return n, d
 
 
@@ -432,8 +477,8 @@ def _dense(X: np.ndarray, origin: _Origin) -> MatrixRows:
         raise origin.error(f"{name} must be 2-D (rows x features), got shape {X.shape}")
     _check_numbers(X.dtype, name, origin, "its values")
     n, d = X.shape
-    if d > max_columns():
-        raise origin.error(too_many_columns(d, max_columns(), f"{name} of shape {X.shape}"))
+    if d > column_limit():
+        raise origin.error(too_many_columns(d, column_limit(), f"{name} of shape {X.shape}"))
     if X.dtype.kind == "f":
         step = max(1, _SCAN // max(d, 1))
         for s in range(0, n, step):
@@ -734,9 +779,6 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         check_path(path)
         if recipe is None:
             recipe = from_options(Options(fmt, None, hash_bits, text_columns, weight_column, header), path, dtype)
-        if recipe.format in HASHED and recipe.hash_bits is not None and (1 << recipe.hash_bits) > max_columns():
-            bits = recipe.hash_bits
-            raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
         src = open_input(path, recipe, chunk_bytes=chunk_bytes, rows_per_chunk=rows_per_chunk, dtype=dtype,
                          threads=threads, owner=owner, cast=False)
         make = src.make if src.n_cols is None else _tag_n_cols(src.make, src.n_cols)
@@ -997,12 +1039,13 @@ def convert(
     n_features : int, optional
         Number of columns (at least 1 + the largest id); default from the source: a
         matrix's shape, a CSV's header (all-zero trailing columns included), otherwise
-        1 + the largest id. A store keeps O(columns) arrays (column norms, the column
-        pointer) and training O(columns) vectors, so a column count beyond
-        :func:`ooc.store.stats.max_columns` (the memory available here at
-        ``BYTES_PER_COLUMN`` bytes per column; about 2**32 with 256 GiB) is refused with
-        the line of the offending feature id and a hint to hash into fewer columns,
-        before anything that large is allocated.
+        1 + the largest id. A conversion keeps O(columns) arrays (column counts and norms,
+        the column pointer: :data:`COLUMN_BYTES` a column), so a column count beyond
+        :func:`column_limit` (what the memory available here holds at that rate; about
+        2**33 with 256 GiB) is refused with the line of the offending feature id and a hint
+        to hash into fewer columns, and one that ``memory`` cannot hold is refused naming the
+        figure that does, before anything that large is allocated. What training the store
+        needs for its columns is training's to say (``ooc info``).
     block_bytes : bytes, optional
         Decoded size of a block; default 64 MiB, capped at ``memory / 8``.
     progress : callable, optional
@@ -1137,10 +1180,12 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     bb, (make_chunks, total, source_desc, known_zero, recipe) = opened(mem)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
-    elif n_features > max_columns():
-        raise ValueError(too_many_columns(n_features, max_columns(), f"n_features={n_features}"))
+        cause = (f"--hash-bits {recipe.hash_bits}" if recipe.format in HASHED and recipe.hash_bits is not None
+                 else f"the input's width ({source_desc})")
+    else:
+        cause = f"n_features={n_features}"
     if n_features is not None:
-        budget.require(column_bytes(n_features) + MIN_WORK, f"this conversion (with {n_features} columns)")
+        check_columns(budget, n_features, cause, f"this conversion (with {n_features} columns)")
         if buffer_budget(budget, n_features) < mem:  # the columns take more than the third kept: smaller buffers
             mem = buffer_budget(budget, n_features)
             bb, (make_chunks, total, source_desc, known_zero, recipe) = opened(mem)
@@ -1321,7 +1366,7 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     try:
         limit = np.iinfo(index_dtype).max
         out_dtype = np.dtype(dtype)
-        max_cols = max_columns()
+        max_cols = column_limit(budget.held)
         for chunk in make_chunks():
             ind = np.empty(len(chunk.indices), index_dtype)
             data = np.empty(len(chunk.data), out_dtype)
@@ -1351,13 +1396,13 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
             _check_label_range(chunk, out_dtype, source_desc)
             if n_features is None and budget.ceiling is not None and len(ind) and hi - shift + 1 > width:
                 width = hi - shift + 1
-                if column_bytes(width_bound(width)) > room:
+                sized = min(width_bound(width), max_cols)
+                if column_bytes(sized) > room:
                     # the buffers leave too little room for the columns' arrays of the ids read so far: refused
                     # when --memory cannot hold them beside the smallest buffers (naming the figure for that
                     # width), else read again from the start with buffers sized for them (nothing was written)
-                    budget.require(column_bytes(width_bound(width)) + MIN_WORK,
-                                   f"this conversion ({width} columns so far)")
-                    raise _Restart(sized_for=width_bound(width))
+                    require_columns(budget, sized, f"this conversion ({width} columns so far)")
+                    raise _Restart(sized_for=sized)
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
