@@ -414,11 +414,11 @@ def long_lines(tmp_path_factory):
                     + "\n")
     ooc.convert(str(small), str(store), n_features=LONG_D)
     ooc.train(str(store), str(run), max_epochs=1)
-    return long, run
+    return long, run, store
 
 
 def test_long_lines_refused_naming_a_figure_that_holds_them(long_lines, tmp_path):
-    long, run = long_lines
+    long, run, _ = long_lines
     out = tmp_path / "p.txt"
     args = _ooc("predict", run, long, "--out", out)
     r, _ = _peak([*args, "--memory", "1B"])
@@ -490,3 +490,41 @@ def test_wide_convert_under_a_cgroup_of_its_figure(tmp_path):
                        capture_output=True, text=True, env=_env(), timeout=900)
     assert r.returncode == 0 and "oom_kills=0" in r.stderr, r.stderr[-2000:]
     assert out.exists()
+
+
+# convert and append read text through the same rule (ooc.store.ingest.lines_held): before, at the figure
+# named before reading, a line of 2^20 features failed partway ('line longer than N bytes', no figure).
+
+#: (command, svmlight options): convert without and with the width said, append to a store of that width
+LINE_CELLS = [("convert", []), ("convert", ["--n-features", str(LONG_D)]), ("append", [])]
+
+
+def _follow_figures(args: list, out, tries: int = 3) -> tuple[list[str], str, int]:
+    """Run ``args`` at ``--memory 1B``, then at each figure a refusal names (one line, nothing written, each
+    larger than the last) until it succeeds: the refusals' lines, the last figure and the peak under it."""
+    memory, refusals = "1B", []
+    for _ in range(tries):
+        r, peak = _peak([*args, "--memory", memory])
+        if r.returncode == 0:
+            return refusals, memory, peak
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        m = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", lines[-1] if lines else "")
+        assert len(lines) == 1 and m, r.stderr[-2000:]
+        assert not out.exists(), "refused, yet an output was written"
+        named = m.group(1).replace(" ", "")
+        assert parse_bytes(named) > parse_bytes(memory), lines[0]
+        refusals.append(lines[0])
+        memory = named
+    raise AssertionError(f"still refused after {tries} figures: {refusals}")
+
+
+@pytest.mark.parametrize("cmd,extra", LINE_CELLS)
+def test_convert_and_append_refuse_long_lines_naming_a_figure(long_lines, tmp_path, cmd, extra):
+    long, _, store = long_lines
+    out = tmp_path / "out.zarr"
+    args = (_ooc("convert", long, out, "--index-base", "1", *extra) if cmd == "convert"
+            else _ooc("append", store, long, "--out", out))
+    refusals, named, peak = _follow_figures(args, out)
+    assert any("line 1 of" in ln and "longer than its blocks hold" in ln for ln in refusals), refusals
+    assert out.exists() and ooc.open_store(str(out)).n_rows >= 2
+    assert peak <= parse_bytes(named), f"{cmd} of lines of {LONG_D} features at {named}: peak {peak / 2**20:.1f} MiB"

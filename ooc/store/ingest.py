@@ -157,6 +157,42 @@ def command_budget(memory, option: str = "--memory", held: int | None = None) ->
 #: and a pass is slow, not smaller).
 MIN_WORK = 16 << 20
 
+#: The largest block of text a reader takes at once (a line may be up to two: ``input_rules.LINE_CHUNKS``).
+MAX_TEXT_CHUNK = 64 << 20
+#: A text reader's blocks are this fraction of the buffers' memory (their copies, the parsed entries and
+#: the rows written from them take the rest).
+TEXT_CHUNK_SHARE = 12
+
+
+def text_chunk_bytes(buffers: int) -> int:
+    """The text block a reader gets from ``buffers`` bytes of buffer memory: a :data:`TEXT_CHUNK_SHARE`-th
+    of it, at least 64 KiB, at most :data:`MAX_TEXT_CHUNK`."""
+    return int(min(MAX_TEXT_CHUNK, max(buffers // TEXT_CHUNK_SHARE, 1 << 16)))
+
+
+def lines_held(chunks, budget: Budget, source: str, buffers: int, work_for: Callable[[int], int]):
+    """``chunks`` (a text reader's, whose blocks were sized from ``buffers`` bytes by
+    :func:`text_chunk_bytes`); a line longer than those blocks hold (the reader's ``line_too_long``,
+    which measures it) is refused naming the memory that holds it, when one does
+    (:meth:`~ooc._memlimit.Budget.refuse`): ``work_for(need)`` is the work whose buffers are ``need``
+    bytes, for the command that reads (its other holdings beside them). The one rule of every command that
+    reads text (convert, append, predict, evaluate); they publish their output only once every chunk was
+    read, so nothing is written."""
+    from .input_rules import LINE_CHUNKS, max_line_bytes
+
+    try:
+        yield from chunks
+    except InputError as exc:
+        length = getattr(exc, "line_bytes", None)
+        if length is None or length > max_line_bytes(MAX_TEXT_CHUNK):
+            raise
+        need = max(MIN_WORK, TEXT_CHUNK_SHARE * -(-length // LINE_CHUNKS))
+        budget.refuse(max(work_for(need), budget.work + 1),
+                      f"line {exc.line} of {source} is {length} bytes, longer than its blocks hold (lines of "
+                      f"{max_line_bytes(text_chunk_bytes(buffers))} bytes at most)")
+        raise
+
+
 def whole_input_bytes(source, fmt: str | None = None) -> int:
     """What reading ``source`` holds at once whatever the buffers: an .npz file's arrays, decoded whole
     (:func:`load_npz`: a member of a zip cannot be memory-mapped), their sizes read from the zip's directory
@@ -228,7 +264,7 @@ def check_columns(budget: Budget, n_cols: int, cause: str, what: str) -> None:
     """``n_cols`` columns (because of ``cause``: ``--hash-bits 24``, ``n_features=...``) checked against
     the conversion's own needs: refused with the hint to hash beyond :func:`column_limit`, else naming the
     figure that holds them when ``budget`` does not (:func:`require_columns`)."""
-    limit = column_limit(budget.held)
+    limit = column_limit(budget.held + budget.reserved)
     if n_cols > limit:
         raise ValueError(too_many_columns(n_cols, limit, cause))
     require_columns(budget, n_cols, what)
@@ -1163,7 +1199,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
 
     def opened(mem):
         bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
-        chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
+        chunk_bytes = text_chunk_bytes(mem)
         return bb, _source_chunks(source, y, input_format, chunk_bytes, max(1024, chunk_bytes // 64), dtype, hash_bits,
                                   text_columns, sample_weight, weight_column, threads, recipe, recipe_owner, header)
 
@@ -1358,7 +1394,8 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     width = 0  # columns seen so far (svmlight: its width is known only once read)
     # what the columns' arrays may take beside the buffers as sized (buffer_budget): a third of the work
     # while the width is unknown, what the columns the buffers were sized for take once it was read
-    room = budget.work - buffer_budget(budget, sized_for)
+    buffers = buffer_budget(budget, sized_for)
+    room = budget.work - buffers
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
@@ -1366,8 +1403,9 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     try:
         limit = np.iinfo(index_dtype).max
         out_dtype = np.dtype(dtype)
-        max_cols = column_limit(budget.held)
-        for chunk in make_chunks():
+        max_cols = column_limit(budget.held + budget.reserved)
+        for chunk in lines_held(make_chunks(), budget, source_desc, buffers,
+                                lambda need: _work_for_buffers(need, sized_for)):
             ind = np.empty(len(chunk.indices), index_dtype)
             data = np.empty(len(chunk.data), out_dtype)
             lo, hi, bad = _ke.cast_entries(chunk.indices, chunk.data, shift, ind, data)
@@ -1426,6 +1464,12 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
+
+
+def _work_for_buffers(buffers: int, n_cols: int | None) -> int:
+    """The work whose buffers are ``buffers`` bytes (the inverse of :func:`buffer_budget`): beside the
+    columns' arrays, or, their count unknown, two thirds of it."""
+    return buffers + column_bytes(n_cols) if n_cols is not None else -(-3 * buffers // 2)
 
 
 def _transpose_budget(budget: Budget, n_cols: int) -> int:
