@@ -62,7 +62,7 @@ from .readers import (
     iter_text,
     iter_vw,
     overflow_limit,
-    read_whole,
+    spooled,
     text_layout,
 )
 from .recipe import (
@@ -197,19 +197,24 @@ def whole_input_bytes(source, fmt: str | None = None) -> int:
     """What reading ``source`` holds at once whatever the buffers: an .npz file's arrays, decoded whole
     (:func:`load_npz`: a member of a zip cannot be memory-mapped), their sizes read from the zip's directory
     (``fmt``: the format it is read as, None: its own, :func:`~ooc.store.readers.detect_format`). 0 for
-    what is read a piece at a time, an in-memory matrix (already held) and a stream (not known before it
-    is read)."""
+    what is read a piece at a time and an in-memory matrix (already held). A stream of an .npz (standard
+    input, a pipe) is spooled to a temporary file first (:func:`~ooc.store.readers.spooled`, its bytes on
+    disk, never in memory whole) and charged as that file is."""
     from .readers import is_local
 
     if not isinstance(source, (str, os.PathLike)):
         return 0
     path = os.fspath(source)
-    if is_stream(path) or not is_local(path) or not os.path.isfile(path):
+    stream = is_stream(path)
+    if not stream and (not is_local(path) or not os.path.isfile(path)):
         return 0
     try:
-        if (fmt or detect_format(path)) != "npz" or not zipfile.is_zipfile(path):
+        if (fmt or detect_format(path)) != "npz":
             return 0
-        with zipfile.ZipFile(path) as z:
+        archive = spooled(path) if stream else path
+        if not zipfile.is_zipfile(archive):
+            return 0
+        with zipfile.ZipFile(spooled(path) if stream else path) as z:
             return sum(i.file_size for i in z.infolist())
     except (OSError, ValueError, zipfile.BadZipFile, InputError):  # unreadable: refused as it is read
         return 0
@@ -731,12 +736,10 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
 
 
 def _npz_file(path):
-    """What ``np.load`` reads an .npz from: the path, or a stream input's bytes (a zip is read by
-    seeking; standard input and pipes cannot seek, and an .npz is loaded whole anyway)."""
+    """What ``np.load`` reads an .npz from: the path, or a stream input spooled to a temporary file (a zip is
+    read by seeking; standard input and pipes cannot seek): :func:`~ooc.store.readers.spooled`."""
     if is_stream(path):
-        import io
-
-        return io.BytesIO(read_whole(path))
+        return spooled(path)
     return path
 
 
