@@ -282,7 +282,9 @@ class Budget(NamedTuple):
     ``work``: bytes the work may add to the process; ``ceiling``: the whole process's resident size the
     memory governor holds it under (:func:`ooc._memguard.governed`; None: a Python caller's ``memory``,
     only measured); ``held``: what the process held when it was resolved (0 for a Python caller);
-    ``limit``: under ``auto``, the limit it came from; ``memory``: the option's bytes (None: ``auto``).
+    ``limit``: under ``auto``, the limit it came from; ``memory``: the option's bytes (None: ``auto``);
+    ``reserved``: bytes of the work a caller took off ``work`` for something of its own before passing the
+    rest on (append's writers' buffers): a refusal of the rest names a figure that counts them.
     """
 
     work: int
@@ -290,6 +292,7 @@ class Budget(NamedTuple):
     held: int
     limit: Limit | None
     memory: int | None
+    reserved: int = 0
 
     def require(self, least: int, what: str) -> None:
         """Refuse (:class:`MemoryTooSmall`) an explicit whole-process ``--memory`` that leaves the work less
@@ -300,7 +303,7 @@ class Budget(NamedTuple):
             return
         raise MemoryTooSmall(
             f"--memory {format_bytes(self.memory)} is less than {what} holds at once: the smallest --memory that "
-            f"works here is {format_bytes(limit_that_works(self.held + int(least)), up=True)} (the process holds "
+            f"works here is {format_bytes(limit_that_works(self.held + self.reserved + int(least)), up=True)} (the process holds "
             f"{format_bytes(self.held)} of it)")
 
 
@@ -321,7 +324,7 @@ class Budget(NamedTuple):
         smallest that works (:func:`limit_that_works`). Without a ceiling (a Python caller), nothing."""
         if self.ceiling is None:
             return
-        figure = (f"{format_bytes(limit_that_works(self.held + int(least)), up=True)} (the process holds "
+        figure = (f"{format_bytes(limit_that_works(self.held + self.reserved + int(least)), up=True)} (the process holds "
                   f"{format_bytes(self.held)} of it)")
         if self.memory is not None:
             raise MemoryTooSmall(f"--memory {format_bytes(self.memory)} is too small: {why}; the smallest --memory "

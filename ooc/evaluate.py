@@ -36,7 +36,15 @@ from .model import LinearModel, log_proba_from_margins, proba_from_margins
 from .objectives.losses import loss_spec, make_loss
 from .objectives.penalties import ElasticNet, primal_value
 from .store import layout as L
-from .store.ingest import MIN_WORK, _load_numba, command_budget, load_kernels, whole_input_bytes
+from .store.ingest import (
+    MIN_WORK,
+    _load_numba,
+    command_budget,
+    lines_held,
+    load_kernels,
+    text_chunk_bytes,
+    whole_input_bytes,
+)
 from .store.readers import InputError
 from .store.recipe import pass_base
 
@@ -292,7 +300,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     # an .npz is read whole: charged first, the chunks sized from what it leaves
     work = budget.hold(whole_input_bytes(source, reading.format), MIN_WORK,
                        f"reading {source} (an .npz: its arrays decoded whole)").work
-    chunk_bytes = int(min(64 << 20, max(work // 12, 1 << 16)))
+    chunk_bytes = text_chunk_bytes(work)
     stated = "text" if given.text_columns is not None else given.input_format
     # a file whose format the user stated as the recipe's is read so, whatever its name or content says
     # values as the training store holds them (its dtype, the same range checks as convert): a file and the
@@ -312,7 +320,7 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
     seen: dict = {}
     total = src.total or 0
     _announce(progress, *((src.n_rows, "rows") if fmt == "npz" else (total, "B")))
-    for ch in _lines_held(src.make(), budget, work, source):
+    for ch in lines_held(src.make(), budget, source, work, lambda need: budget.work - work + need):
         if fmt == "npz":
             yield _Piece(ch.indptr, ch.indices, ch.data, ch.labels, row=ch.first_line - 1,
                          done=ch.first_line - 1 + len(ch.labels), total=src.n_rows)
@@ -321,26 +329,6 @@ def _iter_rows(model: LinearModel, source: str, memory, labels: bool = True, opt
                else ch.indices)
         yield _Piece(ch.indptr, ind, ch.data, ch.labels, line=ch.first_line, done=ch.bytes_consumed,
                      total=total, unit="B")
-
-
-def _lines_held(chunks, budget: Budget, work: int, source: str):
-    """``chunks``; a line longer than the reader's blocks sized from ``work`` hold (``line_too_long``) is
-    refused naming the memory whose blocks hold it (:meth:`~ooc._memlimit.Budget.refuse`), when one does
-    (blocks of a twelfth of the work, lines of two blocks, at most 64 MiB a block): outputs are published
-    only once every piece is scored, so nothing is written."""
-    from .store.input_rules import LINE_CHUNKS, max_line_bytes
-
-    try:
-        yield from chunks
-    except InputError as exc:
-        length = getattr(exc, "line_bytes", None)
-        if length is None or length > max_line_bytes(64 << 20):
-            raise
-        need = max(MIN_WORK, 12 * -(-length // LINE_CHUNKS))
-        budget.refuse(budget.work - work + need,
-                      f"line {exc.line} of {source} is {length} bytes, longer than its blocks hold (lines of "
-                      f"{max_line_bytes(work // 12)} bytes at most)")
-        raise
 
 
 def _announce(progress, total, unit: str) -> None:

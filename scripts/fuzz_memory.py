@@ -18,16 +18,18 @@ Prints one JSON line per run and a summary line (runs, cells, violations: target
 
     python scripts/fuzz_memory.py --cells 40 --seed 1 --work /tmp/fuzz-memory
 
-``--convert`` checks ``ooc convert`` instead, on text inputs it writes: each cell draws a format (svmlight
-0- or 1-based, with or without ``--n-features``; CSV; VW hashed into ``2**B`` columns), rows, a width
-(``2**8`` to ``2**24`` ids or hashed columns; CSV: 2**4 to 2**11 dense columns), features a row (up to
-long lines of thousands), the dtype, layout, threads and whether Numba's cache is cold (a fresh
-``NUMBA_CACHE_DIR``: the kernels compile in the measured process). The promise, per cell:
+``--convert`` checks ``ooc convert`` instead, on inputs it writes: each cell draws a format (svmlight
+0- or 1-based, with or without ``--n-features``; CSV; VW hashed into ``2**B`` columns; an ``.npz`` piped
+on standard input), rows, a width (``2**8`` to ``2**24`` ids or hashed columns; CSV: 2**4 to 2**11 dense
+columns), features a row (up to long lines of thousands, and for svmlight and VW sometimes a few lines of
+``2**19`` to ``2**21`` features, longer than the blocks of the figure named before reading), the dtype,
+layout, threads and whether Numba's cache is cold (a fresh ``NUMBA_CACHE_DIR``: the kernels compile in the
+measured process). The promise, per cell:
 
 * ``--memory 1B`` is refused naming ``F``, the smallest ``--memory`` that works;
-* at ``F`` the conversion succeeds (an svmlight file without ``--n-features`` may be refused once more, when
-  its ids are read, naming ``F2 > F``: then ``F2`` is the figure) with a peak resident size
-  (``/usr/bin/time -v``) of at most ``F``; at ``1.5 F`` too;
+* at ``F`` the conversion succeeds (what is known only once read, an svmlight file's width or a line's
+  length, may be refused once more, naming ``F2 > F``: then ``F2`` is the figure, and so on, twice at
+  most) with a peak resident size (``/usr/bin/time -v``) of at most ``F``; at ``1.5 F`` too;
 * as root, under a memory cgroup of ``F`` (``scripts/run-capped F``, page cache counted; ``--cold-pages``
   drops the page cache first) the default ``--memory auto`` conversion succeeds, with no OOM kill.
 
@@ -155,14 +157,19 @@ def check(res: dict, floor: int) -> str | None:
     return f"failed: {res['error']}"
 
 
-CONVERT_FORMATS = ("svmlight1", "svmlight0", "svmlight1-n", "csv", "vw")
+CONVERT_FORMATS = ("svmlight1", "svmlight0", "svmlight1-n", "csv", "vw", "npz-pipe")
 
 
 def draw_convert(rng: random.Random) -> dict:
     """One ``--convert`` cell: an input's format and shape, and the conversion's options."""
     fmt = rng.choice(CONVERT_FORMATS)
     long_lines = rng.random() < 0.2
-    if fmt == "csv":
+    huge = fmt != "csv" and fmt != "npz-pipe" and rng.random() < 0.2  # lines past the first figure's blocks
+    if huge:
+        width = 1 << rng.randint(21, 24)
+        nnz = 1 << rng.randint(19, 21)
+        rows = 200
+    elif fmt == "csv":
         width = 1 << rng.randint(4, 11)
         nnz = width
         rows = max(200, min(rng.choice((2_000, 10_000, 30_000)), 1_000_000 // width))
@@ -170,7 +177,10 @@ def draw_convert(rng: random.Random) -> dict:
         width = 1 << rng.randint(8, 24)
         nnz = min(width // 2, rng.choice((2000, 5000)) if long_lines else rng.choice((3, 15, 50, 200)))
         rows = max(200, min(rng.choice((2_000, 10_000, 30_000)), 1_000_000 // max(nnz, 1)))
-    return {"format": fmt, "rows": rows, "width": width, "nnz": max(1, nnz), "dtype": rng.choice(("float32", "float64")),
+    if fmt == "npz-pipe":  # rows to tens of MiB decoded: what is read whole is charged
+        rows = rng.choice((50_000, 200_000, 600_000)) // max(1, nnz // 15)
+    return {"format": fmt, "rows": rows, "width": width, "nnz": max(1, nnz), "huge": huge,
+            "dtype": rng.choice(("float32", "float64")),
             "layout": rng.choice(("both", "both", "rows", "cols")), "threads": rng.choice((0, 1)),
             "cold": rng.random() < 0.25}
 
@@ -180,11 +190,34 @@ def write_input(work: str, c: dict) -> str:
     import numpy as np
 
     fmt = c["format"].split("-")[0]
-    ext = {"csv": "csv", "vw": "vw"}.get(fmt, "svm")
-    path = os.path.join(work, f"in-{fmt}-{c['rows']}-{c['width']}-{c['nnz']}.{ext}")
+    ext = {"csv": "csv", "vw": "vw", "npz": "npz"}.get(fmt, "svm")
+    path = os.path.join(work, f"in-{fmt}-{c['rows']}-{c['width']}-{c['nnz']}{'-huge' if c.get('huge') else ''}.{ext}")
     if os.path.exists(path):
         return path
     rng = np.random.default_rng([c["rows"], c["width"], c["nnz"]])
+    if fmt == "npz":
+        import scipy.sparse as sp
+
+        ids = np.sort(rng.integers(0, c["width"], (c["rows"], c["nnz"])), axis=1)
+        X = sp.csr_matrix((rng.normal(size=ids.size), ids.ravel(), np.arange(c["rows"] + 1) * c["nnz"]),
+                          shape=(c["rows"], c["width"]))
+        X.sum_duplicates()
+        with open(path + ".tmp", "wb") as f:
+            np.savez(f, data=X.data, indices=X.indices, indptr=X.indptr, shape=np.array(X.shape), format="csr",
+                     y=np.where(rng.random(c["rows"]) < 0.5, 1.0, -1.0))
+        os.replace(path + ".tmp", path)
+        return path
+    if c.get("huge"):  # a few lines of nnz features (ids spread over the width), between short ones
+        with open(path + ".tmp", "w") as f:
+            for i in range(c["rows"]):
+                k = c["nnz"] if i % 50 == 1 else 5
+                ids = np.unique(rng.integers(0, c["width"], k)) + (1 if fmt == "svmlight1" else 0)
+                if fmt == "vw":
+                    f.write(f"{1 if i % 2 else -1} |f " + " ".join(f"t{j}:1" for j in ids) + "\n")
+                else:
+                    f.write(f"{1 if i % 2 else -1} " + " ".join(f"{j}:1" for j in ids) + "\n")
+        os.replace(path + ".tmp", path)
+        return path
     base = 0 if fmt == "svmlight0" else 1
     with open(path + ".tmp", "w") as f:
         for s in range(0, c["rows"], 2000):
@@ -217,6 +250,8 @@ def convert_options(c: dict) -> list[str]:
         o += ["--index-base", "0" if c["format"] == "svmlight0" else "1"]
     if c["format"].endswith("-n"):
         o += ["--n-features", str(c["width"])]
+    if c["format"] == "npz-pipe":
+        o += ["--input-format", "npz"]
     return o
 
 
@@ -230,7 +265,10 @@ def run_convert(work: str, src: str, c: dict, memory: str | None, capped: int | 
         cache = os.path.join(work, "numba-cold")
         shutil.rmtree(cache, ignore_errors=True)
         env["NUMBA_CACHE_DIR"] = cache
-    cmd = [*OOC, "convert", src, out, *convert_options(c)] + (["--memory", memory] if memory else [])
+    piped = c["format"] == "npz-pipe"
+    cmd = [*OOC, "convert", "-" if piped else src, out, *convert_options(c)] + (["--memory", memory] if memory else [])
+    if piped:  # the .npz on standard input, through a pipe
+        cmd = ["sh", "-c", 'cat "$0" | exec "$@"', src, *cmd]
     if capped is not None:
         capper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run-capped")
         cmd = [capper, str(capped), *(["--cold"] if cold_pages else []), "--", *cmd]
@@ -279,9 +317,12 @@ def fuzz_convert(a) -> None:
             continue
         figure = first["named"]
         at = run_convert(a.work, src, c, str(figure))
-        if at["rc"] and at["named"] and c["format"] in ("svmlight0", "svmlight1"):
-            # an svmlight file does not say its width: refused once its ids are read, naming the figure for them
-            report(i, c, at, None if at["named"] > figure else "a second refusal named no more", step="1x-width")
+        for _ in range(2):
+            if not (at["rc"] and at["named"]):
+                break
+            # what is known only once read (an svmlight file's width, a line's length): refused when read,
+            # naming a larger figure for it
+            report(i, c, at, None if at["named"] > figure else "a second refusal named no more", step="1x-again")
             figure = at["named"]
             at = run_convert(a.work, src, c, str(figure))
         report(i, c, at, check_convert(at, figure), step="1x", figure=figure)

@@ -1,7 +1,8 @@
 """The memory promise of ``ooc predict`` / ``ooc evaluate`` / ``ooc append`` against cells nobody listed.
 
 Each cell draws the model's classes (2 to 200; regression too), the width (2^8 to 2^22), the rows, the nonzeros
-a row (a row's line length: up to 2^20 features), the input's format (svmlight, CSV, .npz or an ooc store), the
+a row (a row's line length: up to 2^20 features), the input's format (svmlight, CSV, .npz or an ooc store),
+whether a file is piped on standard input (``-``: an .npz is then spooled and charged as the file is), the
 command and ``--proba``, and checks the promise (docs/training.rst, "Memory"):
 
 * ``--memory 1B`` is refused before any work: one line naming ``F``, the smallest ``--memory`` that works,
@@ -55,7 +56,8 @@ def draw(rng: random.Random) -> dict:
     rows = 3 if long_lines else max(10, min(rng.choice([2000, 20000, 200000]), (60 << 20) // (12 * nnz)))
     proba = cmd == "predict" and task != "regression" and rng.random() < 0.6
     return {"task": task, "classes": classes, "width": width, "nnz": nnz, "rows": rows, "format": fmt,
-            "cmd": cmd, "proba": proba, "multiple": rng.choice([1.0, 1.0, 1.25, 1.5, 2.0]), "seed": rng.randrange(1 << 30)}
+            "cmd": cmd, "proba": proba, "multiple": rng.choice([1.0, 1.0, 1.25, 1.5, 2.0]), "seed": rng.randrange(1 << 30),
+            "piped": fmt in ("svmlight", "npz") and rng.random() < 0.4}
 
 
 def _data(c: dict, rows: int, seed: int):
@@ -140,12 +142,16 @@ def cell(c: dict, work: str) -> list[dict]:
         inp = os.path.join(d, "in." + {"svmlight": "svm"}.get(c["format"], c["format"]))
         _write(inp, c["format"], c, *_data(c, c["rows"], c["seed"]))
     out = os.path.join(d, "out.zarr" if c["cmd"] == "append" else "out.txt")
+    piped = c.get("piped")
+    src, inp = inp, "-" if piped else inp
     if c["cmd"] == "predict":
         argv = [*OOC, "predict", run, inp, "--out", out] + (["--proba"] if c["proba"] else [])
     elif c["cmd"] == "evaluate":
         argv = [*OOC, "evaluate", run, inp, "--json"]
     else:
         argv = [*OOC, "append", store, inp, "--out", out]
+    if piped:  # the file through a pipe on standard input
+        argv = ["sh", "-c", 'cat "$0" | exec "$@"', src, *argv]
     runs = []
     rc, peak, err = _peak([*argv, "--memory", "1B"])
     m = FIGURE.search(err)

@@ -337,7 +337,7 @@ def test_array_value_overflowing_float32_is_refused(tmp_path):
 def test_too_many_columns_is_refused_with_the_line(tmp_path, monkeypatch):
     from ooc.store import ingest
 
-    monkeypatch.setattr(ingest, "max_columns", lambda: 1000)
+    monkeypatch.setattr(ingest, "column_limit", lambda held=0: 1000)
     p = tmp_path / "wide.svm"
     p.write_bytes(b"1 1:1\n-1 999:1\n1 1000:1 1001:2\n")  # 1-based: id 1001 needs 1001 columns
     with pytest.raises(ValueError) as e:

@@ -16,12 +16,13 @@ inputs is ``scripts/bench_memory.py --cells cmd:...``.
 from __future__ import annotations
 
 import re
+import subprocess
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_memory_ceiling import _ooc, _peak
+from test_memory_ceiling import _env, _ooc, _peak
 
 import ooc
 from ooc.units import parse_bytes
@@ -413,11 +414,11 @@ def long_lines(tmp_path_factory):
                     + "\n")
     ooc.convert(str(small), str(store), n_features=LONG_D)
     ooc.train(str(store), str(run), max_epochs=1)
-    return long, run
+    return long, run, store
 
 
 def test_long_lines_refused_naming_a_figure_that_holds_them(long_lines, tmp_path):
-    long, run = long_lines
+    long, run, _ = long_lines
     out = tmp_path / "p.txt"
     args = _ooc("predict", run, long, "--out", out)
     r, _ = _peak([*args, "--memory", "1B"])
@@ -434,3 +435,127 @@ def test_long_lines_refused_naming_a_figure_that_holds_them(long_lines, tmp_path
     assert r.returncode == 0, r.stderr[-2000:]
     assert out.read_text().count("\n") == 2
     assert peak <= parse_bytes(second), f"lines of {LONG_D} features at {second}: peak {peak / 2**20:.1f} MiB"
+
+
+# -- a conversion's columns are charged what the conversion holds for them ------------------------------
+#
+# Before, convert refused more than memory_available() / 64 columns (64 bytes a column "kept for training")
+# even where its own plan (COLUMN_BYTES a column) fitted: under a cgroup of the very figure it named, a VW
+# input hashed into 2**23 columns was refused by that cap. Now the cap is the machine's, at the conversion's
+# own bytes a column, and a memory too small for the columns is refused naming the figure that holds them.
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bits=st.integers(18, 21), factor=st.floats(0.6, 1.9), fmt=st.sampled_from(["vw", "n_features"]))
+def test_columns_limited_by_what_the_conversion_holds(tmp_path, monkeypatch, bits, factor, fmt):
+    """On a machine of M bytes (patched), 2**bits columns convert iff their arrays and the smallest buffers
+    fit M (a Python caller holds nothing else); else refused with the hint to hash, nothing written. The
+    machines drawn lie around that need, below the 64 bytes a column of the cap before."""
+    import uuid
+
+    from ooc.store import ingest, stats
+
+    need = ingest.column_bytes(1 << bits) + ingest.MIN_WORK
+    machine = int(need * factor)
+    for mod in (stats, ingest):
+        monkeypatch.setattr(mod, "physical_memory", lambda: machine, raising=False)
+    monkeypatch.setattr(stats, "memory_available", lambda: machine)
+    src = tmp_path / ("a.vw" if fmt == "vw" else "a.svm")
+    src.write_text("1 |f a b:2\n-1 |f c\n" if fmt == "vw" else "1 1:1 3:2\n-1 2:1\n")
+    # a Python caller's explicit memory: its buffers', nothing held beside them (Budget.held 0)
+    kw = {"hash_bits": bits, "memory": 64 << 20} if fmt == "vw" else {"n_features": 1 << bits, "memory": 64 << 20}
+    out = tmp_path / f"{uuid.uuid4().hex}.zarr"  # a new store for each example drawn
+    if need <= machine:
+        assert ooc.convert(str(src), str(out), **kw).n_cols == 1 << bits
+    else:
+        with pytest.raises(ValueError, match=r"makes [0-9,]+ columns.*hash the features"):
+            ooc.convert(str(src), str(out), **kw)
+        assert not out.exists()
+
+
+def test_wide_convert_under_a_cgroup_of_its_figure(tmp_path):
+    """``convert --hash-bits 23`` under a memory cgroup of the figure ``--memory 1B`` names: ``auto``
+    converts, no OOM kill (before: refused by the 64-bytes-a-column cap on the cgroup's memory)."""
+    from test_capped import require_run_capped
+
+    capper = require_run_capped()
+    src = tmp_path / "a.vw"
+    src.write_text("".join(f"{1 if i % 2 else -1} |f a{i}:1 b{i % 7}:0.5\n" for i in range(200)))
+    out = tmp_path / "s.zarr"
+    r, _ = _peak(_ooc("convert", src, out, "--hash-bits", "23", "--memory", "1B"))
+    m = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr)
+    assert r.returncode and m, r.stderr[-2000:]
+    named = parse_bytes(m.group(1).replace(" ", ""))
+    r = subprocess.run([capper, str(named), "--", *_ooc("convert", src, out, "--hash-bits", "23")],
+                       capture_output=True, text=True, env=_env(), timeout=900)
+    assert r.returncode == 0 and "oom_kills=0" in r.stderr, r.stderr[-2000:]
+    assert out.exists()
+
+
+# convert and append read text through the same rule (ooc.store.ingest.lines_held): before, at the figure
+# named before reading, a line of 2^20 features failed partway ('line longer than N bytes', no figure).
+
+#: (command, svmlight options): convert without and with the width said, append to a store of that width
+LINE_CELLS = [("convert", []), ("convert", ["--n-features", str(LONG_D)]), ("append", [])]
+
+
+def _follow_figures(args: list, out, tries: int = 3) -> tuple[list[str], str, int]:
+    """Run ``args`` at ``--memory 1B``, then at each figure a refusal names (one line, nothing written, each
+    larger than the last) until it succeeds: the refusals' lines, the last figure and the peak under it."""
+    memory, refusals = "1B", []
+    for _ in range(tries):
+        r, peak = _peak([*args, "--memory", memory])
+        if r.returncode == 0:
+            return refusals, memory, peak
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        m = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", lines[-1] if lines else "")
+        assert len(lines) == 1 and m, r.stderr[-2000:]
+        assert not out.exists(), "refused, yet an output was written"
+        named = m.group(1).replace(" ", "")
+        assert parse_bytes(named) > parse_bytes(memory), lines[0]
+        refusals.append(lines[0])
+        memory = named
+    raise AssertionError(f"still refused after {tries} figures: {refusals}")
+
+
+@pytest.mark.parametrize("cmd,extra", LINE_CELLS)
+def test_convert_and_append_refuse_long_lines_naming_a_figure(long_lines, tmp_path, cmd, extra):
+    long, _, store = long_lines
+    out = tmp_path / "out.zarr"
+    args = (_ooc("convert", long, out, "--index-base", "1", *extra) if cmd == "convert"
+            else _ooc("append", store, long, "--out", out))
+    refusals, named, peak = _follow_figures(args, out)
+    assert any("line 1 of" in ln and "longer than its blocks hold" in ln for ln in refusals), refusals
+    assert out.exists() and ooc.open_store(str(out)).n_rows >= 2
+    assert peak <= parse_bytes(named), f"{cmd} of lines of {LONG_D} features at {named}: peak {peak / 2**20:.1f} MiB"
+
+
+# -- an .npz from standard input is charged as the file is --------------------------------------------
+#
+# Before, a piped .npz was read whole into memory (its bytes) and then decoded, neither charged: at the
+# figure named, a 1M-row .npz (149 MiB decoded) took convert to 543 MiB under --memory 300MiB. Now the
+# stream is spooled to a temporary file and charged its arrays' decoded size, as a file .npz is.
+
+
+def _piped(path, args: list) -> list:
+    """``args`` reading ``path`` from a pipe on their standard input."""
+    return ["sh", "-c", 'cat "$0" | exec "$@"', str(path), *map(str, args)]
+
+
+@pytest.mark.parametrize("cmd", ["convert", "append", "predict", "evaluate"])
+def test_piped_npz_is_charged(npz_inputs, tmp_path, cmd):
+    big, store, run = npz_inputs
+    out = tmp_path / ("p.txt" if cmd == "predict" else "out.zarr")
+    args = {"convert": _ooc("convert", "-", out, "--input-format", "npz"),
+            "append": _ooc("append", store, "-", "--out", out, "--input-format", "npz"),
+            "predict": _ooc("predict", run, "-", "--out", out),
+            "evaluate": _ooc("evaluate", run, "-", "--json")}[cmd]
+    r, _ = _peak(_piped(big, [*args, "--memory", "1B"]))
+    m = re.search(r"the smallest --memory that works here is ([0-9.]+ [KMGT]iB)", r.stderr)
+    assert r.returncode != 0 and m, r.stderr[-2000:]
+    assert not out.exists()
+    named = m.group(1).replace(" ", "")
+    r, peak = _peak(_piped(big, [*args, "--memory", named]))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert out.exists() or cmd == "evaluate"
+    assert peak <= parse_bytes(named), f"{cmd} of a piped {NPZ_ROWS}-row .npz at {named}: peak {peak / 2**20:.1f} MiB"

@@ -503,7 +503,7 @@ def test_hash_bits_checked_in_python(tmp_path):
 
 def test_hash_bits_beyond_the_memory_for_columns(tmp_path, monkeypatch):
     # a store keeps O(columns) arrays: 2**B columns that do not fit are refused before any work
-    monkeypatch.setattr(ingest, "max_columns", lambda: 100)
+    monkeypatch.setattr(ingest, "column_limit", lambda held=0: 100)
     p = tmp_path / "a.vw"
     p.write_bytes(b"1 |a x\n")
     r = CliRunner().invoke(cli, ["convert", str(p), str(tmp_path / "s.zarr"), "--hash-bits", "8"])

@@ -190,7 +190,7 @@ def _append(store, source, out, opened, y, sample_weight, memory, input_format, 
     whole = whole_input_bytes(source, reading.format if reading is not None else input_format)
     least = max(least, whole + column_bytes(old.n_cols) + MIN_WORK)
     budget.require(writer + least, f"this append (with {old.n_cols} columns, chunks of {chunk_len} entries)")
-    budget = budget._replace(work=max(0, budget.work - writer))
+    budget = budget._replace(work=max(0, budget.work - writer), reserved=budget.reserved + writer)
     remove_stale_temporaries(out)
     tmp = Temporary(out)
     new_rows = _scratch_path(out)

@@ -44,7 +44,7 @@ from ..fsutil import disk_full_error, write_all
 from ..kernels import entries as _ke
 from ..kernels import transpose as _kt
 from ..kernels.hash_bits import DEFAULT_HASH_BITS, check_hash_bits
-from ..units import parse_bytes, parse_memory
+from ..units import format_bytes, parse_bytes, parse_memory
 from . import input_rules
 from . import layout as L
 from .backend import MemoryBackend, StoreError
@@ -64,7 +64,7 @@ from .readers import (
     iter_text,
     iter_vw,
     overflow_limit,
-    read_whole,
+    spooled,
     text_layout,
 )
 from .recipe import (
@@ -80,7 +80,7 @@ from .recipe import (
     header_order,
     pass_base,
 )
-from .stats import max_columns, too_many_columns
+from .stats import physical_memory
 from .store import BACKENDS, Store, open_store
 from .writer import (
     Appender,
@@ -122,23 +122,64 @@ def command_budget(memory, option: str = "--memory", held: int | None = None) ->
 #: and a pass is slow, not smaller).
 MIN_WORK = 16 << 20
 
+#: The largest block of text a reader takes at once (a line may be up to two: ``input_rules.LINE_CHUNKS``).
+MAX_TEXT_CHUNK = 64 << 20
+#: A text reader's blocks are this fraction of the buffers' memory (their copies, the parsed entries and
+#: the rows written from them take the rest).
+TEXT_CHUNK_SHARE = 12
+
+
+def text_chunk_bytes(buffers: int) -> int:
+    """The text block a reader gets from ``buffers`` bytes of buffer memory: a :data:`TEXT_CHUNK_SHARE`-th
+    of it, at least 64 KiB, at most :data:`MAX_TEXT_CHUNK`."""
+    return int(min(MAX_TEXT_CHUNK, max(buffers // TEXT_CHUNK_SHARE, 1 << 16)))
+
+
+def lines_held(chunks, budget: Budget, source: str, buffers: int, work_for: Callable[[int], int]):
+    """``chunks`` (a text reader's, whose blocks were sized from ``buffers`` bytes by
+    :func:`text_chunk_bytes`); a line longer than those blocks hold (the reader's ``line_too_long``,
+    which measures it) is refused naming the memory that holds it, when one does
+    (:meth:`~ooc._memlimit.Budget.refuse`): ``work_for(need)`` is the work whose buffers are ``need``
+    bytes, for the command that reads (its other holdings beside them). The one rule of every command that
+    reads text (convert, append, predict, evaluate); they publish their output only once every chunk was
+    read, so nothing is written."""
+    from .input_rules import LINE_CHUNKS, max_line_bytes
+
+    try:
+        yield from chunks
+    except InputError as exc:
+        length = getattr(exc, "line_bytes", None)
+        if length is None or length > max_line_bytes(MAX_TEXT_CHUNK):
+            raise
+        need = max(MIN_WORK, TEXT_CHUNK_SHARE * -(-length // LINE_CHUNKS))
+        budget.refuse(max(work_for(need), budget.work + 1),
+                      f"line {exc.line} of {source} is {length} bytes, longer than its blocks hold (lines of "
+                      f"{max_line_bytes(text_chunk_bytes(buffers))} bytes at most)")
+        raise
+
+
 def whole_input_bytes(source, fmt: str | None = None) -> int:
     """What reading ``source`` holds at once whatever the buffers: an .npz file's arrays, decoded whole
     (:func:`load_npz`: a member of a zip cannot be memory-mapped), their sizes read from the zip's directory
     (``fmt``: the format it is read as, None: its own, :func:`~ooc.store.readers.detect_format`). 0 for
-    what is read a piece at a time, an in-memory matrix (already held) and a stream (not known before it
-    is read)."""
+    what is read a piece at a time and an in-memory matrix (already held). A stream of an .npz (standard
+    input, a pipe) is spooled to a temporary file first (:func:`~ooc.store.readers.spooled`, its bytes on
+    disk, never in memory whole) and charged as that file is."""
     from .readers import is_local
 
     if not isinstance(source, (str, os.PathLike)):
         return 0
     path = os.fspath(source)
-    if is_stream(path) or not is_local(path) or not os.path.isfile(path):
+    stream = is_stream(path)
+    if not stream and (not is_local(path) or not os.path.isfile(path)):
         return 0
     try:
-        if (fmt or detect_format(path)) != "npz" or not zipfile.is_zipfile(path):
+        if (fmt or detect_format(path)) != "npz":
             return 0
-        with zipfile.ZipFile(path) as z:
+        archive = spooled(path) if stream else path
+        if not zipfile.is_zipfile(archive):
+            return 0
+        with zipfile.ZipFile(spooled(path) if stream else path) as z:
             return sum(i.file_size for i in z.infolist())
     except (OSError, ValueError, zipfile.BadZipFile, InputError):  # unreadable: refused as it is read
         return 0
@@ -152,6 +193,51 @@ COLUMN_BYTES = 24
 def column_bytes(n_cols: int) -> int:
     """What ``n_cols`` columns' statistics and pointers hold during a conversion (:data:`COLUMN_BYTES`)."""
     return COLUMN_BYTES * int(n_cols)
+
+
+def column_limit(held: int = 0) -> int:
+    """The most columns a conversion can hold on this machine at all: what its physical memory
+    (:func:`ooc.store.stats.physical_memory`) leaves beside what the process holds (``held``: a resolved
+    budget's) and the smallest buffers (:data:`MIN_WORK`), at :data:`COLUMN_BYTES` a column.
+
+    A feature id is a promise of memory (``d = largest id + 1`` columns, :func:`column_bytes` of them), so
+    one past this (an id of ``3e9`` on a small machine) is refused up front, naming the line that holds it
+    and a hint to hash: no memory option or limit can hold it. Below it, a ``--memory`` or a limit (a
+    cgroup's, ``RLIMIT_AS``) too small for the columns is refused naming the figure that holds them
+    (:func:`require_columns`). The per-column vectors a training of the store keeps are the training's to
+    say (``ooc info``, ``ooc train``), not the conversion's.
+    """
+    room = (physical_memory() or 1 << 62) - int(held) - MIN_WORK
+    return max(0, room) // COLUMN_BYTES
+
+
+def too_many_columns(n_cols: int, limit: int, cause: str) -> str:
+    """The message for a store of ``n_cols`` columns (because of ``cause``) when ``limit`` fit
+    (:func:`column_limit`)."""
+    return (f"{cause} makes {n_cols:,} columns, more than the {limit:,} a conversion can hold on this machine "
+            f"({(physical_memory() or 0) / 2**30:.3g} GiB of memory, at {COLUMN_BYTES} bytes per column); hash the "
+            "features into fewer columns (e.g. id % 2**24) or use a machine with more memory")
+
+
+def require_columns(budget: Budget, n_cols: int, what: str) -> None:
+    """Refuse (:class:`~ooc._memlimit.MemoryTooSmall`) a budget whose work cannot hold ``n_cols`` columns'
+    arrays (:func:`column_bytes`) beside the smallest buffers, naming the smallest figure that works: an
+    explicit ``--memory`` (:meth:`~ooc._memlimit.Budget.require`) and ``auto`` under a limit found
+    (:meth:`~ooc._memlimit.Budget.refuse`: no buffer shrinks the columns' arrays)."""
+    need = column_bytes(n_cols) + MIN_WORK
+    budget.require(need, what)
+    if budget.work < need:
+        budget.refuse(need, f"{what} holds {format_bytes(need)} at once")
+
+
+def check_columns(budget: Budget, n_cols: int, cause: str, what: str) -> None:
+    """``n_cols`` columns (because of ``cause``: ``--hash-bits 24``, ``n_features=...``) checked against
+    the conversion's own needs: refused with the hint to hash beyond :func:`column_limit`, else naming the
+    figure that holds them when ``budget`` does not (:func:`require_columns`)."""
+    limit = column_limit(budget.held + budget.reserved)
+    if n_cols > limit:
+        raise ValueError(too_many_columns(n_cols, limit, cause))
+    require_columns(budget, n_cols, what)
 
 
 def writer_bytes(chunk_len: int, dtype, index_dtype) -> int:
@@ -306,8 +392,8 @@ def _check_shape(shape, name: str, origin: _Origin) -> tuple[int, int]:
     if shape.shape != (2,) or shape.dtype.kind not in "iu" or int(shape.min()) < 0:
         raise origin.error(f"{name} must be two integers >= 0 (rows, columns), got {shape.tolist()!r}")
     n, d = int(shape[0]), int(shape[1])
-    if d > max_columns():
-        raise origin.error(too_many_columns(d, max_columns(), f"{name} {(n, d)}"))
+    if d > column_limit():  # what no budget here holds; a conversion checks its own (check_columns)
+        raise origin.error(too_many_columns(d, column_limit(), f"{name} {(n, d)}"))
     return n, d
 
 
@@ -397,8 +483,8 @@ def _dense(X: np.ndarray, origin: _Origin) -> MatrixRows:
         raise origin.error(f"{name} must be 2-D (rows x features), got shape {X.shape}")
     _check_numbers(X.dtype, name, origin, "its values")
     n, d = X.shape
-    if d > max_columns():
-        raise origin.error(too_many_columns(d, max_columns(), f"{name} of shape {X.shape}"))
+    if d > column_limit():
+        raise origin.error(too_many_columns(d, column_limit(), f"{name} of shape {X.shape}"))
     if X.dtype.kind == "f":
         step = max(1, _SCAN // max(d, 1))
         for s in range(0, n, step):
@@ -616,16 +702,15 @@ def load_npz(path: str, labels_required: bool = True) -> tuple[MatrixRows, np.nd
 
 
 def _npz_file(path):
-    """What ``np.load`` reads an .npz from: the path, or a stream input's bytes (a zip is read by
-    seeking; standard input and pipes cannot seek, and an .npz is loaded whole anyway).
+    """What ``np.load`` reads an .npz from: the path, or a stream input spooled to a temporary file (a zip is
+    read by seeking; standard input and pipes cannot seek): :func:`~ooc.store.readers.spooled`.
 
     A compressed .npz (``gzip`` of one: its arrays are read whole, so it is not decompressed on the fly as
     text is) is refused naming its compression, rather than as "not an .npz archive"."""
     if is_stream(path):
-        import io
-
-        data = read_whole(path)
-        head, found = data[:6], io.BytesIO(data)
+        found = spooled(path)
+        head = found.read(6)
+        found.seek(0)
     else:
         with open(path, "rb") as f:
             head, found = f.read(6), path
@@ -711,9 +796,6 @@ def _source_chunks(source, y, fmt: str | None, chunk_bytes: int, rows_per_chunk:
         check_path(path)
         if recipe is None:
             recipe = from_options(Options(fmt, None, hash_bits, text_columns, weight_column, header), path, dtype)
-        if recipe.format in HASHED and recipe.hash_bits is not None and (1 << recipe.hash_bits) > max_columns():
-            bits = recipe.hash_bits
-            raise ValueError(too_many_columns(1 << bits, max_columns(), f"--hash-bits {bits}"))
         src = open_input(path, recipe, chunk_bytes=chunk_bytes, rows_per_chunk=rows_per_chunk, dtype=dtype,
                          threads=threads, owner=owner, cast=False)
         make = src.make if src.n_cols is None else _tag_n_cols(src.make, src.n_cols)
@@ -1000,12 +1082,13 @@ def convert(
     n_features : int, optional
         Number of columns (at least 1 + the largest id); default from the source: a
         matrix's shape, a CSV's header (all-zero trailing columns included), otherwise
-        1 + the largest id. A store keeps O(columns) arrays (column norms, the column
-        pointer) and training O(columns) vectors, so a column count beyond
-        :func:`ooc.store.stats.max_columns` (the memory available here at
-        ``BYTES_PER_COLUMN`` bytes per column; about 2**32 with 256 GiB) is refused with
-        the line of the offending feature id and a hint to hash into fewer columns,
-        before anything that large is allocated.
+        1 + the largest id. A conversion keeps O(columns) arrays (column counts and norms,
+        the column pointer: :data:`COLUMN_BYTES` a column), so a column count beyond
+        :func:`column_limit` (what the memory available here holds at that rate; about
+        2**33 with 256 GiB) is refused with the line of the offending feature id and a hint
+        to hash into fewer columns, and one that ``memory`` cannot hold is refused naming the
+        figure that does, before anything that large is allocated. What training the store
+        needs for its columns is training's to say (``ooc info``).
     block_bytes : bytes, optional
         Decoded size of a block; default 64 MiB, capped at ``memory / 8``.
     progress : callable, optional
@@ -1123,7 +1206,7 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
 
     def opened(mem):
         bb = parse_bytes(block_bytes) if block_bytes is not None else min(L.DEFAULT_BLOCK_BYTES, max(mem // 8, 1 << 16))
-        chunk_bytes = int(min(64 << 20, max(mem // 12, 1 << 16)))
+        chunk_bytes = text_chunk_bytes(mem)
         return bb, _source_chunks(source, y, input_format, chunk_bytes, max(1024, chunk_bytes // 64), dtype, hash_bits,
                                   text_columns, sample_weight, weight_column, threads, recipe, recipe_owner, header)
 
@@ -1140,10 +1223,12 @@ def _plan(source, store, y, format, layout, memory, dtype, input_format, zero_ba
     bb, (make_chunks, total, source_desc, known_zero, recipe) = opened(mem)
     if n_features is None:
         n_features = getattr(make_chunks, "n_cols", None)
-    elif n_features > max_columns():
-        raise ValueError(too_many_columns(n_features, max_columns(), f"n_features={n_features}"))
+        cause = (f"--hash-bits {recipe.hash_bits}" if recipe.format in HASHED and recipe.hash_bits is not None
+                 else f"the input's width ({source_desc})")
+    else:
+        cause = f"n_features={n_features}"
     if n_features is not None:
-        budget.require(column_bytes(n_features) + MIN_WORK, f"this conversion (with {n_features} columns)")
+        check_columns(budget, n_features, cause, f"this conversion (with {n_features} columns)")
         if buffer_budget(budget, n_features) < mem:  # the columns take more than the third kept: smaller buffers
             mem = buffer_budget(budget, n_features)
             bb, (make_chunks, total, source_desc, known_zero, recipe) = opened(mem)
@@ -1316,7 +1401,8 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     width = 0  # columns seen so far (svmlight: its width is known only once read)
     # what the columns' arrays may take beside the buffers as sized (buffer_budget): a third of the work
     # while the width is unknown, what the columns the buffers were sized for take once it was read
-    room = budget.work - buffer_budget(budget, sized_for)
+    buffers = buffer_budget(budget, sized_for)
+    room = budget.work - buffers
     zero_based = settings["zero_based"]
     index_dtype = settings["index_dtype"]
     shift = 0 if zero_based is True else 1  # 'auto' starts by guessing 1-based (LIBSVM's convention)
@@ -1324,8 +1410,9 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
     try:
         limit = np.iinfo(index_dtype).max
         out_dtype = np.dtype(dtype)
-        max_cols = max_columns()
-        for chunk in make_chunks():
+        max_cols = column_limit(budget.held + budget.reserved)
+        for chunk in lines_held(make_chunks(), budget, source_desc, buffers,
+                                lambda need: _work_for_buffers(need, sized_for)):
             ind = np.empty(len(chunk.indices), index_dtype)
             data = np.empty(len(chunk.data), out_dtype)
             lo, hi, bad = _ke.cast_entries(chunk.indices, chunk.data, shift, ind, data)
@@ -1354,13 +1441,13 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
             _check_label_range(chunk, out_dtype, source_desc)
             if n_features is None and budget.ceiling is not None and len(ind) and hi - shift + 1 > width:
                 width = hi - shift + 1
-                if column_bytes(width_bound(width)) > room:
+                sized = min(width_bound(width), max_cols)
+                if column_bytes(sized) > room:
                     # the buffers leave too little room for the columns' arrays of the ids read so far: refused
                     # when --memory cannot hold them beside the smallest buffers (naming the figure for that
                     # width), else read again from the start with buffers sized for them (nothing was written)
-                    budget.require(column_bytes(width_bound(width)) + MIN_WORK,
-                                   f"this conversion ({width} columns so far)")
-                    raise _Restart(sized_for=width_bound(width))
+                    require_columns(budget, sized, f"this conversion ({width} columns so far)")
+                    raise _Restart(sized_for=sized)
             w.add_rows(chunk.labels, chunk.indptr, ind, data, _checked_weights(chunk, source_desc))
             if progress:
                 # a generated source reads no bytes: its progress is in rows, of its n_rows when it says
@@ -1384,6 +1471,12 @@ def _build(make_chunks, tmp, scratch, backend_cls, dtype, settings, block_bytes,
         with contextlib.suppress(Exception):
             w.backend.close()
         raise
+
+
+def _work_for_buffers(buffers: int, n_cols: int | None) -> int:
+    """The work whose buffers are ``buffers`` bytes (the inverse of :func:`buffer_budget`): beside the
+    columns' arrays, or, their count unknown, two thirds of it."""
+    return buffers + column_bytes(n_cols) if n_cols is not None else -(-3 * buffers // 2)
 
 
 def _transpose_budget(budget: Budget, n_cols: int) -> int:

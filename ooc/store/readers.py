@@ -54,7 +54,7 @@ __all__ = [
     "is_url",
     "is_local",
     "is_stream",
-    "read_whole",
+    "spooled",
     "forget_streams",
     "input_size",
     "PieceKernel",
@@ -300,11 +300,12 @@ class _Stdin:
         self.path = path
         self.head = None
         self.past_head = False
-        self.whole = None
+        self.spool = None
 
     def open(self):
-        if self.whole is not None:
-            return io.BytesIO(self.whole)
+        if self.spool is not None:  # read whole already: read again from its copy (sharing its position)
+            self.spool.seek(0)
+            return open(os.dup(self.spool.fileno()), "rb")
         if self.past_head:
             what = "standard input" if self.path == STDIN else f"{self.path} (a pipe)"
             raise InputError(self.path, f"{what} can be read only once, and this conversion had to start "
@@ -314,12 +315,33 @@ class _Stdin:
             self.head = _read_full(self.stream, STDIN_HEAD_BYTES)
         return _StdinFile(self)
 
-    def read_all(self) -> bytes:
-        """Everything, kept in memory for every later :meth:`open` (an archive read by seeking: .npz)."""
-        if self.whole is None:
-            with self.open() as f:
-                self.whole = f.read()
-        return self.whole
+    def spooled(self):
+        """The whole stream in an anonymous temporary file (in ``TMPDIR``, gone when closed), kept for every
+        later reading and returned rewound: an archive read by seeking (.npz) is then read as a file of it
+        is, its bytes on disk and its arrays charged as the file's (``ooc.store.ingest.whole_input_bytes``),
+        not held in memory whole a second time."""
+        if self.spool is None:
+            import shutil
+            import tempfile
+
+            f = tempfile.TemporaryFile(prefix=".ooc-stream-")
+            try:
+                with self.open() as src:
+                    shutil.copyfileobj(src, f, 1 << 20)
+            except BaseException:
+                f.close()
+                raise
+            self.spool = f
+        self.spool.seek(0)
+        return self.spool
+
+    def close(self) -> None:
+        """Close the stream and its spooled copy."""
+        for f in (self.stream, self.spool):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+        self.spool = None
 
 
 def _read_full(stream, n: int) -> bytes:
@@ -395,13 +417,15 @@ def forget_streams() -> None:
     """
     while _STREAMS:
         _, st = _STREAMS.popitem()
-        with contextlib.suppress(OSError):
-            st.stream.close()
+        st.close()
+    if _STDIN is not None and _STDIN.spool is not None:  # its spooled copy is this command's (disk space)
+        _STDIN.spool.close()
+        _STDIN.spool = None
 
 
-def read_whole(path) -> bytes:
-    """The whole of a stream input (:func:`is_stream`) as bytes, kept for every later reading of it."""
-    return _stream(path).read_all()
+def spooled(path):
+    """A stream input (:func:`is_stream`) whole, as a rewound binary file on disk (:meth:`_Stdin.spooled`)."""
+    return _stream(path).spooled()
 
 
 def _open_url(url):

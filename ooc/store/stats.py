@@ -25,20 +25,19 @@ from numba import njit
 
 from .._cpu import Behind
 
-#: Memory one column costs, at the peak of ``ooc convert`` (counts and squared norms while
-#: they grow, the column pointer and block cuts of the transpose) and again in training
-#: (weights, dual image ``v``, column norms): O(d) vectors are part of the design.
-BYTES_PER_COLUMN = 64
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory of this machine (None: not known)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def memory_available() -> int:
     """Bytes this process may ever use: physical memory, capped by ``RLIMIT_AS`` and the
     memory limit of its cgroup (v2, or v1's memory controller) when there is one."""
-    limits = []
-    try:
-        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, ValueError, OSError):
-        pass
+    limits = [] if physical_memory() is None else [physical_memory()]
     try:
         import resource
 
@@ -74,28 +73,6 @@ def _cgroup_limits() -> list[int]:
             if text.isdigit() and int(text) < 1 << 60:  # v1 says "no limit" with a huge number
                 out.append(int(text))
     return out
-
-
-def max_columns() -> int:
-    """The most columns a store may have here: :func:`memory_available` over
-    :data:`BYTES_PER_COLUMN`.
-
-    A store has ``d = largest feature id + 1`` columns and per-column arrays of length
-    ``d``, so a feature id is a promise of memory: an id of ``3e9`` needs about 190 GB
-    whatever the number of nonzeros. Such an input is refused up front, with the line
-    that holds the id, rather than failing in the middle of an allocation. Hashed
-    features up to ``2**32`` convert on a machine with about 256 GiB; on smaller ones,
-    hash into fewer bits.
-    """
-    return memory_available() // BYTES_PER_COLUMN
-
-
-def too_many_columns(n_cols: int, limit: int, cause: str) -> str:
-    """The message for a store of ``n_cols`` columns (because of ``cause``) when ``limit`` fit."""
-    return (f"{cause} makes {n_cols:,} columns, more than the {limit:,} that fit in the memory available here "
-            f"({memory_available() / 2**30:.3g} GiB at {BYTES_PER_COLUMN} bytes per column, which "
-            "convert and train keep for every column); hash the features into fewer columns "
-            "(e.g. id % 2**24) or use a machine with more memory")
 
 
 @njit(cache=True, nogil=True)
