@@ -408,3 +408,26 @@ def test_a_runs_saved_state_is_the_state_its_last_pass_certified(stores, name, t
     assert abs(last2["primal"] - last["primal"]) <= tiny and abs(last2["dual"] - last["dual"]) <= tiny, (last, last2)
     assert np.array_equal(w, w2), name
     assert np.array_equal(alpha, alpha2), (name, np.abs(alpha - alpha2).max())
+
+
+def test_a_run_resumed_inside_its_certifying_pass_saves_the_certified_duals(stores, tmp_path):
+    """Stopped inside the update pass that certifies its start (a checkpoint at every block boundary), a run
+    resumed from there saves the duals of the state that pass certified, as the same run stopped by
+    ``--max-epochs`` there does: the checkpoint holds the pass's starting duals beside the updated ones."""
+    root, data = stores
+    path = data["binary"][0]
+    # sdca --tol 0.2 certifies epoch 1 in an update pass (too few gaps yet to predict it)
+    opts = dict(solver="sdca", loss="logistic", l2=1e-2, l1=1e-3, tol=0.2, checkpoint_every=0, mix_blocks=1)
+    stopped = ooc.train(path, str(tmp_path / "stopped"), **dict(opts, max_epochs=1))
+
+    def stop_at_the_certificate(entry):
+        if isinstance(entry, dict) and entry.get("epoch") == 1:
+            raise KeyboardInterrupt  # after every block of the pass, before the run saves its model
+
+    with pytest.raises(KeyboardInterrupt):
+        ooc.train(path, str(tmp_path / "cut"), progress=stop_at_the_certificate, **opts)
+    resumed = ooc.resume(str(tmp_path / "cut"))
+    w, alpha, last = _saved(stopped, path)
+    w2, alpha2, last2 = _saved(resumed, path)
+    assert last2["epoch"] == last["epoch"] == 1 and abs(last2["dual"] - last["dual"]) <= 1e-13
+    assert np.array_equal(w, w2) and np.array_equal(alpha, alpha2), np.abs(alpha - alpha2).max()
