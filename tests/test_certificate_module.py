@@ -8,6 +8,9 @@
   duals it saved, summed here in numpy, give the ``P`` and ``D`` of its last history line.
 * CoCoA+'s rounds and the block loop certify the same pieces the same way: the rescaled pure-L1
   bound, which CoCoA+'s copy of the certificate lacked, is there for both.
+* The saved state is the certified one: a run that stops at epoch ``E`` saves the coefficients, duals
+  and certificate of a run of the same options stopped by ``--max-epochs E`` (whose last pass only
+  certifies), for drawn solvers and options.
 """
 
 from __future__ import annotations
@@ -169,6 +172,9 @@ def stores(tmp_path_factory):
 SOLVER_RUNS = {
     "sdca": ("binary", dict(solver="sdca", l2=1e-2, l1=1e-3)),
     "acc-sdca": ("binary", dict(solver="acc-sdca", l2=1e-3)),
+    # certified by a pass that also updated the duals (in memory, in place): its saved duals were the updated ones
+    "acc-sdca-pure-l1": ("binary", dict(solver="acc-sdca", l2=0.0, l1=2e-2, tol=1e-4)),
+    "sdca-update-pass": ("binary", dict(solver="sdca", l2=1e-2, l1=1e-3, tol=0.2)),
     "dspdc": ("binary", dict(solver="dspdc", l2=1e-1)),
     "rcd-primal": ("binary", dict(solver="rcd-primal", l2=1e-2)),
     "rcd-primal-pure-l1": ("binary", dict(solver="rcd-primal", l2=0.0, l1=2e-2, sampling="working-set")),
@@ -342,3 +348,86 @@ def test_cocoa_rounds_certify_pure_l1_as_the_block_loop_does(seed):
     loose = dsum / n - 0.5 * pb.penalty.l2 * float(w @ w) - half_r2
     assert d > loose + 1.0  # the rescaled bound is the one that certifies here
     assert p == pytest.approx(expected[0], rel=1e-14) and d == pytest.approx(expected[1], rel=1e-14)
+
+
+# ---------------------------------------------------------------------------------- the saved state is the certified one
+
+#: (kind, options) of the row-block dual solvers, one of them drawn per case with the options below
+SAVED_RUNS = {
+    "sdca": ("binary", dict(solver="sdca")),
+    "acc-sdca": ("binary", dict(solver="acc-sdca")),
+    "dspdc": ("binary", dict(solver="dspdc")),
+    "rcd-dual": ("binary", dict(solver="rcd-dual")),
+    "sdca-intercept": ("binary", dict(solver="sdca", fit_intercept=True)),
+    "one-vs-rest": ("multiclass", dict(solver="sdca", multiclass="ovr")),
+    "crammer-singer": ("multiclass", dict(solver="sdca", multiclass="crammer-singer", loss="hinge")),
+}
+
+
+def _saved(run, store_path):
+    """The saved coefficients, the saved duals (model/duals.npy, or the paged final buffer) and the last
+    history line of a finished run."""
+    from ooc.runs.duals import final_duals_reader
+    from ooc.runs.rundir import RunDir
+    from ooc.store.store import open_store
+    from ooc.train import finished_metrics
+
+    with open(os.path.join(run.path, "history.jsonl")) as f:
+        last = [json.loads(line) for line in f][-1]
+    ptr = open_store(store_path).block_ptr("rows")
+    metrics = finished_metrics(RunDir.open(run.path))
+    if metrics.get("dual_store") == "memory":
+        alpha = np.load(os.path.join(run.path, "model", "duals.npy"))
+    else:
+        read = final_duals_reader(run.path, metrics, ptr)
+        alpha = np.concatenate([read(b) for b in range(len(ptr) - 1)], axis=-1)
+    return np.asarray(run.model.coef_, dtype=np.float64), alpha, last
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(name=st.sampled_from(sorted(SAVED_RUNS)), tol=st.sampled_from((0.3, 0.1, 1e-2)),
+       l1=st.sampled_from((0.0, 1e-3)), duals=st.sampled_from(("memory", "paged")))
+def test_a_runs_saved_state_is_the_state_its_last_pass_certified(stores, name, tol, l1, duals):
+    """A run stopped by ``tol`` at epoch ``E`` saves what a run of the same options stopped by ``--max-epochs E``
+    saves (its last pass only certifies ``S_E``, updating nothing): the same coefficients and duals bit for bit,
+    and ``P, D`` to the rounding of their sums, whether the pass that certified ``S_E`` also updated it or not, the duals in memory or paged."""
+    root, data = stores
+    kind, opts = SAVED_RUNS[name]
+    path = data[kind][0]
+    opts = dict(dict(loss="logistic", l2=1e-2, l1=l1, max_epochs=20, duals=duals), **opts)
+    if opts.get("multiclass") == "crammer-singer":
+        opts["l1"] = 0.0
+    first = ooc.train(path, str(root / f"saved-{uuid.uuid4().hex[:6]}"), tol=tol, **opts)
+    w, alpha, last = _saved(first, path)
+    epochs = int(last["epoch"])
+    stopped = ooc.train(path, str(root / f"saved-{uuid.uuid4().hex[:6]}"), tol=tol, **dict(opts, max_epochs=epochs))
+    w2, alpha2, last2 = _saved(stopped, path)
+    assert last2["epoch"] == epochs
+    # (the same sums, fused into an update pass or summed by a pass that only certifies: equal to rounding)
+    tiny = 1e-13 * max(1.0, abs(last["primal"]))
+    assert abs(last2["primal"] - last["primal"]) <= tiny and abs(last2["dual"] - last["dual"]) <= tiny, (last, last2)
+    assert np.array_equal(w, w2), name
+    assert np.array_equal(alpha, alpha2), (name, np.abs(alpha - alpha2).max())
+
+
+def test_a_run_resumed_inside_its_certifying_pass_saves_the_certified_duals(stores, tmp_path):
+    """Stopped inside the update pass that certifies its start (a checkpoint at every block boundary), a run
+    resumed from there saves the duals of the state that pass certified, as the same run stopped by
+    ``--max-epochs`` there does: the checkpoint holds the pass's starting duals beside the updated ones."""
+    root, data = stores
+    path = data["binary"][0]
+    # sdca --tol 0.2 certifies epoch 1 in an update pass (too few gaps yet to predict it)
+    opts = dict(solver="sdca", loss="logistic", l2=1e-2, l1=1e-3, tol=0.2, checkpoint_every=0, mix_blocks=1)
+    stopped = ooc.train(path, str(tmp_path / "stopped"), **dict(opts, max_epochs=1))
+
+    def stop_at_the_certificate(entry):
+        if isinstance(entry, dict) and entry.get("epoch") == 1:
+            raise KeyboardInterrupt  # after every block of the pass, before the run saves its model
+
+    with pytest.raises(KeyboardInterrupt):
+        ooc.train(path, str(tmp_path / "cut"), progress=stop_at_the_certificate, **opts)
+    resumed = ooc.resume(str(tmp_path / "cut"))
+    w, alpha, last = _saved(stopped, path)
+    w2, alpha2, last2 = _saved(resumed, path)
+    assert last2["epoch"] == last["epoch"] == 1 and abs(last2["dual"] - last["dual"]) <= 1e-13
+    assert np.array_equal(w, w2) and np.array_equal(alpha, alpha2), np.abs(alpha - alpha2).max()

@@ -14,6 +14,10 @@ visited so far updated, the others not".
   memory and a checkpoint saves them as one array inside the checkpoint
   directory (written atomically with it). This avoids a file write, rename and
   fsync per block and epoch, which dominate small or cache-resident problems.
+  The kernels update these duals in place, so an update pass first copies them
+  (:meth:`MemoryDuals.begin_pass`): the pass certifies the state it starts from,
+  and when that state is the run's result its duals are the copy, not the
+  updated ones (what the paged buffer ``buf`` keeps by construction).
 """
 
 from __future__ import annotations
@@ -50,7 +54,10 @@ class PagedDuals:
         self.rd.write_duals(buf, b, np.ascontiguousarray(alpha))
         _start_writeback(self.rd.dual_path(buf, b))
 
-    def checkpoint_arrays(self) -> dict:
+    def begin_pass(self, update: bool) -> None:
+        """A pass starts from the duals of buffer ``epoch % 2``; its updates go to the other buffer."""
+
+    def checkpoint_arrays(self, mid_pass: bool = False) -> dict:
         return {}
 
     def restore(self, arrays: dict) -> None:
@@ -70,9 +77,16 @@ class MemoryDuals:
 
     kind = "memory"
 
+    #: the name of the pass's starting duals in a checkpoint taken inside an update pass
+    START = "alpha_start"
+
     def __init__(self, rd: RunDir, row_ptr: np.ndarray, k: int):
         self.rd, self.row_ptr, self.k = rd, row_ptr, k
         self.alpha = np.zeros((k, int(row_ptr[-1])))
+        #: the duals the pass in progress started from, while an update pass changes ``alpha`` in
+        #: place (None otherwise: ``alpha`` is still the pass's start); one array, reused every pass
+        self.start: np.ndarray | None = None
+        self._start_buf: np.ndarray | None = None
 
     def init(self, make) -> None:
         for b in range(len(self.row_ptr) - 1):
@@ -93,22 +107,53 @@ class MemoryDuals:
     def write(self, buf: int, b: int, alpha: np.ndarray) -> None:
         self.alpha[:, self.row_ptr[b]:self.row_ptr[b + 1]] = alpha  # any layout: no contiguous copy first
 
-    def checkpoint_arrays(self) -> dict:
-        return {"alpha": self.alpha}
+    def begin_pass(self, update: bool) -> None:
+        """A pass starts: with ``update``, keep a copy of the duals it starts from.
+
+        The pass certifies its starting state ``S_e`` while it updates the duals in place
+        (:mod:`ooc.solvers.base`); when ``S_e`` turns out certified it is the run's result, and
+        its duals are this copy (:meth:`final`). A pass without updates leaves ``alpha`` as it
+        starts, and needs none.
+        """
+        if not update:
+            self.start = None
+            return
+        if self._start_buf is None:
+            self._start_buf = np.empty_like(self.alpha)
+        np.copyto(self._start_buf, self.alpha)
+        self.start = self._start_buf
+
+    def checkpoint_arrays(self, mid_pass: bool = False) -> dict:
+        """The duals; inside an update pass (``mid_pass``: some of its blocks done) also the pass's
+        starting duals, which a resume needs should the pass certify its start."""
+        out = {"alpha": self.alpha}
+        if mid_pass and self.start is not None:
+            out[self.START] = self.start
+        return out
 
     def restore(self, arrays: dict) -> None:
         a = arrays.get("alpha")
         if a is None or a.shape != self.alpha.shape:
             raise RunError(f"{self.rd.path}: the checkpoint holds no in-memory duals of shape {self.alpha.shape}")
         self.alpha = np.array(a, dtype=np.float64)
+        s = arrays.get(self.START)
+        if s is not None and s.shape != self.alpha.shape:
+            raise RunError(f"{self.rd.path}: the checkpoint's {self.START!r} has shape {s.shape}, not the duals' "
+                           f"{self.alpha.shape} (damaged)")
+        self._start_buf = self.start = None if s is None else np.array(s, dtype=np.float64)
+
+    def certified(self) -> np.ndarray:
+        """The duals of the state the pass in progress (or the last one) started from."""
+        return self.alpha if self.start is None else self.start
 
     def final(self, buf: int) -> dict:
         from ..fsutil import array_checksum, atomic_save_npy
 
+        alpha = self.certified()  # the state the last pass certified, not the updates it made meanwhile
         os.makedirs(self.rd.model_out, exist_ok=True)  # the staged model (RunDir.stage_model)
-        atomic_save_npy(os.path.join(self.rd.model_out, "duals.npy"), self.alpha, fsync=True)
+        atomic_save_npy(os.path.join(self.rd.model_out, "duals.npy"), alpha, fsync=True)
         # recorded in metrics.json: a warm start reads the file back verified (ooc.fsutil.read_npy)
-        return {"dual_store": self.kind, "duals_crc": array_checksum(self.alpha)}
+        return {"dual_store": self.kind, "duals_crc": array_checksum(alpha)}
 
 
 def _start_writeback(path: str) -> None:

@@ -8,7 +8,9 @@ updated), then runs the solver's update on the block. At the end of the pass
 the duality gap of ``S_e`` is known exactly, at the cost of one extra sparse dot
 product per row and no extra I/O ("fused" gap evaluation). If ``S_e`` is
 certified (``gap <= tol * max(1, |P|)``) it is the result: its ``w`` is the
-snapshot and its duals are still intact in the buffer the pass read from. When
+snapshot and its duals are still intact in the buffer the pass read from (paged),
+or in the copy an update pass makes of them before it starts (in memory, where the
+kernels update the duals in place: :meth:`ooc.runs.duals.MemoryDuals.begin_pass`). When
 ``max_epochs`` is reached, a last pass without updates certifies the final state.
 
 The loop solves ``k`` problems side by side on the same pass: ``k = 1`` for a
@@ -38,7 +40,7 @@ from .._malloc import trim
 from ..kernels.sdca import block_accumulate_v, block_dual_loss, block_primal_loss, rows_primal_loss
 from ..objectives.losses import loss_min_is_zero, with_offset
 from ..objectives.penalties import grad_conj, primal_value
-from ..runs.duals import make_duals
+from ..runs.duals import MemoryDuals, make_duals
 from ..runs.rundir import RunDir
 from ..schedule.buffers import BufferPool
 from ..schedule.cache import BlockCache
@@ -244,14 +246,23 @@ class BlockLoopSolver(StoreSolver):
             if not lean.warning:
                 self.plan, self._one_thread_replica = lean, False
         refuse_or_warn(self.plan, options.get("memory_limit"), int(options.get("memory_held") or 0))
-        self.duals = make_duals(rundir, self.row_ptr, self.k, self.plan.vectors_in_memory)
+        # duals in memory are updated in place, so an update pass keeps a copy of those it starts from (the
+        # state it certifies: MemoryDuals.begin_pass), taken from the cache's share; where the cache cannot
+        # give that up they are paged, whose buffers keep the pass's start anyway (the same iterates)
+        in_memory = self.plan.vectors_in_memory
+        dual_bytes = 8 * self.k * self.n
+        if in_memory and self.plan.cache_bytes < dual_bytes and options.get("dual_store") != "memory":
+            in_memory = False
+        self.duals = make_duals(rundir, self.row_ptr, self.k, in_memory)
+        cache_bytes = max(0, self.plan.cache_bytes - (dual_bytes if in_memory else 0))
         self.read_depth, self.ahead_blocks = self.plan.read_depth, self.plan.ahead_blocks
         # a checkpoint written while the run goes on copies the state first (w, v, the snapshot and the
-        # duals in memory): only when the cache can give up that much, else it is written in place
+        # duals in memory, with the pass's starting ones inside a pass): only when the cache can give up
+        # that much, else it is written in place
         copies = (8 * self.k * self.dim * (self.state_vectors - (1 if self.v_is_w() else 0))
-                  + (8 * self.k * self.n if self.plan.vectors_in_memory else 0))
-        self._copy_checkpoints = self.plan.cache_bytes >= copies
-        self.cache = BlockCache(self.plan.cache_bytes - (copies if self._copy_checkpoints else 0))
+                  + (2 * dual_bytes if in_memory else 0))
+        self._copy_checkpoints = cache_bytes >= copies
+        self.cache = BlockCache(cache_bytes - (copies if self._copy_checkpoints else 0))
         self._gate, self._positions = None, {}
         # the arrays of blocks and groups read from the store, reused once nothing refers to them
         self._buffers = BufferPool(2 + self.read_depth)
@@ -583,7 +594,7 @@ class BlockLoopSolver(StoreSolver):
             if not np.array_equal(self.w, self.v):
                 raise RuntimeError("inconsistent state: w != v although l1 = 0")
             self.v = self.w
-        self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev", "alpha")}
+        self.extra = {k: a for k, a in arrays.items() if k not in ("w", "v", "w_prev", "alpha", MemoryDuals.START)}
         self._replicas_stale()
         if not hasattr(self, "_pool"):
             # the read-ahead threads for the whole run (a pool per pass costs more than small blocks),
@@ -613,7 +624,8 @@ class BlockLoopSolver(StoreSolver):
         meta = {"position": pos, "primal_sum": self._psum.tolist(), "dual_sum": self._dsum.tolist()}
         if self.fit_intercept:
             meta.update(alpha_sums=self._asum.tolist(), weight_sum=self._csum)
-        return {**arrays, **self.duals.checkpoint_arrays()}, meta, self.duals.kind == "memory" and self._copy_checkpoints
+        return ({**arrays, **self.duals.checkpoint_arrays(pos > 0)}, meta,
+                self.duals.kind == "memory" and self._copy_checkpoints)
 
     def at_epoch_start(self) -> bool:
         return self._pos == 0
@@ -718,6 +730,8 @@ class BlockLoopSolver(StoreSolver):
         w, v, w_prev, psum, dsum = self.w, self.v, self.w_prev, self._psum, self._dsum
         if self._pos == 0:  # a pass in progress at a checkpoint (position > 0) is always an update pass
             self._start_pass()
+            # the duals of S_e stay as they are until the pass is certified (in memory: a copy of them)
+            self.duals.begin_pass(update)
         order = block_order(self.nb, int(self.opt["seed"]), e)
         cur, nxt = e % 2, (e + 1) % 2
         self._cur = cur
