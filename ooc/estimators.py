@@ -211,8 +211,9 @@ class _OOCLinear(BaseEstimator):
         if self.loss not in self._losses:
             raise ValueError(f"loss={self.loss!r}: {type(self).__name__} supports "
                              f"{', '.join(repr(x) for x in self._losses)}")
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept={self.fit_intercept!r}: expected True or False")
+        for name in ("fit_intercept", "overwrite"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name}={getattr(self, name)!r}: expected True or False")
         # the numbers' rule is the command line's (ooc.options, through TrainConfig's field types), named as here
         for name, kind in _option_types().items():
             if hasattr(self, name) and not (name == "l2" and self.l2 is None):
@@ -336,8 +337,6 @@ class _OOCLinear(BaseEstimator):
         ``run_dir``) before any data is copied or any file written."""
         from .runs.rundir import RunError
 
-        if not isinstance(self.overwrite, (bool, np.bool_)):
-            raise ValueError(f"overwrite={self.overwrite!r}: expected True or False")
         if not os.path.lexists(run_dir) or (os.path.isdir(run_dir) and not os.listdir(run_dir)):
             return False  # nothing to replace
         if self.overwrite:

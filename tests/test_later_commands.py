@@ -178,6 +178,8 @@ def test_estimator_refits_its_own_run_and_refuses_others(tmp_path):
             with pytest.raises(RunError, match="overwrite=True") as e:
                 call()
             assert d in str(e.value) and tree_digest(d) == before
+        with pytest.raises(ValueError, match="overwrite="):
+            ooc.LinearClassifier(overwrite="yes").fit(X, Y)  # checked whether or not run_dir is set
         other.set_params(overwrite=True).fit(X, Y.astype(float))
         assert tree_digest(d) != before and other.get_params()["overwrite"] is True
 
