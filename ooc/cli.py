@@ -848,23 +848,29 @@ def format_metrics(m: dict) -> str:
 @click.option("--format", "fmt", type=click.Choice(["liblinear", "text", "sklearn", "onnx"]), required=True,  # export.FORMATS
               help="liblinear: LIBLINEAR's model file (its predict reads it); text: 'feature weight' lines; "
                    "sklearn: a pickled fitted scikit-learn estimator; onnx: through skl2onnx (pip install 'ooc[onnx]').")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write; '-' for standard output (the summary then goes to standard error).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an export of this format ooc wrote.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (what was written).")
 @_user_errors
 def export(run, fmt, out, overwrite, as_json):
     """Write RUN's model to OUT for another tool (LIBLINEAR, scikit-learn, ONNX) or as text."""
+    from .export import STDOUT
     from .export import export as do_export
 
+    to_stdout = out == STDOUT
+    if to_stdout and as_json:  # refused before anything is written: one stream cannot carry both
+        raise UserError("--json: standard output carries the export with --out -; write it to a file to get JSON")
     res = do_export(run, out, fmt, overwrite=overwrite)
     if as_json:
         _emit_json(res)
     else:
-        click.echo(f"wrote {out}: {fmt} export of the {res['task']} {res['loss']} model "
-                   f"({res['n_features']} features, {_fmt_bytes(res['bytes'])})")
+        where = "standard output" if to_stdout else out
+        click.echo(f"wrote {where}: {fmt} export of the {res['task']} {res['loss']} model "
+                   f"({res['n_features']} features, {_fmt_bytes(res['bytes'])})", err=to_stdout)
         if fmt == "liblinear" and res["index_base"] == 0:  # LIBLINEAR's ids start at 1
             click.echo("note: the training data's feature ids started at 0; LIBLINEAR's feature j is their j - 1 "
-                       "(add 1 to the ids of the files LIBLINEAR reads)")
+                       "(add 1 to the ids of the files LIBLINEAR reads)", err=to_stdout)
 
 
 # -- batch ---------------------------------------------------------------------------------------
@@ -962,11 +968,15 @@ def synth(store, rows, cols, nnz_per_row, task, n_classes, zipf, informative, no
 # -- demo ------------------------------------------------------------------------------------------
 @main.command()
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
-              help="Where to put the demo files (default: a new temporary directory).")
+              help="Where to put the demo files (default: a new temporary directory); it must be missing or "
+                   "empty unless --overwrite is given.")
 @click.option("--rows", type=T.Number(True, 4, 10**9), default=20000, show_default=True,
               help="Training rows to generate (a quarter as many test rows).")
+@click.option("--overwrite", is_flag=True,
+              help="Run in a --dir that is not empty: replace the demo's own files there (only those ooc made), "
+                   "keep everything else.")
 @_user_errors
-def demo(workdir, rows):
+def demo(workdir, rows, overwrite):
     """Generate text-like data, convert it, describe it, train a certified model, evaluate it."""
     import warnings
 
@@ -978,6 +988,13 @@ def demo(workdir, rows):
 
     workdir = workdir or tempfile.mkdtemp(prefix="ooc-demo-")
     check_target(workdir)  # never written through a link (its files: only those ooc wrote are replaced)
+    held = sorted(os.listdir(workdir), key=lambda n: (n.startswith("."), n)) if os.path.isdir(workdir) else []
+    if held and not overwrite:
+        # a second demo would replace the data and run that later commands (a resumed run, a run trained
+        # on train.zarr, an evaluation on test.svm) were made from: only when the user says so
+        listed = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
+        raise UserError(f"--dir {workdir}: is not empty (holds {listed}); choose a new directory, or --overwrite "
+                        "to replace the demo's own files there")
     os.makedirs(workdir, exist_ok=True)
     src = SynthSource(rows + rows // 4, 5000, 20, seed=0)
     train_file = os.path.join(workdir, "train.svm.gz")

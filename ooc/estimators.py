@@ -109,6 +109,20 @@ def _cleanup(store_path, run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def _run_identity(run_dir: str):
+    """(absolute path, identity token) of the run directory at ``run_dir``; None where none is readable there."""
+    from .runs.rundir import RunDir, is_run_dir
+
+    path = os.path.abspath(run_dir)
+    try:
+        if not is_run_dir(path):
+            return None
+        ident = RunDir(path).identity
+    except Exception:  # a damaged run proves nothing: it is not this estimator's
+        return None
+    return None if ident is None else (path, ident)
+
+
 def _option_types() -> dict:
     """The :mod:`ooc.options` types of the training options the estimators take as parameters (same names)."""
     import dataclasses
@@ -197,8 +211,9 @@ class _OOCLinear(BaseEstimator):
         if self.loss not in self._losses:
             raise ValueError(f"loss={self.loss!r}: {type(self).__name__} supports "
                              f"{', '.join(repr(x) for x in self._losses)}")
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept={self.fit_intercept!r}: expected True or False")
+        for name in ("fit_intercept", "overwrite"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name}={getattr(self, name)!r}: expected True or False")
         # the numbers' rule is the command line's (ooc.options, through TrainConfig's field types), named as here
         for name, kind in _option_types().items():
             if hasattr(self, name) and not (name == "l2" and self.l2 is None):
@@ -274,7 +289,7 @@ class _OOCLinear(BaseEstimator):
         raise NotImplementedError
 
     # -- training ---------------------------------------------------------------------------------
-    def _train(self, store, run_dir, **override):
+    def _train(self, store, run_dir, overwrite=False, **override):
         from .train import train
 
         opts = dict(self._train_options(), **override)
@@ -283,7 +298,7 @@ class _OOCLinear(BaseEstimator):
         with warnings.catch_warnings():
             # re-issued below with the estimator's class, which scikit-learn filters also catch
             warnings.simplefilter("ignore", _OocConvergenceWarning)
-            return train(store, run_dir, overwrite=True, **opts)
+            return train(store, run_dir, overwrite=overwrite, **opts)
 
     def _set_fitted(self, run, warn: bool) -> None:
         from .model import LinearModel
@@ -315,6 +330,34 @@ class _OOCLinear(BaseEstimator):
         if pf is not None:
             pf["finalizer"]()
 
+    def _may_replace(self, run_dir: str) -> bool:
+        """Whether this fit may replace what is at ``run_dir`` (the rule of ``run_dir``, docs/api.rst):
+        nothing there (or an empty directory), the run this estimator's previous fit made there, or
+        ``overwrite=True``. Anything else is refused (:class:`ooc.runs.rundir.RunError`, one line naming
+        ``run_dir``) before any data is copied or any file written."""
+        from .runs.rundir import RunError
+
+        if not os.path.lexists(run_dir) or (os.path.isdir(run_dir) and not os.listdir(run_dir)):
+            return False  # nothing to replace
+        if self.overwrite:
+            return True  # the user asked; ooc.train still replaces only a run directory (docs/formats.rst)
+        if self._own_run is not None and self._own_run == _run_identity(run_dir):
+            return True
+        raise RunError(f"run_dir={run_dir}: holds a run or files this estimator's fit did not make (ooc train's, "
+                       "another estimator's, or a clone's: GridSearchCV and sklearn.base.clone make new estimators); "
+                       "pass overwrite=True to replace it, or another run_dir (None: a temporary one)")
+
+    @property
+    def _own_run(self):
+        """(path, identity) of the run this estimator's last fit made in ``run_dir``, or None. An instance
+        attribute, not a parameter: sklearn's ``clone`` does not copy it, so a clone starts without one."""
+        return self.__dict__.get("_run_made")
+
+    def _remember_run(self, run_dir: str) -> None:
+        """Record the run now at ``run_dir`` as this estimator's (after its training returned: a fit that failed
+        part way leaves a run only ``overwrite=True`` replaces, as a stranger's might be there)."""
+        self._run_made = _run_identity(run_dir)
+
     def fit(self, X, y=None, sample_weight=None):
         """Train to a certified relative duality gap ``tol`` (or stop at ``max_epochs``).
 
@@ -328,11 +371,14 @@ class _OOCLinear(BaseEstimator):
             for a store path, whose weights are its own.
         """
         self._check_params()
+        replace = self._may_replace(os.fspath(self.run_dir)) if self.run_dir is not None else False
         self._reset_partial()
         store, _, owned = self._store_for(X, y, reset=True, sample_weight=sample_weight)
         run_dir = os.fspath(self.run_dir) if self.run_dir is not None else tempfile.mkdtemp(prefix="ooc-est-")
         try:
-            run = self._train(store, run_dir)
+            run = self._train(store, run_dir, overwrite=replace)
+            if self.run_dir is not None:
+                self._remember_run(run_dir)
             self._set_fitted(run, warn=True)
         finally:
             if owned:
@@ -353,9 +399,11 @@ class _OOCLinear(BaseEstimator):
         all rows). Repeated calls converge to :meth:`fit` on the concatenation. A store path
         as ``X`` must be the previous one or one made from it by ``ooc append``.
 
-        Each call adds exactly one epoch to ``n_iter_`` (the passes since the last new rows)
-        and recomputes the certified gap of the problem on all rows so far (``gap_``,
-        ``rel_gap_``, ``converged_``); no ConvergenceWarning is issued. The run lives in
+        ``n_iter_`` counts the passes actually run since the last new rows (the epochs of the
+        run's history): a call adds one, except once the duality gap is 0, when the run is
+        proven optimal and a call runs no pass and adds none. Each call recomputes the certified
+        gap of the problem on all rows so far (``gap_``, ``rel_gap_``, ``converged_``); no
+        ConvergenceWarning is issued. The run lives in
         ``run_dir`` if set, else in a temporary directory removed with the estimator.
         ``sample_weight``: the weights of ``X``'s rows (as in :meth:`fit`); rows given without
         weigh 1.
@@ -365,15 +413,18 @@ class _OOCLinear(BaseEstimator):
         self._check_params()
         pf = getattr(self, "_pf", None)
         if pf is None:
+            replace = self._may_replace(os.fspath(self.run_dir)) if self.run_dir is not None else False
             store, key, owned = self._store_for(X, y, reset=True, sample_weight=sample_weight)
             run_dir = os.fspath(self.run_dir) if self.run_dir is not None else tempfile.mkdtemp(prefix="ooc-est-")
             fin = weakref.finalize(self, _cleanup, store.path if owned else None,
                                    run_dir if self.run_dir is None else None)
             try:
-                run = self._train(store, run_dir, max_epochs=1, tol=0.0)
+                run = self._train(store, run_dir, overwrite=replace, max_epochs=1, tol=0.0)
             except BaseException:
                 fin()
                 raise
+            if self.run_dir is not None:
+                self._remember_run(run_dir)
             self._pf = {"key": key, "run_dir": run_dir, "finalizer": fin, "store": store, "owned": owned}
         else:
             new_store = None
@@ -508,11 +559,25 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         Seed of the block and row orders (the result is deterministic).
     run_dir : str or None
         Keep the run directory (checkpoints, history, model) there; None uses a
-        temporary directory, removed after ``fit``.
+        temporary directory, removed after ``fit``. A fit (or a first ``partial_fit``) writes
+        there only when nothing is there (or an empty directory), when what is there is the run
+        this estimator's previous fit made, or with ``overwrite=True``; anything else (a run of
+        ``ooc train`` or ``ooc demo``, another estimator's) is refused
+        (:class:`ooc.runs.rundir.RunError`, one line naming ``run_dir``) before any file is
+        written. The estimator's own run is known by its identity, kept on the instance:
+        ``sklearn.base.clone`` (GridSearchCV, cross_val_score) makes estimators without it, so in
+        a search over an estimator with ``run_dir`` every fit after the first is refused (a fold
+        scores ``error_score`` with scikit-learn's FitFailedWarning quoting that line; the refit
+        raises it) instead of the folds silently replacing each other's runs in one directory.
+        One directory holds one run: search with ``run_dir=None`` and keep the run of the
+        estimator refitted with the best parameters.
     n_jobs : int or None
         Threads (``ooc train --threads``): None or -1, every core the process may use; the
         classes of one-vs-rest train at once and predictions are computed on them. The result
         does not depend on it.
+    overwrite : bool
+        Let a fit replace the run at ``run_dir`` whoever made it (``ooc train --overwrite``'s
+        rule still holds: only a run directory not in use is replaced). Default False.
 
     Attributes
     ----------
@@ -539,7 +604,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
 
     def __init__(self, loss=_D.loss, l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs,
                  fit_intercept=_D.fit_intercept, bias=_D.bias, class_weight=_D.class_weight, gamma=_D.gamma, solver=_D.solver, multiclass="ovr", memory=_D.memory,
-                 seed=_D.seed, run_dir=None, n_jobs=None):
+                 seed=_D.seed, run_dir=None, n_jobs=None, overwrite=False):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1
@@ -555,6 +620,7 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         self.seed = seed
         self.run_dir = run_dir
         self.n_jobs = n_jobs
+        self.overwrite = overwrite
 
     def _is_multiclass(self) -> bool:
         return len(getattr(self, "classes_", ())) > 2
@@ -574,10 +640,10 @@ class LinearClassifier(ClassifierMixin, _OOCLinear):
         if self.multiclass not in ("ovr", "crammer-singer"):
             raise ValueError(f"multiclass={self.multiclass!r}: expected 'ovr' or 'crammer-singer'")
 
-    def _train(self, store, run_dir, **override):
+    def _train(self, store, run_dir, overwrite=False, **override):
         if isinstance(self.class_weight, dict):
             override = dict(override, class_weight=self._store_class_weight(store))
-        return super()._train(store, run_dir, **override)
+        return super()._train(store, run_dir, overwrite=overwrite, **override)
 
     def _sklearn_shapes(self, coef, intercept):
         """scikit-learn's classifier shapes: ``coef_`` ``(1, d)`` and ``intercept_`` ``(1,)`` for two
@@ -692,7 +758,8 @@ class LinearRegressor(RegressorMixin, _OOCLinear):
     _losses = REGRESSION_LOSSES
 
     def __init__(self, loss=REGRESSION_LOSSES[0], l2=None, l1=_D.l1, tol=_D.tol, max_epochs=_D.max_epochs,
-                 fit_intercept=_D.fit_intercept, bias=_D.bias, solver=_D.solver, memory=_D.memory, seed=_D.seed, run_dir=None, n_jobs=None):
+                 fit_intercept=_D.fit_intercept, bias=_D.bias, solver=_D.solver, memory=_D.memory, seed=_D.seed, run_dir=None, n_jobs=None,
+                 overwrite=False):
         self.loss = loss
         self.l2 = l2
         self.l1 = l1
@@ -705,6 +772,7 @@ class LinearRegressor(RegressorMixin, _OOCLinear):
         self.seed = seed
         self.run_dir = run_dir
         self.n_jobs = n_jobs
+        self.overwrite = overwrite
 
     def _encode_y(self, y, reset: bool):
         return np.asarray(y, dtype=np.float64)

@@ -9,6 +9,9 @@ convention, else 0). The text export writes the user's ids; LIBLINEAR numbers it
 so its feature ``j`` is column ``j - 1`` (the file's own id when the data was 1-based); the
 scikit-learn and ONNX exports take a matrix of the ``d`` columns.
 
+``out`` ``-`` is standard output (as ``-`` is standard input to convert, predict and evaluate): the
+bytes are written there, and no file named ``-`` is made.
+
 Outputs appear whole (written under a temporary name, then put in place: :func:`ooc.owned.put`).
 An existing file is replaced only with ``overwrite`` and only when ooc wrote it, as its directory's
 manifest records it (:mod:`ooc.owned`); each format also carries a mark that its readers ignore
@@ -18,6 +21,7 @@ manifest records it (:mod:`ooc.owned`); each format also carries a mark that its
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
@@ -32,6 +36,8 @@ FORMATS = ("liblinear", "text", "sklearn", "onnx")
 #: weights, so a last line there is ignored; the text's first line is a comment; the scikit-learn
 #: estimator has an attribute of that name; the ONNX model is its ``producer_name``.
 MARK = "ooc_export"
+#: ``out`` meaning standard output.
+STDOUT = "-"
 
 
 # -- LIBLINEAR -------------------------------------------------------------------------------------
@@ -249,7 +255,7 @@ def render(model: LinearModel, fmt: str) -> bytes:
 
 
 def export(run: str, out: str, fmt: str, overwrite: bool = False) -> dict:
-    """Write the model of the run directory ``run`` to the file ``out`` as ``fmt``.
+    """Write the model of the run directory ``run`` to the file ``out`` as ``fmt`` (``-``: standard output).
 
     Raises
     ------
@@ -260,6 +266,12 @@ def export(run: str, out: str, fmt: str, overwrite: bool = False) -> dict:
         that are not integers).
     """
     model = LinearModel.load(run)
+    if out == STDOUT:  # no file: nothing on disk is made or replaced, whatever ``overwrite`` says
+        payload = render(model, fmt)
+        stream = getattr(sys.stdout, "buffer", sys.stdout)
+        stream.write(payload)
+        stream.flush()
+        return _summary(run, out, fmt, payload, model)
     if os.path.lexists(run) and contains(run, out):
         raise ValueError(f"--out {out}: is inside the run directory {run}; choose another file")
     owned.check_target(out)
@@ -271,6 +283,11 @@ def export(run: str, out: str, fmt: str, overwrite: bool = False) -> dict:
             raise FileExistsError(f"{out}: is not an ooc {fmt} export (another format's); refusing to replace it")
     payload = render(model, fmt)
     owned.write_bytes(out, payload, kind="export", what=f"an ooc {fmt} export")
+    return _summary(run, out, fmt, payload, model)
+
+
+def _summary(run: str, out: str, fmt: str, payload: bytes, model: LinearModel) -> dict:
+    """What :func:`export` wrote (``ooc export --json``)."""
     return {"run": run, "out": out, "format": fmt, "bytes": len(payload), "task": model.task,
             "loss": model.loss, "n_features": model.n_features,
             "index_base": int(model.meta.get("index_base", 0))}

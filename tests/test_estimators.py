@@ -79,7 +79,8 @@ def _regression_data(n=300, d=15, seed=1):
 def test_params_stored_untouched_and_not_mutated_by_fit():
     X, y = _binary_data()
     params = dict(loss="logistic", l2=1e-2, l1=0.0, tol=1e-8, max_epochs=50, fit_intercept=False, bias=0.5,
-                  class_weight=None, gamma=1.0, solver="sdca", multiclass="ovr", memory="64MiB", seed=3, run_dir=None, n_jobs=2)
+                  class_weight=None, gamma=1.0, solver="sdca", multiclass="ovr", memory="64MiB", seed=3, run_dir=None, n_jobs=2,
+                  overwrite=False)
     est = LinearClassifier(**params)
     assert est.get_params() == params
     est.fit(X, y)
