@@ -457,6 +457,28 @@ def test_sigkill_with_fit_intercept_then_resume_is_identical(setup_icpt, shm_pat
     kill_and_resume(setup_icpt, shm_path, [(1, False)] * 4 + [(3, False)], seed=99)
 
 
+@pytest.mark.parametrize("start, then", [("memory", "paged"), ("paged", "memory")])
+def test_resume_with_the_duals_elsewhere_is_identical(setup, shm_path, start, then):
+    """Where the duals live follows --memory, never the iterates: a run killed anywhere (a mid-pass checkpoint
+    included) with its duals in memory resumes with them paged (a resume under a smaller --memory), and the
+    other way, to the same coefficients and history bit for bit (before, a checkpoint of in-memory duals
+    resumed paged read dual files that were never written)."""
+    from ooc.runs.rundir import RunDir
+
+    rng = random.Random(5 if start == "memory" else 6)
+    trials = [Trial(str(shm_path / f"t{i}"), plan(setup, rng, 1, i), False, ["--duals", start]) for i in range(3)]
+    run_trials(str(setup["store"]), trials)
+    for t in trials:
+        rd = RunDir.open(t.run)
+        rd.write_config({**rd.config, "duals": then})  # what a resume under another --memory plans
+        r = final_resume(t)
+        info = (t.run, t.kills, t.landed)
+        assert np.array_equal(coef(t.run), setup["coef"]), info
+        for k in ("primal", "dual", "gap", "epochs", "converged"):
+            assert r[k] == setup["out"][k], (k, *info)
+        assert exact(history(t.run)) == setup["hist"], info
+
+
 @pytest.mark.slow
 def test_sigkill_soak(setup, tmp_path):
     """Run directories on the disk (fsync windows), real executables, many kills."""

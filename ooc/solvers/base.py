@@ -567,6 +567,16 @@ class BlockLoopSolver(StoreSolver):
         self.restore_extra({"epoch": 0, "position": 0})
 
     def restore(self, arrays: dict, meta: dict) -> None:
+        # the duals' place follows --memory, never the iterates (a resume under another --memory continues bit
+        # for bit): a checkpoint of duals held in memory resumed where the plan pages them is written to the
+        # buffers when the pass knows them (:meth:`_page_restored`); one of paged duals stays paged (it holds
+        # less than the plan allows)
+        self._restored_in_memory = None
+        if "alpha" in arrays and self.duals.kind == "paged":
+            self._restored_in_memory = (arrays["alpha"], arrays.get(MemoryDuals.START))
+        elif "alpha" not in arrays and self.duals.kind == "memory":
+            self.duals = make_duals(self.rd, self.row_ptr, self.k, False)
+            self._resident_mode = self._holds_every_row()  # rows held in place need the duals in memory
         self.duals.restore(arrays)
         self._pos = int(meta["position"])
         self._psum = np.asarray(meta["primal_sum"], dtype=np.float64)
@@ -666,6 +676,23 @@ class BlockLoopSolver(StoreSolver):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
 
+    def _page_restored(self, cur: int, nxt: int) -> None:
+        """Write the in-memory duals of the checkpoint this run resumed from into the buffers its paged pass
+        reads: the pass's starting duals into ``cur`` and, inside an update pass, the updated ones into ``nxt``
+        (the visited blocks' are read from there, the others are equal in both), as a paged run would have
+        left them."""
+        held = getattr(self, "_restored_in_memory", None)
+        if held is None:
+            return
+        self._restored_in_memory = None
+        alpha, start = held
+        for b in range(self.nb):
+            rows = slice(int(self.row_ptr[b]), int(self.row_ptr[b + 1]))
+            self.duals.write(cur, b, (alpha if start is None else start)[:, rows])
+            if start is not None:
+                self.duals.write(nxt, b, alpha[:, rows])
+        self.rd.sync_duals()
+
     def _start_pass(self) -> None:
         """Snapshot ``w`` as the state the pass certifies, and zero the gap sums."""
         # in ranges of rows, on every thread at once (58 x 2^18 one-vs-rest coefficients: 121 MB)
@@ -735,6 +762,7 @@ class BlockLoopSolver(StoreSolver):
         order = block_order(self.nb, int(self.opt["seed"]), e)
         cur, nxt = e % 2, (e + 1) % 2
         self._cur = cur
+        self._page_restored(cur, nxt)
         pass_t0, pass_bytes0 = time.perf_counter(), self.cache.bytes_read
         file_bytes0 = self.store.backend.file_bytes_read()
         rows_done = 0
