@@ -772,7 +772,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
     rd.release_outputs()  # the model, metrics and plot are written again below
     # what the process holds comes off --memory first: measured before the store is read, with the
     # reader's buffers it will hold once it is (the cut below reads already)
-    memory = _memory_budget(o, st.reader_bytes(), st=st)
+    memory = _memory_budget(o, st.reader_bytes())
     ceiling = memory.pop("ceiling")
     # the solvers visit training blocks (the store's cut to --block-bytes), never the store's own
     pb = make_problem(st.with_blocks(o["train_block_bytes"]), o)
@@ -998,7 +998,7 @@ def _fit_threads(st, o: dict) -> None:
     t = int(o["threads"])
     if not o.get("threads_auto") or t <= 1 or o["distributed"]:
         return
-    memory = _memory_budget(o, st.reader_bytes(), quiet=True, st=st)
+    memory = _memory_budget(o, st.reader_bytes(), quiet=True)
     if not memory.get("memory_held"):
         return
     fits = memfit.fit_threads(st, o, memory["memory"])
@@ -1018,12 +1018,12 @@ def _refuse_before_run_dir(st, o: dict) -> None:
     if o["distributed"]:
         from .solvers.cocoa import check_local_workers
 
-        memory = _memory_budget(o, st.reader_bytes(), quiet=True, st=st)
+        memory = _memory_budget(o, st.reader_bytes(), quiet=True)
         # the workers read training blocks, as ooc.memfit counts them for ooc info
         check_local_workers(st.with_blocks(o["train_block_bytes"]), o["distributed"], st.n_cols + 1, memory["memory"],
                             int(memory["memory_held"] or 0), memory.get("memory_limit"))
         return
-    budgets = {name: _memory_budget({**o, "solver_used": name}, st.reader_bytes(), quiet=True, st=st)
+    budgets = {name: _memory_budget({**o, "solver_used": name}, st.reader_bytes(), quiet=True)
                for name in memfit.solver_chain(o)}
     # the figure named holds every solver of the chain, as ooc info's does; a bound below it is refused and
     # one at it is not (the one rule: the figure a refusal names is the smallest this process accepts)
@@ -1103,7 +1103,7 @@ def load_kernels(st, o: dict) -> None:
     """
     if _LOADING[0] or o["distributed"] or not counts_whole_process():
         return
-    key = _kernel_key(st, o)
+    key = o["kernels_key"] = _kernel_key(st, o)  # (the runs of o, and their plans, find them by it)
     names = [n for n in memfit.solver_chain(o) if n not in _KERNELS_LOADED.get(key, ())]
     if not names:
         return
@@ -1143,11 +1143,11 @@ def load_kernels(st, o: dict) -> None:
         _KERNELS_PEAK[0] = max(_KERNELS_PEAK[0], after)
 
 
-def _held_bytes(o: dict, st) -> int:
+def _held_bytes(o: dict) -> int:
     """What the process holds before a run of ``o`` plans: its resident size, and the largest it reached
     while :func:`load_kernels` loaded the run's kernels; where they were not loaded ahead, the estimate of
     what loading them adds (:func:`ooc._memlimit.held_bytes`)."""
-    if st is not None and o["solver_used"] in _KERNELS_LOADED.get(_kernel_key(st, o), ()):
+    if o["solver_used"] in _KERNELS_LOADED.get(o.get("kernels_key"), ()):
         return max(rss_bytes(), _KERNELS_PEAK[0])
     return held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"]))
 
@@ -1162,16 +1162,16 @@ def _vector_places(duals: str) -> dict:
     return {}
 
 
-def _memory_budget(o: dict, reader: int = 0, quiet: bool = False, st=None) -> dict:
+def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     """The solver's memory options: ``memory`` (bytes the work may add to this process), and under
     ``auto`` the limit it came from (``memory_limit``) and what the process held (``memory_held``).
 
-    ``reader``: the store reader's buffers, not yet allocated; ``st``: the store (its kernels loaded ahead,
-    :func:`load_kernels`, the process's measured size counts them). Logged on the ``ooc`` logger (the command
+    ``reader``: the store reader's buffers, not yet allocated. Where :func:`load_kernels` loaded the run's
+    kernels, the process's measured size counts them (:func:`_held_bytes`). Logged on the ``ooc`` logger (the command
     line prints it): what ``auto`` chose, or what an explicit ``--memory`` leaves once the process's own
     size is counted.
     """
-    held = _held_bytes(o, st) + reader
+    held = _held_bytes(o) + reader
     b = resolve_budget(o["memory_bytes"], held)  # the commands that read data resolve theirs the same way
     if b.limit is not None:
         if not quiet:
@@ -1261,9 +1261,9 @@ def _measure_kernels(st, runs: dict, first: str | None = None) -> tuple:
     for family in sorted(runs, key=lambda f: f != first):
         o = runs[family]
         load_kernels(st, o)
-        kernels[family] = {name: max(0, _held_bytes({**o, "solver_used": name}, st) - process) + RUN_TO_RUN
+        kernels[family] = {name: max(0, _held_bytes({**o, "solver_used": name}) - process) + RUN_TO_RUN
                            for name in memfit.solver_chain(o)
-                           if name in _KERNELS_LOADED.get(_kernel_key(st, o), ())}
+                           if name in _KERNELS_LOADED.get(o.get("kernels_key"), ())}
     return kernels, process
 
 
