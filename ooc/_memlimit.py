@@ -231,7 +231,9 @@ def kernels_uncached(modules=()) -> float:
 
 
 def kernels_bytes(modules=(), fresh: bool = False) -> int:
-    """What loading the kernels of ``modules`` will add to this process (``fresh``: to a new process):
+    """What loading the kernels of ``modules`` will add to this process (``fresh``: to a new process), by
+    estimate: for a Python caller's process and runs whose kernels were not loaded ahead (the command line
+    loads them before it plans and measures itself: :func:`ooc.train.load_kernels`):
     :data:`KERNELS_BYTES` until a training here has loaded kernels (Numba's compiler context and the
     first family's code), plus the share of :data:`COMPILE_BYTES` of the kernels Numba must compile
     (:func:`kernels_uncached`: a second family after the first, dgpd's fallback to sdca, may)."""
