@@ -256,7 +256,9 @@ def compile_bytes(share: float) -> int:
 
 
 def kernels_bytes(modules=(), fresh: bool = False, needed=None) -> int:
-    """What loading the kernels of ``modules`` will add to this process (``fresh``: to a new process):
+    """What loading the kernels of ``modules`` will add to this process (``fresh``: to a new process), by
+    estimate: for a Python caller's process and runs whose kernels were not loaded ahead (the command line
+    loads them before it plans and measures itself: :func:`ooc.train.load_kernels`):
     :data:`KERNELS_BYTES` until a training here has loaded kernels (Numba's compiler context and the
     first family's code), plus what compiling those Numba's cache lacks costs (:func:`compile_bytes` of
     :func:`kernels_uncached` with ``needed``: a second family after the first, dgpd's fallback to sdca,

@@ -509,7 +509,8 @@ def _format_fit(f: dict) -> list[str]:
         how.append(f"O(n) vectors {'in memory' if fam['vectors'] == 'memory' else 'paged'}")
         how.append(f"cache {_fmt_bytes(fam['cache'])}")
         if fam.get("compile_bytes"):
-            how.append(f"{_fmt_bytes(fam['compile_bytes'])} while Numba compiles its kernels (not in its cache yet)")
+            how.append(f"{_fmt_bytes(fam['compile_bytes'])} for its compiled kernels (Numba compiles those its cache "
+                       "lacks)")
         verdict = "fits" if fam["fits"] else "does NOT fit"
         lines.append(f"             {name}: {verdict} ({', '.join(how)}); needs at least {need}")
     if f.get("options_refused"):

@@ -124,15 +124,20 @@ def kernel_signatures(o: dict, name: str | None = None):
     return needed
 
 
-def predicted_held(st, name: str, o: dict, process: int = TRAIN_PROCESS_BYTES) -> int:
+def predicted_held(st, name: str, o: dict, process: int = TRAIN_PROCESS_BYTES, kernels: dict | None = None) -> int:
     """What a fresh ``ooc train`` process holds beside its work when it plans solver ``name``: the process
     (``process``: at least :data:`~ooc._memlimit.TRAIN_PROCESS_BYTES`), the store reader's buffers, the
-    kernels (with what compiling them costs where Numba's cache lacks the specializations the run calls,
-    :func:`kernel_signatures`), and ``o["warm_held"]``: what a warm start's source holds from the start
-    (:func:`ooc.runs.duals.final_duals_held`; ``ooc train`` measures it, as it has read it when it plans)."""
-    cls = driver_class(name, o.get("distributed"), o["multiclass"])
-    return (max(TRAIN_PROCESS_BYTES, int(process)) + st.reader_bytes() + int(o.get("warm_held") or 0)
-            + kernels_bytes(class_modules(cls), fresh=True, needed=kernel_signatures(o, name)))
+    kernels: ``kernels[name]`` where measured (what loading them added to a process, its peak while they
+    loaded: :func:`ooc.train.load_kernels`), else estimated (with what compiling them costs where Numba's
+    cache lacks the specializations the run calls, :func:`kernel_signatures`), and ``o["warm_held"]``: what a
+    warm start's source holds from the start (:func:`ooc.runs.duals.final_duals_held`; ``ooc train`` measures
+    it, as it has read it when it plans)."""
+    if kernels is not None and name in kernels:
+        loading = int(kernels[name])
+    else:
+        cls = driver_class(name, o.get("distributed"), o["multiclass"])
+        loading = kernels_bytes(class_modules(cls), fresh=True, needed=kernel_signatures(o, name))
+    return max(TRAIN_PROCESS_BYTES, int(process)) + st.reader_bytes() + int(o.get("warm_held") or 0) + loading
 
 
 def _distributed_need(st, o: dict) -> int:
@@ -146,12 +151,12 @@ def _distributed_need(st, o: dict) -> int:
     return local_workers_need(st.with_blocks(o["train_block_bytes"]), workers, st.n_cols + 1)
 
 
-def smallest_memory(st, o: dict, held=None, process: int = TRAIN_PROCESS_BYTES) -> int:
+def smallest_memory(st, o: dict, held=None, process: int = TRAIN_PROCESS_BYTES, kernels: dict | None = None) -> int:
     """The smallest ``--memory`` (the whole process; under ``auto`` the smallest limit) a run of validated
     options ``o`` on ``st`` trains under: :func:`ooc._memlimit.limit_that_works` of what the process holds
     and the leanest plan's minimum, the largest over :func:`solver_chain`. ``held(name)``: what the process
-    holds beside the work of solver ``name`` (default :func:`predicted_held` with ``process``)."""
-    held = held or (lambda name: predicted_held(st, name, o, process))
+    holds beside the work of solver ``name`` (default :func:`predicted_held` with ``process`` and ``kernels``)."""
+    held = held or (lambda name: predicted_held(st, name, o, process, kernels))
     if o.get("distributed"):
         return limit_that_works(held(o["solver_used"]) + _distributed_need(st, o))
     need = 0
@@ -168,7 +173,8 @@ def family_name(o: dict) -> str:
     return f"{name}-{o['multiclass']}" if o["multiclass"] == "crammer-singer" else name
 
 
-def memory_fit(st, memory: int | None, runs: dict, refused: dict | None = None) -> dict:
+def memory_fit(st, memory: int | None, runs: dict, refused: dict | None = None, kernels: dict | None = None,
+               process: int | None = None) -> dict:
     """Whether and how each run of ``runs`` (family name -> validated options) fits ``memory`` on ``st``
     (``ooc info``; None: ``auto``, what this process may use).
 
@@ -176,10 +182,13 @@ def memory_fit(st, memory: int | None, runs: dict, refused: dict | None = None) 
     where larger than :data:`~ooc._memlimit.TRAIN_PROCESS_BYTES`). Per family: ``fits`` (``memory`` is at least ``smallest_memory``), ``smallest_memory``
     (:func:`smallest_memory`), ``threads`` (the count it would run on: ``--threads 0`` fitted to the
     memory), ``fixed`` (its ``O(d)`` vectors on them), ``vectors`` ('memory' or 'paged'), ``cache``,
-    ``compile_bytes`` (what compiling its kernels adds where Numba's cache lacks them), ``work_bytes`` (what
+    ``compile_bytes`` (what its kernels add: measured, loading them as ``ooc train`` does, where ``kernels``
+    is given; else what compiling them adds where Numba's cache lacks them), ``work_bytes`` (what
     the memory leaves its work) and, for the
     row-groups family, ``group``/``read_ahead``/``blocks``/``block_bytes``. ``refused``: family name ->
-    why its options are refused (reported as they are).
+    why its options are refused (reported as they are). ``kernels``: family name -> {solver: bytes loading its
+    kernels added} where measured (:func:`predicted_held`); ``process``: this process's size measured before
+    they loaded (default: now).
     """
     limit = process_limit() if memory is None else Limit(int(memory), "--memory")
     for o in runs.values():  # what a train process has done when it plans (its problem, the cut blocks) ...
@@ -187,14 +196,15 @@ def memory_fit(st, memory: int | None, runs: dict, refused: dict | None = None) 
             leanest_plan(st, o, 0, name)
     # ... and holds then: this process's size where it is larger than a training process's measured one (a
     # store with many blocks, many classes; 8 MiB more than assumed was refused at the figure named)
-    process = max(TRAIN_PROCESS_BYTES, rss_bytes())
-    base = process + st.reader_bytes() + kernels_bytes(fresh=True)
+    process = max(TRAIN_PROCESS_BYTES, rss_bytes() if process is None else int(process))
+    base = process + st.reader_bytes() + (0 if kernels else kernels_bytes(fresh=True))
     out = {"memory": limit.bytes, "memory_source": limit.source, "process_bytes": base, "process_rss": process,
            "work_bytes": auto_budget(limit, base), "k": None, "families": {}, "refused": dict(refused or {})}
     for family, o in runs.items():
-        held = predicted_held(st, o["solver_used"], o, process)
+        kern = (kernels or {}).get(family)
+        held = predicted_held(st, o["solver_used"], o, process, kern)
         budget = auto_budget(limit, held)
-        least = smallest_memory(st, o, process=process)
+        least = smallest_memory(st, o, process=process, kernels=kern)
         view = st.with_blocks(o["train_block_bytes"])
         fam = {"fits": limit.bytes >= least, "smallest_memory": least, "compile_bytes": held - base,
                "solver": o["solver_used"], "work_bytes": budget}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import logging
 import math
 import os
@@ -18,10 +19,14 @@ from ._malloc import trim as trim_heap
 from ._memguard import governed
 from ._memguard import peak as memguard_peak
 from ._memlimit import (
+    counts_whole_process,
     governor_reserve,
     held_bytes,
     kernels_loaded,
+    peak_rss_bytes,
     resolve_budget,
+    rss_bytes,
+    whole_process,
 )
 from ._version import __version__
 from .config import DEFAULT_TRAIN_BLOCK, TrainConfig, defaults
@@ -438,6 +443,7 @@ def train(store, out: str | None = None, *, overwrite: bool = False, progress=No
     """
     st = open_store(store) if isinstance(store, (str, os.PathLike)) else store
     o = _validate(options, st)
+    load_kernels(st, o)  # before the memory is planned (_fit_threads plans): the plan measures them
     _fit_threads(st, o)  # before run.json is written: it records the count the run keeps
     out = out or tempfile.mkdtemp(prefix="ooc-run-")
     config = {k: o[k] for k in DEFAULTS}
@@ -1022,6 +1028,7 @@ def _refuse_before_run_dir(st, o: dict) -> None:
     holds at once, the ``O(n)`` vectors paged), naming :func:`ooc.memfit.smallest_memory` for this process:
     the figure ``ooc info`` names for the same options. For dgpd with its fallback, sdca's plan too (it goes
     on as sdca in this process); for ``--distributed local:N``, the workers' processes."""
+    load_kernels(st, o)  # (resume, continue_on: loaded here, before they plan)
     if o["distributed"]:
         from .solvers.cocoa import check_local_workers
 
@@ -1032,13 +1039,131 @@ def _refuse_before_run_dir(st, o: dict) -> None:
         return
     budgets = {name: _memory_budget({**o, "solver_used": name}, st.reader_bytes(), quiet=True)
                for name in memfit.solver_chain(o)}
+    # the figure named holds every solver of the chain, as ooc info's does; a bound below it is refused and
+    # one at it is not (the one rule: the figure a refusal names is the smallest this process accepts)
+    least = memfit.smallest_memory(st, o, held=lambda n: int(budgets[n]["memory_held"]))
     for name, memory in budgets.items():
         p = memfit.leanest_plan(st, o, memory["memory"], name)
-        if p is None or not p.warning or not memory.get("memory_held"):
+        if p is None or not memory.get("memory_held"):
             continue  # (a Python caller's memory warns later instead)
-        # the figure named holds every solver of the chain, as ooc info's does
-        least = memfit.smallest_memory(st, o, held=lambda n: int(budgets[n]["memory_held"]))
-        refuse_or_warn(p, memory.get("memory_limit"), int(memory["memory_held"]), least=least)
+        bound = memory["memory_limit"].bytes if memory.get("memory_limit") is not None else o["memory_bytes"]
+        if bound is not None and bound < least:
+            refuse_or_warn(p._replace(warning=p.warning or p.holds), memory.get("memory_limit"),
+                           int(memory["memory_held"]), least=least)
+
+
+#: Which training kernels this process has loaded (:func:`load_kernels`): kernel key -> the solvers' names.
+_KERNELS_LOADED: dict = {}
+#: The largest resident size this process reached while it loaded them (0: none was a new peak).
+_KERNELS_PEAK = [0]
+#: Numbers the tiny stores (each removed once its kernels loaded).
+_TINY_STORES = itertools.count()
+#: Whether a tiny run is loading kernels now (it plans and trains as any run: it loads nothing itself).
+_LOADING = [False]
+
+
+def _kernel_key(st, o: dict) -> tuple:
+    """What chooses the kernels a run of validated options ``o`` on ``st`` calls (beside its solver): the
+    data's types and layouts, the loss, the regularisers' forms (an L1 term, pure L1), the intercept,
+    the multiclass mode, the weights, the sampling, the threads and where the ``O(n)`` vectors live. Sizes,
+    stopping rules and paths choose none."""
+    return (str(st.dtype), str(st.index_dtype), st.label_kind, st.has_layout(L.COLS), bool(st.has_weights),
+            o["loss"], o["multiclass"], o["l1"] > 0, o["l2"] == 0, o["fit_intercept"], o["bias"] > 0,
+            o["class_weight"], o["sampling"], int(o["threads"]), o["paging"], o.get("duals", "auto"))
+
+
+def _tiny_store(st):
+    """A store of a few rows in this process, of ``st``'s types, layouts, label kind and classes."""
+    import scipy.sparse as sp
+
+    from .store.ingest import convert
+
+    classes = list(st.classes or [])
+    if st.label_kind == L.REGRESSION:
+        y = np.linspace(-1.0, 1.0, 16)
+    else:
+        classes = classes if len(classes) >= 2 else [-1.0, 1.0]
+        y = np.array([classes[i % len(classes)] for i in range(max(16, 2 * len(classes)))], dtype=np.float64)
+    n, d = len(y), max(2, min(int(st.n_cols), 8))
+    rows = np.repeat(np.arange(n), 2)
+    cols = np.concatenate([[i % d, (i + 1) % d] for i in range(n)])
+    X = sp.csr_matrix((np.linspace(0.25, 1.0, 2 * n), (rows, cols)), shape=(n, d))
+    return convert(X, f"memory://.ooc-train-kernels-{os.getpid()}-{next(_TINY_STORES)}", y=y,
+                   sample_weight=np.ones(n) if st.has_weights else None, dtype=str(st.dtype),
+                   layout="both" if st.has_layout(L.COLS) else "rows", label_kind=st.label_kind,
+                   memory=MIN_KERNEL_WORK)
+
+
+#: What the tiny run of :func:`load_kernels` may add to the process (a Python caller's memory: no ceiling).
+MIN_KERNEL_WORK = 16 << 20
+
+
+def load_kernels(st, o: dict) -> None:
+    """Load every compiled kernel a run of validated options ``o`` on ``st`` may call (its solver's, and
+    sdca's after dgpd: :func:`ooc.memfit.solver_chain`) before its memory is planned, by training a store
+    of a few rows of the same kind with the same options for one epoch: the resident size the plan then
+    measures counts them, and the largest size loading them reached (:func:`_held_bytes`).
+
+    Why: Numba compiles a kernel on its first call where its cache lacks it (a new install, a fresh
+    ``NUMBA_CACHE_DIR``), and compiling leaves tens of MiB resident (measured 31-48 MiB a family, more
+    at its peak). Compiled after the plan measured the process, they took runs at the ``--memory``
+    named up to 9 % over it (rcd-primal), and dgpd's fallback to sdca past a figure it had not counted.
+    From a warm cache they load in a fraction of a second.
+
+    Only where the command line owns the process (:func:`ooc._memlimit.counts_whole_process`): a Python
+    caller's memory is what training may add to its process, charged by estimate
+    (:func:`ooc._memlimit.held_bytes`). A run the tiny one cannot stand for (distributed: the workers are
+    other processes; a tiny run its options refuse) keeps the estimate too.
+    """
+    if _LOADING[0] or o["distributed"] or not counts_whole_process():
+        return
+    key = o["kernels_key"] = _kernel_key(st, o)  # (the runs of o, and their plans, find them by it)
+    names = [n for n in memfit.solver_chain(o) if n not in _KERNELS_LOADED.get(key, ())]
+    if not names:
+        return
+    before = peak_rss_bytes()
+    out = tempfile.mkdtemp(prefix="ooc-kernels-")
+    level = log.level
+    _LOADING[0] = True
+    whole_process(False)  # the tiny run's memory is what it adds: no ceiling, nothing refused
+    tiny = None
+    try:
+        tiny = _tiny_store(st)
+        opts = {k: o[k] for k in DEFAULTS if k not in ("validation", "early_stop", "distributed")}
+        log.setLevel(logging.ERROR)  # the tiny run's memory lines are not this run's
+        for name in names:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    train(tiny, os.path.join(out, name), solver=name, max_epochs=1, memory=MIN_KERNEL_WORK,
+                          **{k: v for k, v in opts.items() if k not in ("solver", "max_epochs", "memory")})
+                except (ValueError, RunError) as e:  # options the tiny store refuses: the estimate stands
+                    log.debug("kernels of %s not loaded ahead: %s", name, e)
+                    continue
+            _KERNELS_LOADED.setdefault(key, set()).add(name)
+    finally:
+        _LOADING[0] = False
+        whole_process(True)
+        log.setLevel(level)
+        remove_tree(out)
+        if tiny is not None:
+            from .store.backend import MemoryBackend
+
+            MemoryBackend.delete(tiny.path)
+        gc.collect()
+        trim_heap()
+    after = peak_rss_bytes()
+    if after > before:
+        _KERNELS_PEAK[0] = max(_KERNELS_PEAK[0], after)
+
+
+def _held_bytes(o: dict) -> int:
+    """What the process holds before a run of ``o`` plans: its resident size, and the largest it reached
+    while :func:`load_kernels` loaded the run's kernels; where they were not loaded ahead, the estimate of
+    what loading them adds (:func:`ooc._memlimit.held_bytes`)."""
+    if o["solver_used"] in _KERNELS_LOADED.get(o.get("kernels_key"), ()):
+        return max(rss_bytes(), _KERNELS_PEAK[0])
+    return held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"]), memfit.kernel_signatures(o))
 
 
 def _vector_places(duals: str) -> dict:
@@ -1055,12 +1180,12 @@ def _memory_budget(o: dict, reader: int = 0, quiet: bool = False) -> dict:
     """The solver's memory options: ``memory`` (bytes the work may add to this process), and under
     ``auto`` the limit it came from (``memory_limit``) and what the process held (``memory_held``).
 
-    ``reader``: the store reader's buffers, not yet allocated. Logged on the ``ooc`` logger (the command
+    ``reader``: the store reader's buffers, not yet allocated. Where :func:`load_kernels` loaded the run's
+    kernels, the process's measured size counts them (:func:`_held_bytes`). Logged on the ``ooc`` logger (the command
     line prints it): what ``auto`` chose, or what an explicit ``--memory`` leaves once the process's own
     size is counted.
     """
-    held = held_bytes(solver_modules(o["solver_used"], o["distributed"], o["multiclass"]),
-                      memfit.kernel_signatures(o)) + reader
+    held = _held_bytes(o) + reader
     b = resolve_budget(o["memory_bytes"], held)  # the commands that read data resolve theirs the same way
     if b.limit is not None:
         if not quiet:
@@ -1123,11 +1248,44 @@ def memory_fit(st, options: dict, given=None, warm_start: str | None = None) -> 
             continue
         runs[memfit.family_name(o)] = o
     memory = first["memory_bytes"] if first is not None else TrainConfig.from_options(base).memory_bytes
-    fit = memfit.memory_fit(st, memory, runs, refused)
+    # the family these options train first: its kernels load into this process as into train's
+    ran = memfit.family_name(first) if first is not None else None
+    fit = memfit.memory_fit(st, memory, runs, refused, *_measure_kernels(st, runs, ran))
     fit["auto_solver"] = first["solver_used"] if first is not None and base.get("solver", AUTO) == AUTO else None
     if first is None:
         fit["options_refused"] = refused_all
     return fit
+
+
+#: What ``ooc info`` adds to the kernels it measured: the same command's process is a few hundred KiB larger
+#: or smaller from one run to the next (measured 0.1-0.2 MiB on a fresh cache), and ``ooc train`` refuses
+#: exactly below the figure it measures for itself: a run at info's figure is then not refused for that.
+RUN_TO_RUN = 1 << 20
+
+
+def _measure_kernels(st, runs: dict, first: str | None = None) -> tuple:
+    """``ooc info``'s kernels measured as ``ooc train`` loads them (:func:`load_kernels`): family name ->
+    {solver: bytes the process grew by (to its peak while they loaded)}, and the process's size before they
+    loaded; ``(None, None)`` where they are not loaded ahead (a Python caller: the estimate).
+
+    Families load one after another into this process, ``first`` (the one the options train) first: it is
+    charged what it alone adds, as ``ooc train`` measures it; each other one what all those loaded so far
+    added (never less than it alone adds: the first pays Numba's start; more by the others' code). Each
+    with :data:`RUN_TO_RUN`."""
+    if not counts_whole_process() or not runs:
+        return None, None
+    for o in runs.values():  # what a train process has done when it plans (as ooc.memfit.memory_fit does)
+        for name in memfit.solver_chain(o):
+            memfit.leanest_plan(st, o, 0, name)
+    process = rss_bytes()
+    kernels = {}
+    for family in sorted(runs, key=lambda f: f != first):
+        o = runs[family]
+        load_kernels(st, o)
+        kernels[family] = {name: max(0, _held_bytes({**o, "solver_used": name}) - process) + RUN_TO_RUN
+                           for name in memfit.solver_chain(o)
+                           if name in _KERNELS_LOADED.get(o.get("kernels_key"), ())}
+    return kernels, process
 
 
 def plot_convergence(rd: RunDir) -> str:

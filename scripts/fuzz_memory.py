@@ -36,6 +36,21 @@ measured process). The promise, per cell:
 ::
 
     python scripts/fuzz_memory.py --convert --cells 30 --seed 1 --work /tmp/fuzz-convert
+
+``--fresh-cache`` checks training where every process starts with an empty Numba cache (a new
+``NUMBA_CACHE_DIR`` each: a new install, every kernel compiled in the measured process). Each cell draws a
+store shape (few columns and many rows; HDF5 float64; a wide Zarr store), a solver (sdca, acc-sdca,
+rcd-primal, dgpd with its fallback) and ``--fit-intercept`` / ``--l1`` / ``--threads``. Per cell, with ``F``
+the figure ``ooc info --memory 1M`` names and ``T`` the one ``ooc train --memory 1M`` names:
+
+* ``T`` is ``F`` (to what the two processes hold beside the work: ``AGREE``);
+* at ``X = F`` the run trains (dgpd: and its fallback too) with a peak resident size of at most ``X``;
+* at ``X`` just below ``T`` (``T - 1 MiB``) it is refused, naming ``T``: train accepts exactly from the
+  figure it names.
+
+::
+
+    python scripts/fuzz_memory.py --fresh-cache --cells 6 --seed 1 --work /tmp/fuzz-fresh
 """
 
 from __future__ import annotations
@@ -338,6 +353,79 @@ def fuzz_convert(a) -> None:
     sys.exit(1 if violations else 0)
 
 
+#: ``--fresh-cache`` store shapes: (rows, columns, nonzeros a row, format, dtype).
+FRESH_SHAPES = ((300_000, 4, 4, "zarr", "float32"), (20_000, 5_000, 30, "hdf5", "float64"),
+                (40_000, 1 << 18, 15, "zarr", "float32"))
+FRESH_SOLVERS = ("sdca", "acc-sdca", "rcd-primal", "dgpd")
+
+
+def draw_fresh(rng: random.Random) -> dict:
+    """One ``--fresh-cache`` cell: a store shape and a training command's options."""
+    rows, cols, nnz, fmt, dtype = rng.choice(FRESH_SHAPES)
+    solver = rng.choice(FRESH_SOLVERS)
+    return {"rows": rows, "cols": cols, "nnz": nnz, "format": fmt, "dtype": dtype, "task": "binary",
+            "solver": solver, "threads": rng.choice((0, 1)), "intercept": solver == "sdca" and rng.random() < 0.3,
+            "l1": rng.choice((0.0, 0.0, 1e-4)) if solver != "dgpd" else 0.0}
+
+
+def fresh_store(work: str, c: dict) -> str:
+    ext = "h5" if c["format"] == "hdf5" else "zarr"
+    path = os.path.join(work, f"f-{c['rows']}-{c['cols']}-{c['nnz']}-{c['dtype']}.{ext}")
+    if not os.path.exists(path):
+        subprocess.run([*OOC, "synth", path, "--rows", str(c["rows"]), "--cols", str(c["cols"]), "--nnz-per-row",
+                        str(c["nnz"]), "--format", c["format"], "--dtype", c["dtype"]], check=True,
+                       capture_output=True)
+    return path
+
+
+def fuzz_fresh(a) -> None:
+    """``--fresh-cache``: the cells of :func:`draw_fresh`, each process on a new, empty Numba cache."""
+    rng = random.Random(a.seed)
+    runs = violations = 0
+    caches = iter(range(1 << 30))
+
+    def fresh() -> None:
+        cache = os.path.join(a.work, f"numba-fresh-{next(caches)}")
+        shutil.rmtree(cache, ignore_errors=True)
+        os.environ["NUMBA_CACHE_DIR"] = cache
+
+    def report(i, c, res, bad, **more):
+        nonlocal runs, violations
+        runs += 1
+        violations += bad is not None
+        print(json.dumps({"cell": i, **c, **more, **res, "violation": bad}), flush=True)
+
+    for i in range(a.cells):
+        c = draw_fresh(rng)
+        store = fresh_store(a.work, c)
+        fresh()
+        try:
+            figure = smallest(store, c)
+        except OptionsRefused as e:
+            print(json.dumps({"cell": i, **c, "skipped": str(e)[:300]}), flush=True)
+            continue
+        fresh()
+        named = run(a.work, store, c, 1 << 20, a.epochs)
+        own = named["named"]
+        bad = None if named["refused"] and own and abs(own - figure) <= AGREE else \
+            f"train names {own} where ooc info names {figure}"
+        report(i, c, named, bad, step="1M", figure=figure)
+        fresh()
+        at = run(a.work, store, c, figure, a.epochs)
+        bad = None if at["rc"] == 0 and at["peak"] <= figure else \
+            (f"peak {at['peak'] / figure:.3f} x --memory" if at["rc"] == 0 else f"failed at the figure: {at['error']}")
+        report(i, c, at, bad, step="figure", figure=figure)
+        if own:
+            fresh()
+            below = run(a.work, store, c, own - (1 << 20), a.epochs)
+            bad = None if below["refused"] and below["named"] and below["named"] > below["memory"] else \
+                "accepted below the figure train names"
+            report(i, c, below, bad, step="below", figure=own)
+    print(json.dumps({"summary": True, "mode": "fresh-cache", "cells": a.cells, "runs": runs,
+                      "violations": violations}), flush=True)
+    sys.exit(1 if violations else 0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/fuzz-memory")
@@ -345,6 +433,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--convert", action="store_true", help="check ooc convert on generated text inputs instead")
+    ap.add_argument("--fresh-cache", action="store_true",
+                    help="check training with every process on a new, empty Numba cache (module docstring)")
     ap.add_argument("--no-cgroup", action="store_true", help="--convert: skip the run under a memory cgroup")
     ap.add_argument("--cold-pages", action="store_true",
                     help="--convert: drop the page cache before the cgroup run (run-capped --cold; slow on a shared machine)")
@@ -352,6 +442,9 @@ def main() -> None:
     os.makedirs(a.work, exist_ok=True)
     if a.convert:
         fuzz_convert(a)
+        return
+    if a.fresh_cache:
+        fuzz_fresh(a)
         return
     rng = random.Random(a.seed)
     runs = violations = 0

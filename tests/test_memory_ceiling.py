@@ -248,3 +248,32 @@ def test_auto_under_the_smallest_limit_named_is_not_killed(big, tmp_path):
                        capture_output=True, text=True, env=_env(), timeout=900)
     m = re.search(r"oom_kills=(\d+) exit=(-?\d+)", r.stderr)
     assert m and m.group(1) == "0" and r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("solver", ["rcd-primal", pytest.param("dgpd", marks=pytest.mark.slow)])
+def test_a_fresh_cache_trains_at_the_figure_and_is_refused_just_below(tmp_path, solver):
+    """A new install (an empty Numba cache): train loads every kernel its run may call (dgpd's fallback's
+    too) before it plans, so that ``ooc info``'s figure counts them and a run at it, on another empty cache,
+    trains under it. And train refuses exactly below the figure it names (one rule: the figure is the
+    acceptance bound). Before: the kernels compiled after the plan, charged by an estimate (rcd-primal went
+    8-9 % over the figure), and a limit a few MiB below the figure was taken."""
+    store = tmp_path / "t.zarr"
+    subprocess.run(_ooc("synth", store, "--rows", 20000, "--cols", 4, "--nnz-per-row", 4), check=True,
+                   capture_output=True, env=_env())
+    info_cache = _env(NUMBA_CACHE_DIR=str(tmp_path / "cache-info"))
+    args = ["--solver", solver, "--max-epochs", 1]
+    fit = json.loads(subprocess.run(_ooc("info", store, "--json", "--memory", "1M", *args), check=True,
+                                    capture_output=True, text=True, env=info_cache).stdout)["memory_fit"]
+    least = int(fit["families"][solver]["smallest_memory"])
+    cmd = _ooc("train", store, "--out", tmp_path / "r", "--json", *args)
+    r, peak = _peak([*cmd, "--memory", str(least)], env=_env(NUMBA_CACHE_DIR=str(tmp_path / "cache-train")))
+    assert r.returncode == 0 and peak <= least, (r.stderr[-2000:], peak >> 20, least >> 20)
+    # the rule (on the cache info filled: quick): the figure train names is the smallest it takes
+    r = subprocess.run([*cmd, "--overwrite", "--memory", "1M"], capture_output=True, text=True, env=info_cache)
+    named = re.search(r"smallest --memory that works here is ([0-9.]+) MiB", r.stderr)
+    assert r.returncode != 0 and named, r.stderr[-2000:]
+    own = int(float(named.group(1)) * (1 << 20))
+    r = subprocess.run([*cmd, "--overwrite", "--memory", str(own - (1 << 20))], capture_output=True, text=True,
+                       env=info_cache)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
+    assert "smallest --memory that works here is" in r.stderr

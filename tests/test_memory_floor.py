@@ -117,7 +117,8 @@ def _named(st, o, memory, process):
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(T, "_memory_budget", budget)
-            T._refuse_before_run_dir(st, o)
+            # the option itself is the bound compared with the figure (one rule): the memory given here
+            T._refuse_before_run_dir(st, {**o, "memory_bytes": memory})
     except MemoryLimitError as e:
         m = re.search(r"smallest --memory that works here is ([0-9.]+) (MiB|GiB)", str(e))
         return float(m.group(1)) * (1 << (20 if m.group(2) == "MiB" else 30))
