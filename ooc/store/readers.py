@@ -1576,6 +1576,12 @@ _EXT_FORMATS = {
 }
 
 
+def _binary_head_bytes(path) -> int:
+    """How much of an input's start the binary check reads: :data:`BINARY_HEAD_BYTES`, within the head a stream
+    keeps (:data:`STDIN_HEAD_BYTES`: what is read past it could not be read again)."""
+    return min(BINARY_HEAD_BYTES, STDIN_HEAD_BYTES) if is_stream(path) else BINARY_HEAD_BYTES
+
+
 def binary_head(path):
     """What the input ``path`` is when its start (decompressed) is not text
     (:func:`ooc.store.input_rules.binary_kind`, its ``kind`` naming the compression too); None for text,
@@ -1583,7 +1589,7 @@ def binary_head(path):
     if is_url(path):
         return None
     with open_text(path) as f:
-        head = f.read(BINARY_HEAD_BYTES)
+        head = f.read(_binary_head_bytes(path))
         raw = getattr(f, "raw", None)
         packed = raw.kind if isinstance(raw, _Decompressed) else None
     found = binary_kind(head)
@@ -1626,7 +1632,7 @@ def detect_format(path):
     if fmt is not None:
         return fmt
     with open_text(path) as f:
-        head = f.read(BINARY_HEAD_BYTES)
+        head = f.read(_binary_head_bytes(path))
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
         return "npz"
     found = binary_kind(head)
