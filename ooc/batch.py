@@ -333,13 +333,14 @@ def _made_for_error(run_dir: str, options: dict) -> str | None:
 
 
 def run_one(run_dir: str, options: dict, validation: str | None = None, warm_start: str | None = None,
-            threads: int | dict = 0) -> dict:
+            threads: int | dict = 0, memory_share: int | None = None) -> dict:
     """Train (or resume, or skip) one run; never raises: failures become a ``failed`` row.
 
     A run directory left by an earlier batch is skipped when finished and resumed when not,
     if its ``run.json`` records the fingerprint of ``options['store']`` as it is now; a run
     of a store converted again since is trained again from scratch (``state`` ``retrained``).
-    ``threads``: the compute threads of a run whose options do not set them (:func:`_thread_share`).
+    ``threads``: the compute threads of a run whose options do not set them (:func:`_thread_share`);
+    ``memory_share``: this worker's share of the limit the batch runs under (:func:`local_memory_share`).
     """
     import warnings
 
@@ -347,7 +348,7 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
     from .train import resume, train
 
     t0 = time.perf_counter()
-    _worker_share()
+    _worker_share(memory_share)
     try:
         metrics_path = os.path.join(run_dir, "model", "metrics.json")
         made = os.path.exists(os.path.join(run_dir, "run.json"))
@@ -397,9 +398,29 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
                     seconds=time.perf_counter() - t0)
 
 
-def _worker_share() -> None:
+def local_memory_share(n_workers: int) -> int | None:
+    """What each of a local cluster's ``n_workers`` worker processes may use: the limit this process runs
+    under (:func:`ooc._memlimit.process_limit`: its own cgroup's, ``RLIMIT_AS``, the RAM available), less what
+    this process (the batch's driver and the cluster's scheduler) holds, in equal shares; None without a limit.
+    The workers are this process's children in the same cgroup, and Dask's own worker limit reads the machine's
+    (or its root cgroup's) memory, not the cgroup the batch was started in: each worker planning for the whole
+    of it was OOM-killed (two workers under a 700M cgroup)."""
+    from ._memlimit import _UNLIMITED, process_limit, rss_bytes
+
+    lim = process_limit()
+    if lim.bytes >= _UNLIMITED or n_workers < 1:
+        return None
+    return max(1, (int(lim.bytes) - rss_bytes()) // int(n_workers))
+
+
+def _worker_share(memory_share: int | None = None) -> None:
     """On a Dask worker, ``--memory auto`` is bounded by the worker's memory limit too: the workers of a
-    machine share it (a local cluster gives each its share of the machine), none plans for all of it."""
+    machine share it (a local cluster gives each its share of the machine), none plans for all of it; and by
+    ``memory_share``, its share of the limit a local batch runs under (:func:`local_memory_share`)."""
+    if memory_share:
+        from ._memlimit import Limit, add_limit
+
+        add_limit(Limit(int(memory_share), "this worker's share of the batch's memory limit"))
     try:
         from distributed import get_worker
 
@@ -433,7 +454,8 @@ def _thread_share(threads: int | dict) -> int:
     return max(1, available_cpus() // max(1, here))
 
 
-def run_path(out: str, path_spec: dict, validation: str | None = None, threads: int | dict = 0) -> list[dict]:
+def run_path(out: str, path_spec: dict, validation: str | None = None, threads: int | dict = 0,
+             memory_share: int | None = None) -> list[dict]:
     """A regularization path as one task: each l2 warm-started from the previous run."""
     rows = []
     prev = None
@@ -441,7 +463,7 @@ def run_path(out: str, path_spec: dict, validation: str | None = None, threads: 
     for l2 in path_spec["l2"]:
         options = dict(base, l2=l2)
         rd = os.path.join(out, "path-" + run_name(options))
-        row = run_one(rd, options, validation, warm_start=prev, threads=threads)
+        row = run_one(rd, options, validation, warm_start=prev, threads=threads, memory_share=memory_share)
         rows.append(row)
         prev = rd if row["status"] == "ok" else None
     return rows
@@ -478,11 +500,15 @@ def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None 
             hosts = [w.get("host") for w in client.scheduler_info().get("workers", {}).values()]
             threads = {h: hosts.count(h) for h in set(hosts)}
         futures = {}
+        # a local cluster's workers share the limit this process runs under (a remote one's, their hosts')
+        share = local_memory_share(len(client.scheduler_info().get("workers", {}))) if scheduler is None else None
         for kind, target, options in jobs:
             if kind == "run":
-                f = client.submit(run_one, target, options, spec["validation"], threads=threads, pure=False)
+                f = client.submit(run_one, target, options, spec["validation"], threads=threads, memory_share=share,
+                                  pure=False)
             else:
-                f = client.submit(run_path, target, options, spec["validation"], threads=threads, pure=False)
+                f = client.submit(run_path, target, options, spec["validation"], threads=threads, memory_share=share,
+                                  pure=False)
             futures[f] = (kind, target, options)
         n_runs = sum(1 if k == "run" else len(o["l2"]) for k, _, o in jobs)
         if progress:
