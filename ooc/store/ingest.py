@@ -79,6 +79,7 @@ from .recipe import (
     from_options,
     header_order,
     pass_base,
+    text_order,
 )
 from .stats import physical_memory
 from .store import BACKENDS, Store, open_store
@@ -883,7 +884,16 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
             if recipe.text_columns is None:
                 raise InputError(path, "raw text needs its label and text columns (--text LABEL:TEXT)")
             label, text = recipe.text_columns
-            text_layout(path, label, text)  # the columns exist (else one line now, not mid-read)
+            lay = text_layout(path, label, text)  # the columns exist (else one line now, not mid-read)
+            if lay.names is not None and recipe.text_names is not None:
+                # a header read against recorded names: the label and the text are found by name, as a
+                # CSV's columns are (refused if the names differ); read by position, a reordered file
+                # would give other columns (its ids as labels), silently
+                moved = text_order(path, lay.header_line, lay.names, recipe, owner)
+                if moved is not None:
+                    label, text = str(moved[0]), str(moved[1])
+            else:
+                recipe = recipe._replace(text_names=lay.names if lay.header_line else recipe.text_names)
 
             def make():
                 return iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, label=label, text=text,

@@ -1405,12 +1405,16 @@ class TextLayout(NamedTuple):
         1-based line number of the header, 0 when there is none.
     label_col, text_col : int
         0-based columns.
+    names : tuple of str or None
+        The header's cells (None: no header); recorded in a store's recipe, against which a later
+        file's header is compared (:func:`ooc.store.recipe.text_order`).
     """
 
     delimiter: str
     header_line: int
     label_col: int
     text_col: int
+    names: tuple | None = None
 
 
 def _column(spec, header, path, line, option):
@@ -1462,7 +1466,7 @@ def text_layout(path, label="0", text="1") -> TextLayout:
     if lc == tc:
         raise InputError(path, f"the label and the text are both column {lc}", line=no)
     header = named or (lc < len(cells) and not _is_number(cells[lc].strip().encode()))
-    return TextLayout(delimiter, no if header else 0, lc, tc)
+    return TextLayout(delimiter, no if header else 0, lc, tc, tuple(c.strip() for c in cells) if header else None)
 
 
 def iter_text(path, chunk_bytes=32 << 20, label="0", text="1", hash_bits=DEFAULT_HASH_BITS,

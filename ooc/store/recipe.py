@@ -82,7 +82,8 @@ class Recipe(NamedTuple):
     how ``csv_header`` was decided, ``'option'`` (``--header``/``--no-header``: every later file is
     read so too), else the guess of the file read (:attr:`ooc.store.readers.CsvLayout.header_why`).
     ``csv_names``: the header's names, in column order (None: no header, or a store from before they
-    were recorded); a later file with a header is read by them (:func:`header_order`).
+    were recorded); a later file with a header is read by them (:func:`header_order`). ``text_names``:
+    the same for raw text's header (:func:`text_order`), whether ``--text`` named or numbered its columns.
     """
 
     format: str | None = None
@@ -100,6 +101,7 @@ class Recipe(NamedTuple):
     classes: list | None = None
     csv_header_source: str | None = None
     csv_names: tuple | None = None
+    text_names: tuple | None = None
 
     # -- the attribute ------------------------------------------------------------------------
     def as_attr(self) -> dict:
@@ -111,7 +113,8 @@ class Recipe(NamedTuple):
             "index_base_source": self.index_base_source,
             "hash_bits": self.hash_bits,
             "vw": dict(VW_READER) if self.format == "vw" else None,
-            "text": ({"label": str(self.text_columns[0]), "text": str(self.text_columns[1]), "tokenizer": TOKENIZER}
+            "text": ({"label": str(self.text_columns[0]), "text": str(self.text_columns[1]), "tokenizer": TOKENIZER,
+                      "names": None if self.text_names is None else list(self.text_names)}
                      if self.format == "text" else None),
             "csv": ({"delimiter": self.csv_delimiter, "label_column": self.csv_label_column,
                      "weight_column": self.csv_weight_column, "header": self.csv_header,
@@ -150,7 +153,8 @@ class Recipe(NamedTuple):
                    (text["label"], text["text"]) if text else None, csv.get("delimiter"), csv.get("label_column"),
                    csv.get("weight_column"), csv.get("header"), r.get("dtype"), r.get("label_kind"),
                    r.get("label_values"), r.get("classes"), csv.get("header_source"),
-                   None if csv.get("names") is None else tuple(str(n) for n in csv["names"]))
+                   None if csv.get("names") is None else tuple(str(n) for n in csv["names"]),
+                   None if not text or text.get("names") is None else tuple(str(n) for n in text["names"]))
 
     def finished(self, index_base: int | None, zero_based_option, attrs: dict) -> Recipe:
         """This recipe once a conversion is done: the index base it read svmlight ids with (and
@@ -354,7 +358,9 @@ def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner
              ("CSV weight column", ours.csv_weight_column, theirs.csv_weight_column),
              # header names: compared where both stores recorded names of columns (a store from before has
              # none; a numbered header's names are positions, header_order)
-             ("CSV header", *((ours.csv_names, theirs.csv_names) if _named(ours) and _named(theirs) else (None, None))))
+             ("CSV header", *((ours.csv_names, theirs.csv_names) if _named(ours) and _named(theirs) else (None, None))),
+             ("text header", *((ours.text_names, theirs.text_names)
+                               if None not in (ours.text_names, theirs.text_names) else (None, None))))
     for what, a, b in diffs:
         if a != b and what == "index base":
             who = our_owner if ours.index_base_source == BASE_GUESSED else their_owner
@@ -364,7 +370,7 @@ def check_same_columns(ours: Recipe, theirs: Recipe, our_owner: str, their_owner
                              "with --index-base 0 or 1, whichever numbers it, so that the two stores' columns are "
                              "known to be the same features")
         if a != b:
-            shown = {"format": fmt_name, "CSV header": _header_shown}.get(what, repr)
+            shown = {"format": fmt_name, "CSV header": _header_shown, "text header": _header_shown}.get(what, repr)
             raise ValueError(f"{their_owner}: its input was read with {what} {shown(b)}, but {our_owner}'s with "
                              f"{shown(a)}: its columns are other features (convert its input again as {our_owner}'s "
                              "was)")
@@ -528,6 +534,30 @@ def header_order(path: str, line: int, names: tuple, recipe: Recipe, owner: str 
     names = tuple(names)
     if names == recorded:
         return None
+    _same_names(path, line, names, recorded, owner)
+    where = {n: k for k, n in enumerate(names)}
+    label = 0 if recipe.csv_label_column is None else int(recipe.csv_label_column)
+    weight = recipe.csv_weight_column
+    if weight is not None and weight < 0:
+        weight += len(recorded)
+    ours = [k for k in range(len(recorded)) if k not in (label, weight)]  # the recipe's feature columns
+    theirs_label = where[recorded[label]]
+    theirs_weight = None if weight is None else where[recorded[weight]]
+    theirs = [k for k in range(len(names)) if k not in (theirs_label, theirs_weight)]
+    feature_of = {recorded[k]: f for f, k in enumerate(ours)}
+    features = np.array([feature_of[names[k]] for k in theirs], dtype=np.int64)
+    return HeaderOrder(theirs_label, theirs_weight, features)
+
+
+def _same_names(path: str, line: int, names: tuple, recorded: tuple, owner: str | None) -> None:
+    """Refuse a header ``names`` (line ``line`` of ``path``) whose names are not ``recorded``'s, each once, in
+    any order: the rule of :func:`header_order` and :func:`text_order`, written once.
+
+    Raises
+    ------
+    InputError
+        One line naming the file, the header's line and cell, and both names.
+    """
     whose = f"{owner}'s input" if owner else "the input it follows"
     said = f"new input's columns are found by the names of its header {_header_shown(recorded)}"
     for i, name in enumerate(names):
@@ -548,15 +578,29 @@ def header_order(path: str, line: int, names: tuple, recipe: Recipe, owner: str 
         raise InputError(path, f"column {i + 1} is named {names[i]!r}, but {whose}'s column {i + 1} is "
                                f"{recorded[i]!r}, and {twice}: write them in the order of {whose}", line=line,
                          column=i + 1)
+
+
+def text_order(path: str, line: int, names: tuple, recipe: Recipe, owner: str | None) -> tuple[int, int] | None:
+    """Where a new raw-text file, whose header (line ``line``) is ``names``, holds the label and the text of
+    ``recipe``'s header (``recipe.text_names``, its label and text placed by ``recipe.text_columns``, numbers or
+    names): None when the headers are the same (read as ``--text`` says), else ``(label, text)``, the file's
+    0-based columns of the recorded label's and text's names (the same names in another order are read by
+    name, as a CSV's are, :func:`header_order`).
+
+    Raises
+    ------
+    InputError
+        As :func:`header_order`: a name renamed, added or dropped, or one twice where the order differs.
+    """
+    recorded = tuple(recipe.text_names)
+    names = tuple(names)
+    if names == recorded:
+        return None
+    _same_names(path, line, names, recorded, owner)
     where = {n: k for k, n in enumerate(names)}
-    label = 0 if recipe.csv_label_column is None else int(recipe.csv_label_column)
-    weight = recipe.csv_weight_column
-    if weight is not None and weight < 0:
-        weight += len(recorded)
-    ours = [k for k in range(len(recorded)) if k not in (label, weight)]  # the recipe's feature columns
-    theirs_label = where[recorded[label]]
-    theirs_weight = None if weight is None else where[recorded[weight]]
-    theirs = [k for k in range(len(names)) if k not in (theirs_label, theirs_weight)]
-    feature_of = {recorded[k]: f for f, k in enumerate(ours)}
-    features = np.array([feature_of[names[k]] for k in theirs], dtype=np.int64)
-    return HeaderOrder(theirs_label, theirs_weight, features)
+
+    def placed(spec) -> int:
+        # the recorded header's column that --text designated (a number, else its name), found here by name
+        spec = str(spec).strip()
+        return where[recorded[int(spec)] if spec.lstrip("-").isdigit() else spec]
+    return placed(recipe.text_columns[0]), placed(recipe.text_columns[1])
