@@ -381,10 +381,15 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
                     state = "trained" if current is None else "retrained"
         val = metric = ""
         if validation:
-            # the run's own score of its last state when it scored this data, else evaluated here
-            val = res.get("validation", "") if res.get("validation_metric") in ("accuracy", "rmse") else ""
+            # The run's own score of its last state only when this call trained it on this very file: a
+            # finished (skipped) or resumed run scored what its run.json names, which may be an earlier
+            # spec's file, or this path with other content; those are evaluated here, on the file as it is now.
+            scored_here = state in ("trained", "retrained") and os.path.abspath(
+                options.get("validation") or validation) == os.path.abspath(validation)
+            own = scored_here and res.get("validation_metric") in ("accuracy", "rmse")
+            val = res.get("validation", "") if own else ""
             metric = res.get("validation_metric", "") if val != "" else ""
-            if val == "" or os.path.abspath(options.get("validation") or validation) != os.path.abspath(validation):
+            if val == "":
                 m = evaluate(run_dir, validation)
                 metric = "accuracy" if "accuracy" in m else "rmse"
                 val = m[metric]
