@@ -263,8 +263,31 @@ def expand_grid(grid: dict) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
+#: The grid keys that :data:`RESULT_COLUMNS` shows under their own name; every other key a spec sets is an
+#: extra column (:func:`option_columns`).
+_SHOWN_KEYS = ("store", "loss", "l2", "l1", "solver")
+
+
+def option_columns(rows: list[dict]) -> dict:
+    """``{column: option}`` for every option the rows' grid or path points set beyond :data:`_SHOWN_KEYS`.
+
+    A grid over ``class_weight`` (or any key) makes runs that differ only there: each such key is a column of
+    ``results.csv`` and ``summary.md``, so no two rows are told apart only by their ``run.json``. A key that is
+    also a result column's name (``validation``: the score) is shown as ``KEY_option``.
+    """
+    keys = sorted({k for r in rows for k in r.get("options", {})} - set(_SHOWN_KEYS))
+    return {(f"{k}_option" if k in RESULT_COLUMNS else k): k for k in keys}
+
+
+def _option_value(row: dict, key: str):
+    """The value the row's run had for ``key``: its point's, else the default (a point that does not set it)."""
+    v = row.get("options", {}).get(key, DEFAULTS.get(key, ""))
+    return "" if v is None else v
+
+
 def _row(run_dir: str, options: dict, **fields) -> dict:
     row = {c: "" for c in RESULT_COLUMNS}
+    row["options"] = {k: v for k, v in options.items() if k != "store"}
     row.update({"run": os.path.basename(run_dir), "store": options.get("store", ""),
                 "loss": options.get("loss", DEFAULTS["loss"]), "l2": options.get("l2", DEFAULTS["l2"]),
                 "l1": options.get("l1", DEFAULTS["l1"]), "solver": options.get("solver", DEFAULTS["solver"])})
@@ -382,10 +405,15 @@ def run_one(run_dir: str, options: dict, validation: str | None = None, warm_sta
                     state = "trained" if current is None else "retrained"
         val = metric = ""
         if validation:
-            # the run's own score of its last state when it scored this data, else evaluated here
-            val = res.get("validation", "") if res.get("validation_metric") in ("accuracy", "rmse") else ""
+            # The run's own score of its last state only when this call trained it on this very file: a
+            # finished (skipped) or resumed run scored what its run.json names, which may be an earlier
+            # spec's file, or this path with other content; those are evaluated here, on the file as it is now.
+            scored_here = state in ("trained", "retrained") and os.path.abspath(
+                options.get("validation") or validation) == os.path.abspath(validation)
+            own = scored_here and res.get("validation_metric") in ("accuracy", "rmse")
+            val = res.get("validation", "") if own else ""
             metric = res.get("validation_metric", "") if val != "" else ""
-            if val == "" or os.path.abspath(options.get("validation") or validation) != os.path.abspath(validation):
+            if val == "":
                 m = evaluate(run_dir, validation)
                 metric = "accuracy" if "accuracy" in m else "rmse"
                 val = m[metric]
@@ -543,11 +571,13 @@ def run_batch(spec_path: str, scheduler: str | None = None, workers: int | None 
 
 def write_results(out: str, rows: list[dict]) -> None:
     """``OUT/results.csv``, one row per run, replaced atomically."""
+    extra = option_columns(rows)
+    at = RESULT_COLUMNS.index("solver") + 1  # next to the options shown always
     buf = io.StringIO(newline="")
-    w = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, extrasaction="ignore")
+    w = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS[:at] + list(extra) + RESULT_COLUMNS[at:], extrasaction="ignore")
     w.writeheader()
     for r in sorted(rows, key=lambda r: r["run"]):
-        w.writerow(r)
+        w.writerow({**r, **{c: _option_value(r, k) for c, k in extra.items()}})
     owned.write_bytes(os.path.join(out, "results.csv"), buf.getvalue().encode(), kind="batch",
                       what="the batch's results.csv")
 
@@ -585,7 +615,8 @@ def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
     else:
         lines.append("- skipped as finished: none")
     lines.append("")
-    cols = ["run", "state", "loss", "l2", "l1", "solver", "primal", "gap", "epochs", "seconds", "converged"]
+    extra = option_columns(rows)
+    cols = ["run", "state", "loss", "l2", "l1", "solver", *extra, "primal", "gap", "epochs", "seconds", "converged"]
     names = dict(zip(cols, cols))
     if validation:
         cols.append("validation")
@@ -593,6 +624,7 @@ def write_summary(out: str, rows: list[dict], validation: str | None) -> None:
     lines.append("| " + " | ".join(names[c] for c in cols) + " |")
     lines.append("|" + "---|" * len(cols))
     for r in ok:
+        r = {**r, **{c: _option_value(r, k) for c, k in extra.items()}}
         lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
