@@ -1048,8 +1048,10 @@ def _refuse_before_run_dir(st, o: dict) -> None:
             continue  # (a Python caller's memory warns later instead)
         bound = memory["memory_limit"].bytes if memory.get("memory_limit") is not None else o["memory_bytes"]
         if bound is not None and bound < least:
+            # named with half the run-to-run drift of a process's size above it: the figure passed back is taken
+            # by the next process (which measures itself up to a few hundred KiB larger), 1 MiB below it is not
             refuse_or_warn(p._replace(warning=p.warning or p.holds), memory.get("memory_limit"),
-                           int(memory["memory_held"]), least=least)
+                           int(memory["memory_held"]), least=least + RUN_TO_RUN // 2)
 
 
 #: Which training kernels this process has loaded (:func:`load_kernels`): kernel key -> the solvers' names.
