@@ -97,3 +97,25 @@ def test_cocoa_advice_names_a_lower_bound_that_holds(tmp_path):
         then = ooc.resume(str(tmp_path / "run"), max_epochs=20 * _advised(first)).result
     if then["converged"]:
         assert then["epochs"] >= 6 + first["at_least_more_epochs"]
+
+
+def _info_advised(path) -> int:
+    from ooc.runinfo import format_run_info, run_info
+    return int(re.search(r"--max-epochs (\d+) continues it", format_run_info(run_info(path))).group(1))
+
+
+@settings(max_examples=4, deadline=None)
+@given(loss=st.sampled_from(["logistic", "squared", "hinge"]), l2=st.sampled_from([1e-2, 1e-3, 1e-4]),
+       k=st.integers(2, 12), seed=st.integers(0, 3))
+@example(loss="logistic", l2=1e-4, k=5, seed=1)  # train said --max-epochs 49; info said 10
+def test_info_advises_the_resume_train_advised(tmp_path_factory, loss, l2, k, seed):
+    """``ooc info RUN`` of a run stopped at --max-epochs names the --max-epochs its stop message named (one
+    rule: ooc.engine.advised_max_epochs of the same diagnosis), not a rule of its own."""
+    store = _store(300, seed, loss == "squared")
+    path = str(tmp_path_factory.mktemp("info") / "run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        first = ooc.train(store, path, max_epochs=k, loss=loss, l2=l2, tol=1e-8).result
+    if first["converged"] or "--max-epochs" not in first["advice"]:
+        return  # nothing to resume, or advice of another kind (--tol 0)
+    assert _info_advised(path) == _advised(first), (first["stop_reason"], first["advice"])
