@@ -140,13 +140,14 @@ class Stall(NamedTuple):
     ``"few"`` (too few certified states to tell) or ``"exact"`` (``tol = 0``); ``text`` says it
     in one clause. ``at_least``: where the rate is not settled (:func:`diagnose`), the epochs
     that are needed at the least (``more_epochs`` then an estimate that may fall short); None
-    where it is settled.
+    where it is settled. ``gap``: the last certified relative gap (None where no rate was read).
     """
 
     kind: str
     text: str
     more_epochs: int | None = None
     at_least: int | None = None
+    gap: float | None = None
 
 
 #: An epoch end's checkpoint that may be skipped waits until the last one is older than its write time over
@@ -272,14 +273,21 @@ def diagnose(history: list[dict], tol: float, unsteady: str | None = None) -> St
                     f"settled ({why}): at least {at_least} more epochs reach tol, perhaps many more than the "
                     f"{more} estimated at that rate")
         if more > DIAGNOSE_MAX_FACTOR * max(int(last["epoch"]), 1):
-            return Stall("slow", what + " (a slow rate)", more, at_least)
-        return Stall("rate", what, more, at_least)
+            return Stall("slow", what + " (a slow rate)", more, at_least, g1)
+        return Stall("rate", what, more, at_least, g1)
     moved = abs(float(first["primal"]) - float(last["primal"])) / max(1.0, abs(float(last["primal"])))
     if moved <= tol:
         return Stall("loose", f"the objective moved by {moved:.2g} (relative) in the last {epochs} epochs while "
-                              f"the gap stayed at {g1:.3g}: the certificate (dual bound) is what lags")
-    return Stall("stalled", f"the gap stalled at {g1:.3g} over the last {epochs} epochs")
+                              f"the gap stayed at {g1:.3g}: the certificate (dual bound) is what lags", gap=g1)
+    return Stall("stalled", f"the gap stalled at {g1:.3g} over the last {epochs} epochs", gap=g1)
 
+
+#: The largest relative gap a stalled run is told may be at the precision of the data (a larger --tol then
+#: the fix): a thousand times float32's unit roundoff (1.2e-7), above what pairwise sums of a float32
+#: store's products round to at any row count (log2(n) roundoffs: 4e-6 at 2**32 rows), with room for the
+#: conditioning of the problem. A gap above it (squared loss with --fit-intercept reported 1 for 100 epochs)
+#: is a run that needs more epochs or another solver: a larger --tol would only accept a wrong model.
+PRECISION_GAP = 1e-4
 
 #: The resume command names this many times the epochs estimated: a settled rate's estimate fell short
 #: by up to 1.23 times this margin (SETTLED_AGREEMENT); 1.2 had fallen short by 1.6 times.

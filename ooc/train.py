@@ -30,7 +30,7 @@ from ._memlimit import (
 )
 from ._version import __version__
 from .config import DEFAULT_TRAIN_BLOCK, TrainConfig, defaults
-from .engine import Start, advised_max_epochs, rel_gap_of, stop_diagnosis, unsteady
+from .engine import PRECISION_GAP, Start, advised_max_epochs, rel_gap_of, stop_diagnosis, unsteady
 from .engine import run as run_solver
 from .engine import trajectory_history as engine_trajectory
 from .fsutil import (
@@ -974,6 +974,9 @@ def _advice(stall, o: dict, path: str, epochs: int, st=None) -> str:
         other = "a larger --l2 (the gap falls faster the larger it is)"
     if stall.kind == "slow":
         return f"{resume} gets there slowly; faster: {other}"
+    if stall.gap is not None and stall.gap > PRECISION_GAP:  # far from any data's precision: not a --tol matter
+        return (f"{resume} continues (the gap {stall.gap:.3g} is far above the data's precision, "
+                f"{PRECISION_GAP:g}: a larger --tol would accept a wrong model), or try {other}")
     return f"try {other}, or a larger --tol (the gap may be at the precision of the data)"
 
 

@@ -119,3 +119,26 @@ def test_info_advises_the_resume_train_advised(tmp_path_factory, loss, l2, k, se
     if first["converged"] or "--max-epochs" not in first["advice"]:
         return  # nothing to resume, or advice of another kind (--tol 0)
     assert _info_advised(path) == _advised(first), (first["stop_reason"], first["advice"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(gap=st.floats(1e-9, 2.0), tol_share=st.floats(1e-6, 0.5), loose=st.booleans(),
+       loss=st.sampled_from(["squared", "logistic", "hinge"]), epochs=st.integers(10, 300))
+@example(gap=1.0, tol_share=1e-6, loose=False, loss="squared", epochs=120)  # the dual reported 0 (diabetes)
+def test_only_a_small_stalled_gap_is_said_to_be_the_datas_precision(gap, tol_share, loose, loss, epochs):
+    """A stalled (or loose) gap is blamed on the data's precision, advising a larger --tol, only at or below
+    ooc.engine.PRECISION_GAP; above it the advice is a resume with more epochs (a larger --tol would accept
+    a wrong model)."""
+    from ooc.engine import PRECISION_GAP
+    from ooc.train import _advice
+    tol = gap * tol_share
+    hist = [{"epoch": e, "rel_gap": gap, "primal": 1.0 if loose else 1.0 + (epochs - e)}
+            for e in range(epochs - 8, epochs + 1)]
+    stall = diagnose(hist, tol)
+    assert stall.kind == ("loose" if loose else "stalled"), stall
+    o = {"loss": loss, "l2": 1e-3, "l1": 0.0, "solver_used": "sdca", "sampling": "uniform"}
+    advice = _advice(stall, o, "RUN", epochs)
+    if gap > PRECISION_GAP:
+        assert "--max-epochs" in advice and "may be at the precision" not in advice, advice
+    else:
+        assert "larger --tol" in advice and "may be at the precision" in advice, advice
