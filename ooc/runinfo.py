@@ -132,7 +132,8 @@ def format_run_info(i: dict) -> str:
         lines.append(f"             of the model of the previous store {i['model_store']}, kept until the run's "
                      f"continuation on {i['store']} converges: ooc resume {i['run']} continues it")
     elif not i["converged"]:
-        more = i.get("advised_max_epochs") or 2 * max(int(i["epochs"]), 1)  # the latter: a summary made without it
+        # the figure train advised (no rule of info's own); an early-stopped run was advised none
+        more = i.get("advised_max_epochs") or "N"
         lines.append(f"             ooc resume {i['run']} --max-epochs {more} continues it")
     lines.append(f"weights      {i['nnz_w']} of {i['n_features']} features nonzero"
                  + (f"; the {len(i['top_features'])} largest |w| (feature id: weight"
