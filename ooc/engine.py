@@ -46,6 +46,7 @@ import numpy as np
 
 from . import interrupts
 from .numtext import distinct
+from .objectives.losses import loss_spec
 from .solvers.certificate import GAP_ROUNDING, duality_gap, relative_gap  # noqa: F401  (GAP_ROUNDING re-exported)
 
 
@@ -139,13 +140,14 @@ class Stall(NamedTuple):
     ``"few"`` (too few certified states to tell) or ``"exact"`` (``tol = 0``); ``text`` says it
     in one clause. ``at_least``: where the rate is not settled (:func:`diagnose`), the epochs
     that are needed at the least (``more_epochs`` then an estimate that may fall short); None
-    where it is settled.
+    where it is settled. ``gap``: the last certified relative gap (None where no rate was read).
     """
 
     kind: str
     text: str
     more_epochs: int | None = None
     at_least: int | None = None
+    gap: float | None = None
 
 
 #: An epoch end's checkpoint that may be skipped waits until the last one is older than its write time over
@@ -162,7 +164,7 @@ DIAGNOSE_MIN_STATES = 4
 #: A rate is settled when the per-epoch log-rates of the window, the last half and the last quarter of the
 #: run agree within this ratio, over at least SETTLED_STATES states. Measured on 1619 stops of sdca and
 #: acc-sdca runs (logistic, squared, smooth-hinge at l2 1e-2..1e-4, 300 and 1500 rows, tol 1e-3..1e-8):
-#: where settled, the epochs needed were at most 1.23 times the advice (ooc.train's ADVICE_MARGIN of the
+#: where settled, the epochs needed were at most 1.23 times the advice (ADVICE_MARGIN of the
 #: estimate); a looser 0.7 let through runs that needed 2.7 times it.
 SETTLED_AGREEMENT = 0.85
 SETTLED_STATES = 6
@@ -271,13 +273,56 @@ def diagnose(history: list[dict], tol: float, unsteady: str | None = None) -> St
                     f"settled ({why}): at least {at_least} more epochs reach tol, perhaps many more than the "
                     f"{more} estimated at that rate")
         if more > DIAGNOSE_MAX_FACTOR * max(int(last["epoch"]), 1):
-            return Stall("slow", what + " (a slow rate)", more, at_least)
-        return Stall("rate", what, more, at_least)
+            return Stall("slow", what + " (a slow rate)", more, at_least, g1)
+        return Stall("rate", what, more, at_least, g1)
     moved = abs(float(first["primal"]) - float(last["primal"])) / max(1.0, abs(float(last["primal"])))
     if moved <= tol:
         return Stall("loose", f"the objective moved by {moved:.2g} (relative) in the last {epochs} epochs while "
-                              f"the gap stayed at {g1:.3g}: the certificate (dual bound) is what lags")
-    return Stall("stalled", f"the gap stalled at {g1:.3g} over the last {epochs} epochs")
+                              f"the gap stayed at {g1:.3g}: the certificate (dual bound) is what lags", gap=g1)
+    return Stall("stalled", f"the gap stalled at {g1:.3g} over the last {epochs} epochs", gap=g1)
+
+
+#: The largest relative gap a stalled run is told may be at the precision of the data (a larger --tol then
+#: the fix): a thousand times float32's unit roundoff (1.2e-7), above what pairwise sums of a float32
+#: store's products round to at any row count (log2(n) roundoffs: 4e-6 at 2**32 rows), with room for the
+#: conditioning of the problem. A gap above it (squared loss with --fit-intercept reported 1 for 100 epochs)
+#: is a run that needs more epochs or another solver: a larger --tol would only accept a wrong model.
+PRECISION_GAP = 1e-4
+
+#: The resume command names this many times the epochs estimated: a settled rate's estimate fell short
+#: by up to 1.23 times this margin (SETTLED_AGREEMENT); 1.2 had fallen short by 1.6 times.
+ADVICE_MARGIN = 2.0
+
+
+def unsteady(o: dict) -> str | None:
+    """Why no linear rate of the gap is to be expected for the run of options ``o`` (None: one is)."""
+    if not loss_spec(o["loss"]).smooth:
+        return f"the {o['loss']} loss is not smooth: its gap falls ever more slowly"
+    if o.get("distributed"):
+        return "CoCoA+'s rounds: their rate changes as the workers' updates agree"
+    return None
+
+
+def trajectory_history(history: list[dict], generation: int) -> list[dict]:
+    """The history lines of the trajectory ``generation`` (0: the run's first store, G once continued G
+    times on grown stores): a run continued on a grown store starts a new one, whose lines record it."""
+    return [h for h in history if int(h.get("generation") or 0) == generation]
+
+
+def stop_diagnosis(history: list[dict], o: dict, generation: int = 0) -> Stall:
+    """:func:`diagnose` of a run of options ``o`` (its ``tol``, ``loss``, ``distributed``) stopped short, from
+    its ``history`` (``RUN/history.jsonl``): the states of its trajectory ``generation`` only (a
+    continuation's first gap over the previous store's last is no rate). ``ooc train``'s stop message and
+    ``ooc info RUN`` both read it, so they advise the same."""
+    return diagnose(trajectory_history(history, generation), float(o["tol"]), unsteady(o))
+
+
+def advised_max_epochs(stall: Stall, epochs: int) -> int:
+    """The ``--max-epochs`` a resume of a run stopped after ``epochs`` epochs for the reason ``stall`` is
+    advised: ``ADVICE_MARGIN`` times the epochs estimated more (the epochs run, at least 10, where no
+    rate gives an estimate). The one rule of ``ooc train``'s advice and ``ooc info RUN``'s."""
+    more = stall.more_epochs if stall.more_epochs is not None else max(epochs, 10)
+    return epochs + int(math.ceil(ADVICE_MARGIN * more))
 
 
 class EpochContext:

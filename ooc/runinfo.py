@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from .engine import advised_max_epochs, stop_diagnosis
 from .fsutil import read_sealed_json
 from .model import LinearModel
 from .numtext import versus
@@ -80,6 +81,12 @@ def run_info(path: str, top: int = 10) -> dict:
         res = read_sealed_json(metrics)
         model = LinearModel.load(rd.model_dir)
         out.update({k: res.get(k) for k in ("primal", "dual", "gap", "rel_gap", "epochs", "seconds", "converged")})
+        if not res.get("converged") and not res.get("early_stopped") and res.get("epochs") is not None:
+            # the resume train's stop message advised: the same diagnosis of the same states, the same rule
+            opts = {"tol": cfg.get("tol") or res.get("tol") or 0.0, "loss": cfg.get("loss"),
+                    "distributed": cfg.get("distributed")}
+            stall = stop_diagnosis(rd.history(), opts, int(res.get("generation") or 0))
+            out["advised_max_epochs"] = advised_max_epochs(stall, int(res["epochs"]))
         gens = cfg.get("generations") or []
         if int(res.get("generation") or 0) != len(gens):
             # continued on a grown store, not converged there yet: the model is the previous store's, kept
@@ -125,7 +132,9 @@ def format_run_info(i: dict) -> str:
         lines.append(f"             of the model of the previous store {i['model_store']}, kept until the run's "
                      f"continuation on {i['store']} converges: ooc resume {i['run']} continues it")
     elif not i["converged"]:
-        lines.append(f"             ooc resume {i['run']} --max-epochs {2 * max(int(i['epochs']), 1)} continues it")
+        # the figure train advised (no rule of info's own); an early-stopped run was advised none
+        more = i.get("advised_max_epochs") or "N"
+        lines.append(f"             ooc resume {i['run']} --max-epochs {more} continues it")
     lines.append(f"weights      {i['nnz_w']} of {i['n_features']} features nonzero"
                  + (f"; the {len(i['top_features'])} largest |w| (feature id: weight"
                     + ("s by class" if i["task"] == "multiclass" else "") + "):" if i["top_features"] else ""))

@@ -30,8 +30,9 @@ from ._memlimit import (
 )
 from ._version import __version__
 from .config import DEFAULT_TRAIN_BLOCK, TrainConfig, defaults
-from .engine import Start, diagnose, rel_gap_of
+from .engine import PRECISION_GAP, Start, advised_max_epochs, rel_gap_of, stop_diagnosis, unsteady
 from .engine import run as run_solver
+from .engine import trajectory_history as engine_trajectory
 from .fsutil import (
     array_checksum,
     atomic_write_bytes,
@@ -861,7 +862,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
                                             "early_stopped", "generation") if k in res})
         if not res["converged"] and not res.get("early_stopped"):  # why it stopped short, and what to change
             # this trajectory's states only: a continuation's first gap over the previous store's last is no rate
-            stall = diagnose(trajectory_history(rd.history(), generation), o["tol"], _unsteady(o))
+            stall = stop_diagnosis(rd.history(), o, generation)
             result["stop_reason"] = stall.text
             result["advice"] = _advice(stall, o, rd.path, int(res["epochs"]), st)
             if stall.more_epochs is not None:  # the figures of the advice: an estimate, and a floor where unsettled
@@ -906,7 +907,7 @@ def _execute(rd: RunDir, st, o: dict, resume: bool, progress, warm=None, start=N
 def trajectory_history(history: list[dict], generation: int) -> list[dict]:
     """The history lines of the trajectory ``generation`` (:func:`current_generation`): a run continued on a
     grown store starts a new one, whose lines record it."""
-    return [h for h in history if int(h.get("generation") or 0) == generation]
+    return engine_trajectory(history, generation)
 
 
 def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
@@ -931,18 +932,8 @@ def _keep_model(rd: RunDir, found: dict, res: dict) -> Run:
     return Run(rd.path, kept)
 
 
-#: The resume command names this many times the epochs estimated: a settled rate's estimate fell short
-#: by up to 1.23 times this margin (ooc.engine.SETTLED_AGREEMENT); 1.2 had fallen short by 1.6 times.
-ADVICE_MARGIN = 2.0
-
-
-def _unsteady(o: dict) -> str | None:
-    """Why no linear rate of the gap is to be expected for the run of options ``o`` (None: one is)."""
-    if not loss_spec(o["loss"]).smooth:
-        return f"the {o['loss']} loss is not smooth: its gap falls ever more slowly"
-    if o.get("distributed"):
-        return "CoCoA+'s rounds: their rate changes as the workers' updates agree"
-    return None
+#: kept under its old name (tests and callers): the rule is ooc.engine.unsteady, written once
+_unsteady = unsteady
 
 
 def _advice(stall, o: dict, path: str, epochs: int, st=None) -> str:
@@ -950,8 +941,7 @@ def _advice(stall, o: dict, path: str, epochs: int, st=None) -> str:
     (:func:`ooc.engine.diagnose`): a resume command, another solver or option. An option named is one these
     options with it train with on ``st`` (:func:`_takes`: acc-sdca is not named to a ``--fit-intercept`` run,
     which it refuses)."""
-    more = stall.more_epochs if stall.more_epochs is not None else max(epochs, 10)
-    resume = f"'ooc resume {path} --max-epochs {epochs + int(math.ceil(ADVICE_MARGIN * more))}'"
+    resume = f"'ooc resume {path} --max-epochs {advised_max_epochs(stall, epochs)}'"
     if stall.at_least is not None:
         resume += " (which may not be enough: the rate is not settled; the next stop estimates again)"
     if stall.kind == "exact":
@@ -984,6 +974,9 @@ def _advice(stall, o: dict, path: str, epochs: int, st=None) -> str:
         other = "a larger --l2 (the gap falls faster the larger it is)"
     if stall.kind == "slow":
         return f"{resume} gets there slowly; faster: {other}"
+    if stall.gap is not None and stall.gap > PRECISION_GAP:  # far from any data's precision: not a --tol matter
+        return (f"{resume} continues (the gap {stall.gap:.3g} is far above the data's precision, "
+                f"{PRECISION_GAP:g}: a larger --tol would accept a wrong model), or try {other}")
     return f"try {other}, or a larger --tol (the gap may be at the precision of the data)"
 
 

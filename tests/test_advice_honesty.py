@@ -97,3 +97,48 @@ def test_cocoa_advice_names_a_lower_bound_that_holds(tmp_path):
         then = ooc.resume(str(tmp_path / "run"), max_epochs=20 * _advised(first)).result
     if then["converged"]:
         assert then["epochs"] >= 6 + first["at_least_more_epochs"]
+
+
+def _info_advised(path) -> int:
+    from ooc.runinfo import format_run_info, run_info
+    return int(re.search(r"--max-epochs (\d+) continues it", format_run_info(run_info(path))).group(1))
+
+
+@settings(max_examples=4, deadline=None)
+@given(loss=st.sampled_from(["logistic", "squared", "hinge"]), l2=st.sampled_from([1e-2, 1e-3, 1e-4]),
+       k=st.integers(2, 12), seed=st.integers(0, 3))
+@example(loss="logistic", l2=1e-4, k=5, seed=1)  # train said --max-epochs 49; info said 10
+def test_info_advises_the_resume_train_advised(tmp_path_factory, loss, l2, k, seed):
+    """``ooc info RUN`` of a run stopped at --max-epochs names the --max-epochs its stop message named (one
+    rule: ooc.engine.advised_max_epochs of the same diagnosis), not a rule of its own."""
+    store = _store(300, seed, loss == "squared")
+    path = str(tmp_path_factory.mktemp("info") / "run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        first = ooc.train(store, path, max_epochs=k, loss=loss, l2=l2, tol=1e-8).result
+    if first["converged"] or "--max-epochs" not in first["advice"]:
+        return  # nothing to resume, or advice of another kind (--tol 0)
+    assert _info_advised(path) == _advised(first), (first["stop_reason"], first["advice"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(gap=st.floats(1e-9, 2.0), tol_share=st.floats(1e-6, 0.5), loose=st.booleans(),
+       loss=st.sampled_from(["squared", "logistic", "hinge"]), epochs=st.integers(10, 300))
+@example(gap=1.0, tol_share=1e-6, loose=False, loss="squared", epochs=120)  # the dual reported 0 (diabetes)
+def test_only_a_small_stalled_gap_is_said_to_be_the_datas_precision(gap, tol_share, loose, loss, epochs):
+    """A stalled (or loose) gap is blamed on the data's precision, advising a larger --tol, only at or below
+    ooc.engine.PRECISION_GAP; above it the advice is a resume with more epochs (a larger --tol would accept
+    a wrong model)."""
+    from ooc.engine import PRECISION_GAP
+    from ooc.train import _advice
+    tol = gap * tol_share
+    hist = [{"epoch": e, "rel_gap": gap, "primal": 1.0 if loose else 1.0 + (epochs - e)}
+            for e in range(epochs - 8, epochs + 1)]
+    stall = diagnose(hist, tol)
+    assert stall.kind == ("loose" if loose else "stalled"), stall
+    o = {"loss": loss, "l2": 1e-3, "l1": 0.0, "solver_used": "sdca", "sampling": "uniform"}
+    advice = _advice(stall, o, "RUN", epochs)
+    if gap > PRECISION_GAP:
+        assert "--max-epochs" in advice and "may be at the precision" not in advice, advice
+    else:
+        assert "larger --tol" in advice and "may be at the precision" in advice, advice

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -167,12 +168,37 @@ def test_non_finite_state_is_refused_by_name_and_kept(runs, tmp_path):
     before = path.read_bytes()
     r = _invoke("resume", case, "--max-epochs", END, "--json")
     line = _one_line_error(r)
-    assert str(path.parent) in line and "remove it yourself" in line, line
+    assert f"remove the checkpoint folder {path.parent} yourself" in line, line
     assert path.read_bytes() == before  # never deleted nor replaced
     (ck_dir,) = [d for d in os.listdir(case / "state") if d.startswith("ckpt-")]
     shutil.rmtree(case / "state" / ck_dir)  # what the message says: then the run trains again from the start
     r = _invoke("resume", case, "--max-epochs", END, "--json")
     assert r.exit_code == 0, r.output
+    assert np.array_equal(ooc.load_model(str(case)).coef_, want)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("name, how", [("state.npz", "middle"), ("state.npz", "delete"), ("meta.json", "start"),
+                                       ("meta.json", "delete")])
+def test_the_advice_for_damaged_checkpoints_is_followed_once(runs, tmp_path, mode, name, how):
+    """Every checkpoint damaged (any of its files, any way): the refusal names what to remove, the checkpoint
+    FOLDERS (a checkpoint is its whole folder); doing that, and only that, lets 'ooc resume' train the run
+    again to the same coefficients. Naming the damaged file had looped: removed, the next resume named it
+    again, gone."""
+    _, out = runs
+    part, want = out[mode]
+    case = tmp_path / "all"
+    shutil.copytree(part, case)
+    for ck in [d for d in os.listdir(case / "state") if d.startswith("ckpt-")]:
+        _damage(str(case / "state" / ck / name), how)
+    line = _one_line_error(_invoke("resume", case, "--max-epochs", END, "--json"))
+    said = re.search(r"remove (?:the checkpoint folders? )?(.+?) yourself", line)
+    assert said, line
+    for p in said.group(1).split(" "):
+        assert os.path.isdir(p) and os.path.basename(p).startswith("ckpt-"), line
+        shutil.rmtree(p)
+    r = _invoke("resume", case, "--max-epochs", END, "--json")
+    assert r.exit_code == 0, (line, r.output)
     assert np.array_equal(ooc.load_model(str(case)).coef_, want)
 
 

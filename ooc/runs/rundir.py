@@ -505,7 +505,7 @@ class RunDir:
     def _newest_verified(self, found: list[str], keep: bool, warn: bool):
         """``(index, arrays, meta, dual checksums)`` of the first checkpoint of ``found`` that verifies; None when
         ``found`` is empty; :class:`RunError` naming the newest damaged one when none verifies."""
-        first = None
+        first, damaged = None, []
         for i, ck in enumerate(found):
             try:
                 return (i, *self._read_checkpoint(ck, check_duals=True, keep=keep, trajectory=True))
@@ -516,13 +516,17 @@ class RunDir:
                                "it out of the run, yourself)") from None
             except RunError as exc:
                 first = first or str(exc)
+                damaged.append(ck)
                 if warn and i + 1 < len(found):
-                    warnings.warn(f"{exc}; it is left in place (remove it yourself) and the previous checkpoint is "
-                                  "used", CheckpointWarning, stacklevel=3)
+                    warnings.warn(f"{exc}; its checkpoint folder is left in place (remove {ck} yourself) and the "
+                                  "previous checkpoint is used", CheckpointWarning, stacklevel=3)
         if first is not None:
+            # a checkpoint is its whole folder: removing only the damaged file leaves a checkpoint missing it,
+            # refused again; so the folders are named, every one (each is damaged: an older one would be next)
             raise RunError(f"{first}; no checkpoint of the run verifies, and ooc deletes no file it cannot prove it "
-                           f"wrote: remove it yourself, then 'ooc resume {self.path}' trains the run again from the "
-                           "beginning")
+                           f"wrote: remove the checkpoint folder{'s' if len(damaged) > 1 else ''} "
+                           f"{' '.join(damaged)} yourself, then 'ooc resume {self.path}' trains the run again from "
+                           "the beginning")
         return None
 
     def checkpoint_error(self, ck: str) -> tuple[str | None, set]:
@@ -549,8 +553,8 @@ class RunDir:
         if name not in self._proven:
             why = self.checkpoint_error(ck)[0]
             if why is not None:
-                warnings.warn(f"{why}; left in place (ooc deletes only what it can prove it wrote: remove it "
-                              "yourself)", CheckpointWarning, stacklevel=3)
+                warnings.warn(f"{why}; its checkpoint folder is left in place (ooc deletes only what it can prove it "
+                              f"wrote: remove {ck} yourself)", CheckpointWarning, stacklevel=3)
                 return
         # renamed aside in one step, then deleted: a kill while deleting leaves a temporary of this process
         # (swept by the next command), never a checkpoint cut short that no longer proves itself ooc's
