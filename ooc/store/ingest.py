@@ -866,39 +866,7 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
     check_not_binary(path, fmt, owner)
     size = input_size(path)
     if fmt in HASHED:
-        bits = recipe.hash_bits
-        if bits is None:
-            if n_cols_hint is not None:
-                bits = n_cols_hint.bit_length() - 1
-                if n_cols_hint != 1 << bits:
-                    raise InputError(path, f"a {fmt_name(fmt)} file is hashed into 2**B columns, but there are "
-                                           f"{n_cols_hint}: they were not made from hashed data")
-            else:
-                bits = DEFAULT_HASH_BITS
-        bits = check_hash_bits(bits)
-        recipe = recipe._replace(hash_bits=bits)
-        if fmt == "vw":
-            def make():
-                return iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype, threads=threads)
-        else:
-            if recipe.text_columns is None:
-                raise InputError(path, "raw text needs its label and text columns (--text LABEL:TEXT)")
-            label, text = recipe.text_columns
-            lay = text_layout(path, label, text)  # the columns exist (else one line now, not mid-read)
-            if lay.names is not None and recipe.text_names is not None:
-                # a header read against recorded names: the label and the text are found by name, as a
-                # CSV's columns are (refused if the names differ); read by position, a reordered file
-                # would give other columns (its ids as labels), silently
-                moved = text_order(path, lay.header_line, lay.names, recipe, owner)
-                if moved is not None:
-                    label, text = str(moved[0]), str(moved[1])
-            else:
-                recipe = recipe._replace(text_names=lay.names if lay.header_line else recipe.text_names)
-
-            def make():
-                return iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, label=label, text=text,
-                                 value_dtype=dtype)
-        return Source(make, size, 1 << bits, recipe)
+        return _open_hashed(path, recipe, fmt, chunk_bytes, dtype, threads, owner, n_cols_hint, size)
     if fmt == "svmlight":
         check_base_recorded(path, recipe, owner, say_base)
 
@@ -906,44 +874,7 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
             return iter_svmlight(path, chunk_bytes=chunk_bytes, value_dtype=dtype, threads=threads)
         return Source(make, size, None, recipe)
     if fmt == "csv":
-        label_col = 0 if recipe.csv_label_column is None else recipe.csv_label_column
-        said = recipe.csv_header_source == "option" and recipe.csv_header is not None
-        lay = csv_layout(path, recipe.csv_delimiter, label_col, recipe.csv_header if said else "auto",
-                         recipe.csv_weight_column)
-        order = None
-        if lay.names is not None and recipe.csv_names is not None \
-                and HEADER_NUMBERED not in (lay.header_why, recipe.csv_header_source):
-            # a header read against recorded names: the columns are found by name (refused if they differ).
-            # A numbered header (0,1,2; label,1,2) names positions, not columns: read by position, as said
-            order = header_order(path, lay.header_line, lay.names, recipe, owner)
-        if order is not None:
-            lay = csv_layout(path, lay.delimiter, order.label_col, True, order.weight_col)._replace(
-                header_why=lay.header_why)
-            # the rows come in the recipe's column order: its names and label column describe them
-            recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_header=True, csv_header_source=lay.header_why)
-        else:
-            # the weight column as the user gave it (-1: the last, in every file), the rest as found
-            recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
-                                     csv_header=bool(lay.header_line), csv_header_source=lay.header_why,
-                                     csv_names=lay.names if lay.header_line else recipe.csv_names)
-        if lay.header_why == HEADER_NUMBERED:
-            # a row of numbers dropped as a header is a row lost if the guess is wrong: said, with the way out
-            head = lay.head.decode("utf-8", "replace").strip()
-            warnings.warn(f"{path}:{lay.header_line}: {head[:60]!r} is read as a header (guessed: its numbers count "
-                          "the columns); if it is a row of data, pass --no-header", HeaderGuessWarning, stacklevel=2)
-        if lay.header_line and lay.label_col == 0 and lay.delimiter != " " \
-                and not lay.head.split(lay.delimiter.encode(), 1)[0].strip():
-            # pandas' df.to_csv() writes its index first, under an empty name: read as the labels, silently
-            warnings.warn(f"{path}:{lay.header_line}: the label column (0) has no name in the header: if it is an "
-                          "index (pandas' df.to_csv() writes one), the row numbers are read as the labels; write the "
-                          "file with df.to_csv(index=False)", HeaderGuessWarning, stacklevel=2)
-
-        def make():
-            chunks = iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
-                              header=bool(lay.header_line), value_dtype=dtype, weight_column=lay.weight_col,
-                              threads=threads)
-            return chunks if order is None else _columns_moved(chunks, order.features)
-        return Source(make, size, lay.n_features, recipe)
+        return _open_csv(path, recipe, chunk_bytes, dtype, threads, owner, size)
     if fmt == "npz":
         if is_url(path):
             raise InputError(path, "an .npz archive is read from a local file or standard input only (not a URL)")
@@ -956,6 +887,87 @@ def _open(path, recipe, chunk_bytes, rows_per_chunk, dtype, threads, labels_requ
             return matrix_chunks(rows, y, chunk_bytes, rows_per_chunk, sw)
         return Source(make, None, rows.n_cols, recipe, rows.n_rows)
     raise ValueError(f"unknown input format {fmt!r}")
+
+
+def _open_hashed(path, recipe, fmt: str, chunk_bytes, dtype, threads, owner, n_cols_hint, size) -> Source:
+    """:func:`_open` of a hashed format (Vowpal Wabbit, raw text): the hash bits the recipe records (or the
+    width ``n_cols_hint`` says), and raw text's columns found as the recipe names them."""
+    bits = recipe.hash_bits
+    if bits is None:
+        if n_cols_hint is not None:
+            bits = n_cols_hint.bit_length() - 1
+            if n_cols_hint != 1 << bits:
+                raise InputError(path, f"a {fmt_name(fmt)} file is hashed into 2**B columns, but there are "
+                                       f"{n_cols_hint}: they were not made from hashed data")
+        else:
+            bits = DEFAULT_HASH_BITS
+    bits = check_hash_bits(bits)
+    recipe = recipe._replace(hash_bits=bits)
+    if fmt == "vw":
+        def make():
+            return iter_vw(path, chunk_bytes=chunk_bytes, hash_bits=bits, value_dtype=dtype, threads=threads)
+    else:
+        if recipe.text_columns is None:
+            raise InputError(path, "raw text needs its label and text columns (--text LABEL:TEXT)")
+        label, text = recipe.text_columns
+        lay = text_layout(path, label, text)  # the columns exist (else one line now, not mid-read)
+        if lay.names is not None and recipe.text_names is not None:
+            # a header read against recorded names: the label and the text are found by name, as a
+            # CSV's columns are (refused if the names differ); read by position, a reordered file
+            # would give other columns (its ids as labels), silently
+            moved = text_order(path, lay.header_line, lay.names, recipe, owner)
+            if moved is not None:
+                label, text = str(moved[0]), str(moved[1])
+        else:
+            recipe = recipe._replace(text_names=lay.names if lay.header_line else recipe.text_names)
+
+        def make():
+            return iter_text(path, chunk_bytes=chunk_bytes, hash_bits=bits, label=label, text=text,
+                             value_dtype=dtype)
+    return Source(make, size, 1 << bits, recipe)
+
+
+def _open_csv(path, recipe, chunk_bytes, dtype, threads, owner, size) -> Source:
+    """:func:`_open` of a CSV file: its layout (delimiter, header, label and weight columns) as the recipe says,
+    its columns found by the names the recipe records where its header has names."""
+    label_col = 0 if recipe.csv_label_column is None else recipe.csv_label_column
+    said = recipe.csv_header_source == "option" and recipe.csv_header is not None
+    lay = csv_layout(path, recipe.csv_delimiter, label_col, recipe.csv_header if said else "auto",
+                     recipe.csv_weight_column)
+    order = None
+    if lay.names is not None and recipe.csv_names is not None \
+            and HEADER_NUMBERED not in (lay.header_why, recipe.csv_header_source):
+        # a header read against recorded names: the columns are found by name (refused if they differ).
+        # A numbered header (0,1,2; label,1,2) names positions, not columns: read by position, as said
+        order = header_order(path, lay.header_line, lay.names, recipe, owner)
+    if order is not None:
+        lay = csv_layout(path, lay.delimiter, order.label_col, True, order.weight_col)._replace(
+            header_why=lay.header_why)
+        # the rows come in the recipe's column order: its names and label column describe them
+        recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_header=True, csv_header_source=lay.header_why)
+    else:
+        # the weight column as the user gave it (-1: the last, in every file), the rest as found
+        recipe = recipe._replace(csv_delimiter=lay.delimiter, csv_label_column=lay.label_col,
+                                 csv_header=bool(lay.header_line), csv_header_source=lay.header_why,
+                                 csv_names=lay.names if lay.header_line else recipe.csv_names)
+    if lay.header_why == HEADER_NUMBERED:
+        # a row of numbers dropped as a header is a row lost if the guess is wrong: said, with the way out
+        head = lay.head.decode("utf-8", "replace").strip()
+        warnings.warn(f"{path}:{lay.header_line}: {head[:60]!r} is read as a header (guessed: its numbers count "
+                      "the columns); if it is a row of data, pass --no-header", HeaderGuessWarning, stacklevel=2)
+    if lay.header_line and lay.label_col == 0 and lay.delimiter != " " \
+            and not lay.head.split(lay.delimiter.encode(), 1)[0].strip():
+        # pandas' df.to_csv() writes its index first, under an empty name: read as the labels, silently
+        warnings.warn(f"{path}:{lay.header_line}: the label column (0) has no name in the header: if it is an "
+                      "index (pandas' df.to_csv() writes one), the row numbers are read as the labels; write the "
+                      "file with df.to_csv(index=False)", HeaderGuessWarning, stacklevel=2)
+
+    def make():
+        chunks = iter_csv(path, chunk_bytes=chunk_bytes, delimiter=lay.delimiter, label_column=lay.label_col,
+                          header=bool(lay.header_line), value_dtype=dtype, weight_column=lay.weight_col,
+                          threads=threads)
+        return chunks if order is None else _columns_moved(chunks, order.features)
+    return Source(make, size, lay.n_features, recipe)
 
 
 def _columns_moved(chunks: Iterator[RowChunk], features: np.ndarray) -> Iterator[RowChunk]:
