@@ -264,6 +264,8 @@ class BlockLoopSolver(StoreSolver):
         self._copy_checkpoints = cache_bytes >= copies
         self.cache = BlockCache(cache_bytes - (copies if self._copy_checkpoints else 0))
         self._gate, self._positions = None, {}
+        #: the in-memory duals of the checkpoint resumed from, while the plan pages them (:meth:`restore`)
+        self._restored_in_memory = None
         # the arrays of blocks and groups read from the store, reused once nothing refers to them
         self._buffers = BufferPool(2 + self.read_depth)
         #: every row in one block (:meth:`_resident_block`), when the cache can hold them all: None until made
@@ -681,7 +683,7 @@ class BlockLoopSolver(StoreSolver):
         reads: the pass's starting duals into ``cur`` and, inside an update pass, the updated ones into ``nxt``
         (the visited blocks' are read from there, the others are equal in both), as a paged run would have
         left them."""
-        held = getattr(self, "_restored_in_memory", None)
+        held = self._restored_in_memory
         if held is None:
             return
         self._restored_in_memory = None
