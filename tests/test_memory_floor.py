@@ -145,8 +145,10 @@ def test_the_smallest_named_is_the_one_train_refuses_below(multi, binary, solver
     fam = fit["families"][memfit.family_name(o)]
     least = fam["smallest_memory"]
     # below it (less its stated headroom) refused naming it (to the tenth of a MiB printed, rounded up); at it, not
+    # (the figure a refusal names carries half the run-to-run drift of a process's size: ooc.train.RUN_TO_RUN)
     named = _named(st, o, least - STATED_HEADROOM - (1 << 20), fit["process_rss"])
-    assert named is not None and 0 <= named - least < 0.11 * (1 << 20), (named, least)
+    drift = T.RUN_TO_RUN // 2
+    assert named is not None and 0 <= named - least - drift < 0.11 * (1 << 20), (named, least)
     assert _named(st, o, least, fit["process_rss"]) is None
     assert fam["fits"] and not _fit_at(st, opts, least - 1, o)["fits"]
 
